@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	# torch first: the CPU build on local disk; an unpinned torch would pull CUDA.
+	$(PY) -m pip install torch==2.13.0
+	$(PY) -m pip install -e '.[onnx,openvino,dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/stackcost run resnet18 --batch-size 1,8 --resolution 64 --threads 2
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/harness_overhead.py
+	$(PY) benchmarks/agreement.py
+	$(PY) benchmarks/fixed_cost.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info
