@@ -1,0 +1,66 @@
+"""Bring-your-own model: a "package.module:factory" path to a zero-argument callable.
+
+Imports torch only when a model is actually built, so paths can be validated cheaply.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import nn
+
+
+class ZooError(ValueError):
+    """A model or init scheme that cannot be resolved; the message is one line for the CLI."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def load_factory(path: str) -> Callable[[], Any]:
+    """Resolve "package.module:factory" (the attribute may be dotted) to a callable."""
+    module_name, sep, attr_path = path.partition(":")
+    if not sep or not module_name or not attr_path or ":" in attr_path:
+        raise ZooError(f"model factory {path!r} is not of the form 'package.module:factory'")
+    # Console scripts don't put the working directory on sys.path (python -m does);
+    # users expect a model file next to them to be importable either way.
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    importlib.invalidate_caches()  # the file may have been written since the last import
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # anything the module raises while importing
+        raise ZooError(
+            f"model factory {path!r}: cannot import {module_name!r} ({_one_line(exc)})"
+        ) from exc
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            raise ZooError(f"model factory {path!r}: {module_name!r} has no attribute {part!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ZooError(f"model factory {path!r} is not callable (got {type(obj).__name__})")
+    return obj
+
+
+def build_custom(path: str) -> nn.Module:
+    """Call the factory at `path` with no arguments; it must return an nn.Module."""
+    from torch import nn
+
+    factory = load_factory(path)
+    try:
+        model = factory()
+    except Exception as exc:
+        raise ZooError(f"model factory {path!r} raised {_one_line(exc)}") from exc
+    if not isinstance(model, nn.Module):
+        raise ZooError(
+            f"model factory {path!r} returned {type(model).__name__}, not a torch.nn.Module"
+        )
+    return model
