@@ -1,0 +1,78 @@
+"""The Python API: `stackcost.run(...)` and `stackcost.load(...)`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from stackcost.runs import RunResult
+from stackcost.spec import SpecError, db_problem, model_ref, validate
+
+
+def run(
+    model: str,
+    backends: Sequence[str] | None = None,
+    *,
+    batch_sizes: Sequence[int] = (1,),
+    resolutions: Sequence[int] | None = None,
+    precisions: Sequence[str] = ("fp32",),
+    threads: Sequence[int] = (1,),
+    devices: Sequence[str] = ("cpu",),
+    repeats: int = 1,
+    init: str = "torch-default",
+    num_classes: int | None = None,
+    in_channels: int | None = None,
+    conv_bias: bool = False,
+    input_shape: Sequence[int] | None = None,
+    db: str | Path = "stackcost.db",
+    **spec_fields,
+) -> RunResult:
+    """Measure `model` through `backends` and return the typed results.
+
+    Raises SpecError on bad input before anything is written.
+    >>> stackcost.run("mlp", ["eager", "onnxruntime"], batch_sizes=[1, 8]).to_dataframe()
+    """
+    from stackcost.execute.runner import execute
+    from stackcost.store import Store
+
+    ref = model_ref(
+        model,
+        init=init,
+        num_classes=num_classes,
+        in_channels=in_channels,
+        conv_bias=conv_bias,
+        input_shape=tuple(input_shape) if input_shape else None,
+    )
+    fields = dict(
+        models=[ref],
+        batch_sizes=list(batch_sizes),
+        precisions=list(precisions),
+        threads=list(threads),
+        devices=list(devices),
+        repeats=repeats,
+        resolutions=list(resolutions) if resolutions else None,
+        **spec_fields,
+    )
+    if backends is not None:
+        fields["backends"] = list(backends)
+    spec = validate(fields)
+    problem = db_problem(db)
+    if problem:
+        raise SpecError(problem)
+    with Store(db) as store:
+        return execute(spec, store, command="stackcost.run()")
+
+
+def load(db: str | Path = "stackcost.db", run_id: str | None = None) -> RunResult:
+    """A stored run (the latest when run_id is None)."""
+    from stackcost.store import Store
+
+    if not Path(db).exists():
+        raise SpecError(f"no database at {str(db)!r}")
+    with Store(db) as store:
+        ids = store.run_ids()
+        if not ids:
+            raise SpecError(f"{str(db)!r} holds no runs")
+        if run_id is not None and run_id not in ids:
+            raise SpecError(f"run {run_id!r} is not in {str(db)!r} (latest: {ids[-1]})")
+        return RunResult.from_store(store, run_id or ids[-1])

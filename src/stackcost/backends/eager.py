@@ -1,0 +1,25 @@
+"""PyTorch eager: the reference rung every other backend is compared against."""
+
+from __future__ import annotations
+
+from stackcost.backends.base import Backend, Capabilities, Prepared
+from stackcost.backends.torch_common import cast
+
+
+class EagerBackend(Backend):
+    name = "eager"
+    description = "PyTorch eager mode (torch.inference_mode)"
+    capabilities = Capabilities(
+        devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", "bf16", "fp16"})
+    )
+
+    def prepare(self, model, example, cell, ctx):
+        import torch
+
+        model, example = cast(model, example, cell)
+
+        def step():
+            with torch.inference_mode():
+                return model(example)
+
+        return Prepared(step, {"grad_mode": "inference_mode"})

@@ -1,0 +1,81 @@
+"""The environment record stored with every run."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+FRAMEWORKS = ("torch", "onnxruntime", "openvino", "onnx", "onnxscript", "numpy", "scipy")
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit(path: Path) -> dict[str, Any] | None:
+    """Commit and dirty flag of the git checkout containing `path`, if any."""
+    try:
+        run = lambda *a: subprocess.run(  # noqa: E731
+            ["git", "-C", str(path), *a], capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        return {"commit": run("rev-parse", "HEAD"), "dirty": bool(run("status", "--porcelain"))}
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def cpu_info() -> dict[str, Any]:
+    model, flags = platform.processor() or "unknown", []
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model in ("unknown", "", platform.machine()):
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = value.split()
+    except OSError:
+        pass
+    interesting = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma", "avx512_vnni")
+    return {
+        "model": model,
+        "flags": [f for f in interesting if f in flags],
+        "logical_cores": psutil.cpu_count(logical=True),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+    }
+
+
+def collect(threads: list[int] | None = None) -> dict[str, Any]:
+    from stackcost import __version__
+
+    mem = psutil.virtual_memory()
+    return {
+        "stackcost": __version__,
+        "stackcost_git": git_commit(Path(__file__).resolve().parent),
+        "project_git": git_commit(Path.cwd()),
+        "versions": {name: _version(name) for name in FRAMEWORKS},
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "os": platform.platform(),
+        "hostname": platform.node(),
+        "cpu": cpu_info(),
+        "memory_bytes": mem.total,
+        "gpus": [],  # filled by telemetry where NVML exists (see issue on utilization)
+        "threads": {"requested": threads, **{v: os.environ.get(v) for v in THREAD_VARS}},
+        "collected_at": now(),
+    }

@@ -1,0 +1,1 @@
+"""Running repetitions: the worker process and the executors that start it."""

@@ -1,0 +1,28 @@
+"""A repetition to run: everything a worker needs, serialisable as JSON."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from stackcost.cell import Cell
+from stackcost.measure.protocol import Protocol
+
+
+class RepetitionTask(BaseModel):
+    cell: Cell
+    repetition: int = 0
+    protocol: Protocol = Protocol()
+    tolerance: float = 1e-4
+    timeout_s: float = 600.0
+    workdir: str  # artifacts (ONNX files, compiled packages) for this repetition
+
+    def thread_env(self) -> dict[str, str]:
+        """Variables that pin framework threads; they must exist before any import."""
+        n = str(self.cell.threads)
+        return {
+            "OMP_NUM_THREADS": n,
+            "MKL_NUM_THREADS": n,
+            "OPENBLAS_NUM_THREADS": n,
+            # Inductor's compile workers would otherwise fork one per core.
+            "TORCHINDUCTOR_COMPILE_THREADS": n,
+        }

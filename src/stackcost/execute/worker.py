@@ -1,0 +1,136 @@
+"""The worker: one repetition of one cell, in its own process.
+
+Usage (by executors only): python -m stackcost.execute.worker TASK.json RESULT.json
+Thread variables are set by the parent in this process's environment, so they are in
+place before torch, ONNX Runtime or OpenVINO is imported.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from stackcost.env import now
+from stackcost.execute.task import RepetitionTask
+from stackcost.result import Memory, Phases, RepetitionResult
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def run_task(task: RepetitionTask) -> RepetitionResult:
+    t_start = time.perf_counter()
+    phases = Phases()
+    result = RepetitionResult(status="failed", repetition=task.repetition, started_at=now())
+    try:
+        _measure(task, result, phases, t_start)
+    except MemoryError as exc:
+        result.status, result.reason = "oom", _one_line(exc) or "MemoryError"
+    except Exception as exc:  # a failure is a result: store it and let the run go on
+        result.status, result.reason = "failed", _one_line(exc)
+        result.log_tail = traceback.format_exc()[-4000:]
+    phases.total_s = time.perf_counter() - t_start
+    result.phases = phases
+    result.finished_at = now()
+    return result
+
+
+def _measure(
+    task: RepetitionTask, result: RepetitionResult, phases: Phases, t_start: float
+) -> None:
+    import torch
+
+    from stackcost import zoo
+    from stackcost.backends import PrepareContext, load_backend
+    from stackcost.measure import memory
+    from stackcost.measure.protocol import measure
+    from stackcost.measure.timer import timer_for
+    from stackcost.verify import to_numpy, verify
+
+    cell = task.cell
+    torch.set_num_threads(cell.threads)
+    backend = load_backend(cell.backend)
+    phases.import_s = time.perf_counter() - t_start
+    baseline = memory.rss_bytes()
+
+    t = time.perf_counter()
+    model = zoo.build_model(cell.model, cell.resolution)
+    result.weights_digest = zoo.weights_digest(model)
+    generator = torch.Generator().manual_seed(cell.model.seed + 1)
+    example = torch.randn(cell.input_shape(), generator=generator)
+    phases.build_s = time.perf_counter() - t
+
+    # The eager fp32 reference, computed here on the same weights and input.
+    t = time.perf_counter()
+    with torch.inference_mode():
+        reference = to_numpy(model(example))
+    phases.reference_s = time.perf_counter() - t
+
+    device = torch.device(cell.device)
+    model, example = model.to(device), example.to(device)
+    if cell.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    can_reset = memory.reset_peak()  # the reference forward is not the backend's memory
+
+    t = time.perf_counter()
+    ctx = PrepareContext(workdir=Path(task.workdir))
+    prepared = backend.prepare(model, example, cell, ctx)
+    phases.prepare_s = time.perf_counter() - t
+    result.details = prepared.details
+
+    m = measure(prepared.step, timer_for(cell.device), task.protocol)
+    result.verification = verify(m.output, reference, task.tolerance)
+    del m.output
+    phases.warmup_s, phases.timed_s = m.warmup_s, m.timed_s
+
+    peak = memory.peak_rss_bytes()
+    result.memory = Memory(
+        baseline_rss_bytes=baseline,
+        peak_rss_bytes=peak,
+        peak_over_baseline_bytes=peak - baseline,
+        allocator_peak_bytes=(
+            int(torch.cuda.max_memory_allocated()) if cell.device == "cuda" else None
+        ),
+        method="VmHWM after reset" if can_reset else "ru_maxrss (process lifetime)",
+    )
+    result.cold_start_ms = m.cold_ns / 1e6
+    result.warmup_iters, result.warmup_settled = m.warmup_iters, m.warmup_settled
+    result.stop_reason = m.stop_reason
+    result.stats = m.stats
+    result.samples_ns = m.samples_ns
+    assert m.stats is not None
+    result.throughput = cell.batch_size / (m.stats.median_ms / 1e3)
+    if not result.verification.ok:
+        result.status = "wrong"
+        result.reason = (
+            result.verification.detail
+            or f"max relative error {result.verification.max_rel_err:.3g} > "
+            f"tolerance {task.tolerance:.3g}"
+        )
+    elif m.unstable:
+        result.status = "unstable"
+        result.reason = (
+            f"stopped by {m.stop_reason}"
+            if m.warmup_settled
+            else f"warmup did not settle in {task.protocol.warmup_max_time_s:g} s"
+        )
+        if m.stop_reason != "converged" and m.stats.n:
+            result.reason += f"; CI of median +/-{m.stats.ci_half_width_rel:.1%}"
+    else:
+        result.status = "ok"
+
+
+def main(argv: list[str] | None = None) -> int:
+    task_path, result_path = (argv or sys.argv[1:])[:2]
+    task = RepetitionTask.model_validate_json(Path(task_path).read_text())
+    result = run_task(task)
+    Path(result_path).write_text(result.model_dump_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

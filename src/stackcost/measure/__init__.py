@@ -1,0 +1,1 @@
+"""The measurement engine: statistics, timers, the warmup/stop protocol, memory."""

@@ -1,0 +1,109 @@
+"""The measurement protocol for one repetition: cold call, warmup until stable,
+timed iterations until the stop rule holds or the time cap is hit."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from stackcost.measure.stats import Stats, summarize
+from stackcost.measure.timer import CpuTimer, CudaTimer, Step
+
+
+class Protocol(BaseModel):
+    """Stop rule and warmup settings; stored with every run."""
+
+    min_time_s: float = Field(1.0, ge=0)
+    min_iters: int = Field(10, ge=1)
+    max_time_s: float = Field(20.0, gt=0)  # cap on the timed phase; hitting it => unstable
+    max_iters: int = Field(100_000, ge=1)  # bounds stored samples for sub-microsecond steps
+    target_ci: float = Field(0.02, gt=0)  # stop when the median's CI is within +/- this
+    confidence: float = Field(0.95, gt=0, lt=1)
+    warmup_tolerance: float = Field(0.05, gt=0)  # consecutive window medians within 5%
+    warmup_max_time_s: float = Field(10.0, ge=0)
+    check_interval_s: float = Field(0.05, gt=0)  # how often the stop rule is evaluated
+
+
+@dataclass
+class Measurement:
+    cold_ns: int
+    output: Any
+    warmup_iters: int = 0
+    warmup_s: float = 0.0
+    warmup_settled: bool = True
+    samples_ns: list[int] = field(default_factory=list)
+    timed_s: float = 0.0
+    stats: Stats | None = None
+    stop_reason: str = ""
+
+    @property
+    def unstable(self) -> bool:
+        return self.stop_reason in ("time cap", "iteration cap") or not self.warmup_settled
+
+
+def _window(estimate_ns: float, seconds: float, floor: int) -> int:
+    """How many iterations fill `seconds`, given a per-step estimate."""
+    return max(floor, math.ceil(seconds * 1e9 / max(estimate_ns, 1.0)))
+
+
+def cold_call(step: Step, timer: CpuTimer | CudaTimer) -> Measurement:
+    cold_ns, output = timer.time_once(step)
+    return Measurement(cold_ns=cold_ns, output=output)
+
+
+def warm_up(step: Step, timer: CpuTimer | CudaTimer, p: Protocol, m: Measurement) -> None:
+    """Run windows of iterations until two consecutive window medians agree."""
+    start = time.perf_counter()
+    estimate = float(m.cold_ns)
+    previous: float | None = None
+    m.warmup_settled = False
+    while True:
+        samples: list[int] = []
+        timer.run(step, _window(estimate, p.check_interval_s, 2), samples)
+        m.warmup_iters += len(samples)
+        current = statistics.median(samples)
+        estimate = current
+        if previous is not None and abs(current - previous) <= p.warmup_tolerance * previous:
+            m.warmup_settled = True
+            break
+        previous = current
+        if time.perf_counter() - start >= p.warmup_max_time_s:
+            break
+    m.warmup_s = time.perf_counter() - start
+
+
+def timed_loop(step: Step, timer: CpuTimer | CudaTimer, p: Protocol, m: Measurement) -> None:
+    """Time iterations in batches; evaluate the stop rule between batches only."""
+    samples = m.samples_ns
+    start = time.perf_counter()
+    estimate = float(m.cold_ns)
+    while True:
+        room = p.max_iters - len(samples)
+        timer.run(step, min(room, _window(estimate, p.check_interval_s, 1)), samples)
+        elapsed = time.perf_counter() - start
+        estimate = statistics.median(samples[-64:])
+        if len(samples) >= p.min_iters and elapsed >= p.min_time_s:
+            stats = summarize(samples, p.confidence)
+            if stats.ci_half_width_rel <= p.target_ci:
+                m.stop_reason = "converged"
+                break
+        if len(samples) >= p.max_iters:
+            m.stop_reason = "iteration cap"
+            break
+        if elapsed >= p.max_time_s and len(samples) >= min(p.min_iters, 3):
+            m.stop_reason = "time cap"
+            break
+    m.timed_s = time.perf_counter() - start
+    m.stats = summarize(samples, p.confidence)
+
+
+def measure(step: Step, timer: CpuTimer | CudaTimer, p: Protocol) -> Measurement:
+    m = cold_call(step, timer)
+    warm_up(step, timer, p, m)
+    timed_loop(step, timer, p, m)
+    return m

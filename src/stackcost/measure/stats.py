@@ -1,0 +1,66 @@
+"""Summary statistics of per-iteration samples, built on numpy and scipy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+from scipy import stats
+
+
+class Stats(BaseModel):
+    """Per-iteration latency summary, in milliseconds."""
+
+    n: int
+    median_ms: float
+    mean_ms: float
+    iqr_ms: float
+    p90_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+    ci_low_ms: float  # distribution-free confidence interval of the median
+    ci_high_ms: float
+    cv: float  # coefficient of variation (std / mean), unitless
+    confidence: float = 0.95
+
+    @property
+    def ci_half_width_rel(self) -> float:
+        """Half the CI width relative to the median: the stop rule's target."""
+        if math.isnan(self.ci_low_ms) or math.isnan(self.ci_high_ms) or self.median_ms == 0:
+            return math.inf
+        return (self.ci_high_ms - self.ci_low_ms) / 2 / self.median_ms
+
+
+def median_ci(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """CI of the median from order statistics (binomial; no normality assumed).
+
+    NaN when there are too few samples for the requested confidence (n < 6 at 95%).
+    """
+    ci = stats.quantile_test(x, q=float(np.median(x)), p=0.5).confidence_interval(confidence)
+    return float(ci.low), float(ci.high)
+
+
+def summarize(samples_ns: Sequence[int] | np.ndarray, confidence: float = 0.95) -> Stats:
+    x = np.asarray(samples_ns, dtype=np.float64) / 1e6
+    if x.size == 0:
+        raise ValueError("no samples to summarize")
+    low, high = median_ci(x, confidence) if x.size > 1 else (math.nan, math.nan)
+    q25, q50, q75, q90, q99 = np.percentile(x, [25, 50, 75, 90, 99])
+    mean = float(np.mean(x))
+    return Stats(
+        n=int(x.size),
+        median_ms=float(q50),
+        mean_ms=mean,
+        iqr_ms=float(q75 - q25),
+        p90_ms=float(q90),
+        p99_ms=float(q99),
+        min_ms=float(np.min(x)),
+        max_ms=float(np.max(x)),
+        ci_low_ms=low,
+        ci_high_ms=high,
+        cv=float(stats.variation(x)) if mean > 0 else math.nan,
+        confidence=confidence,
+    )

@@ -1,0 +1,1 @@
+"""Views of stored results: terminal tables now; HTML reports and figures later."""

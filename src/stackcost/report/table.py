@@ -1,0 +1,118 @@
+"""The terminal table that ends `stackcost run`."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from stackcost.report.units import mib, ms, rate, sci
+from stackcost.runs import CellResult, RunResult
+
+STATUS_STYLE = {"ok": "green", "unstable": "yellow", "unavailable": "dim", "unsupported": "dim"}
+
+
+def _group_key(c: CellResult) -> tuple:
+    cell = c.cell
+    return (
+        cell.model.name,
+        cell.mode,
+        cell.batch_size,
+        cell.resolution,
+        cell.precision,
+        cell.threads,
+        cell.device,
+    )
+
+
+def speedups(cells: list[CellResult], baseline: str = "eager") -> dict[int, float]:
+    """Baseline median / cell median, within each workload group (valid cells only)."""
+    base: dict[tuple, float] = {}
+    for c in cells:
+        stats = c.stats
+        if c.cell.backend == baseline and c.valid and stats:
+            base[_group_key(c)] = stats.median_ms
+    out = {}
+    for i, c in enumerate(cells):
+        stats = c.stats
+        if c.valid and stats and _group_key(c) in base:
+            out[i] = base[_group_key(c)] / stats.median_ms
+    return out
+
+
+def _shared(cells: list[CellResult]) -> tuple[list[str], str]:
+    """Columns that vary across the run, and a title naming the axes that don't."""
+    axes = {
+        "model": lambda c: c.cell.model.name,
+        "prec": lambda c: c.cell.precision,
+        "thr": lambda c: str(c.cell.threads),
+        "device": lambda c: c.cell.device,
+        "mode": lambda c: c.cell.mode,
+    }
+    varying, fixed = [], []
+    for name, get in axes.items():
+        values = sorted({get(c) for c in cells})
+        if len(values) > 1:
+            varying.append(name)
+        elif values:
+            fixed.append(values[0] if name != "thr" else f"{values[0]} threads")
+    return varying, " · ".join(fixed)
+
+
+def results_table(result: RunResult, baseline: str = "eager") -> Table:
+    cells = result.cells()
+    speed = speedups(cells, baseline)
+    varying, title = _shared(cells)
+    table = Table(title=f"run {result.run_id}: {title}", header_style="bold")
+    columns = [
+        *varying,
+        "batch",
+        "res",
+        "backend",
+        "status",
+        "median ± CI",
+        "throughput",
+        f"vs {baseline}",
+        "peak RSS (Δ)",
+        "cold start",
+        "rel err",
+    ]
+    for name in columns:
+        table.add_column(
+            name, justify="left" if name in ("backend", "status", "model") else "right"
+        )
+    for i, c in enumerate(cells):
+        cell, stats = c.cell, c.stats
+        latency = throughput = "—"
+        if c.valid and stats:
+            latency = f"{ms(stats.median_ms)} ± {stats.ci_half_width_rel:.1%}"
+            throughput = rate(cell.batch_size / (stats.median_ms / 1e3), "/s")
+        mem = c.first("memory")
+        ver = c.first("verification")
+        style = STATUS_STYLE.get(c.status, "red")
+        status = f"[{style}]{c.status}[/]"
+        if c.reason and not c.valid:
+            status += f"\n[dim]{c.reason[:60]}[/]"
+        extra = {
+            "model": cell.model.name,
+            "prec": cell.precision,
+            "thr": str(cell.threads),
+            "device": cell.device,
+            "mode": cell.mode,
+        }
+        table.add_row(
+            *(extra[v] for v in varying),
+            str(cell.batch_size),
+            str(cell.resolution),
+            cell.backend,
+            status,
+            latency,
+            throughput,
+            f"{speed[i]:.2f}×" if i in speed else "—",
+            f"{mib(mem.peak_rss_bytes)} ({mib(mem.peak_over_baseline_bytes)})" if mem else "—",
+            ms(c.first("cold_start_ms")),
+            sci(ver.max_rel_err) if ver else "—",
+        )
+    table.caption = (
+        "median ± half-width of its 95% CI; throughput in samples/s; "
+        "peak RSS with growth over the pre-model baseline; rel err = max|out-ref|/max|ref|"
+    )
+    return table

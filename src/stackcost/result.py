@@ -1,0 +1,73 @@
+"""What one repetition produces; the JSON a worker (Python or C++) sends back."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from stackcost.measure.stats import Stats
+from stackcost.verify import Verification
+
+Status = Literal[
+    "ok",  # measured, verified, stop rule met
+    "unstable",  # measured and verified, but the time cap stopped it or warmup never settled
+    "wrong",  # output outside tolerance: timings are not valid
+    "failed",  # exception inside the worker
+    "crashed",  # the worker died on a signal (segfault, abort)
+    "oom",  # out of memory (MemoryError, or SIGKILL from the kernel)
+    "timeout",  # killed after the repetition timeout
+    "interrupted",  # Ctrl-C
+    "unavailable",  # backend cannot run on this machine (reason says how to fix)
+    "unsupported",  # backend cannot run this cell (mode, precision or device)
+]
+VALID_STATUSES: frozenset[str] = frozenset({"ok", "unstable"})
+FAILED_STATUSES: frozenset[str] = frozenset(
+    {"wrong", "failed", "crashed", "oom", "timeout", "interrupted"}
+)
+
+
+class Memory(BaseModel):
+    baseline_rss_bytes: int  # after imports, before the model is built
+    peak_rss_bytes: int  # high-water mark from the backend's prepare to the end
+    peak_over_baseline_bytes: int
+    allocator_peak_bytes: int | None = None  # torch.cuda.max_memory_allocated on GPU
+    method: str = "VmHWM"
+
+
+class Phases(BaseModel):
+    """Fixed costs of one repetition, seconds."""
+
+    spawn_s: float | None = None  # process start to worker ready (measured by the parent)
+    import_s: float | None = None
+    build_s: float | None = None
+    reference_s: float | None = None
+    prepare_s: float | None = None
+    warmup_s: float | None = None
+    timed_s: float | None = None
+    total_s: float | None = None
+
+
+class RepetitionResult(BaseModel):
+    status: Status
+    reason: str = ""
+    repetition: int = 0
+    started_at: str | None = None
+    finished_at: str | None = None
+    cold_start_ms: float | None = None  # first call, compile included
+    warmup_iters: int | None = None
+    warmup_settled: bool | None = None
+    stop_reason: str | None = None
+    stats: Stats | None = None
+    throughput: float | None = None  # samples per second = batch / median
+    samples_ns: list[int] = Field(default_factory=list)
+    memory: Memory | None = None
+    verification: Verification | None = None
+    phases: Phases = Field(default_factory=Phases)
+    weights_digest: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)  # backend knobs and versions
+    log_tail: str = ""  # last lines of the worker's stderr, for failures
+
+    @property
+    def valid(self) -> bool:
+        return self.status in VALID_STATUSES

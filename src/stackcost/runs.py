@@ -1,0 +1,128 @@
+"""A run's results as typed objects and as a tidy pandas DataFrame."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stackcost.cell import Cell
+from stackcost.measure.stats import Stats, summarize
+from stackcost.result import FAILED_STATUSES, VALID_STATUSES, RepetitionResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from stackcost.store import Store
+
+
+@dataclass
+class CellResult:
+    """All repetitions of one cell, with the summary the tables show."""
+
+    cell: Cell
+    repetitions: list[RepetitionResult] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """The worst repetition status: one failure makes the cell fail."""
+        statuses = [r.status for r in self.repetitions]
+        for s in statuses:
+            if s in FAILED_STATUSES:
+                return s
+        for s in ("unavailable", "unsupported", "unstable"):
+            if s in statuses:
+                return s
+        return "ok" if statuses else "missing"
+
+    @property
+    def reason(self) -> str:
+        return next((r.reason for r in self.repetitions if r.reason), "")
+
+    @property
+    def valid(self) -> bool:
+        return self.status in VALID_STATUSES
+
+    @property
+    def stats(self) -> Stats | None:
+        """Pooled over the valid repetitions; None when no timing is valid."""
+        samples = [ns for r in self.repetitions if r.valid for ns in r.samples_ns]
+        return summarize(samples) if samples else None
+
+    def first(self, attr: str) -> Any:
+        return next(
+            (getattr(r, attr) for r in self.repetitions if getattr(r, attr) is not None), None
+        )
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    db_path: Path
+    env: dict[str, Any]
+    spec: dict[str, Any]
+    records: list[tuple[Cell, RepetitionResult]]
+
+    @classmethod
+    def from_store(cls, store: Store, run_id: str) -> RunResult:
+        row = store.run_row(run_id)
+        if row is None:
+            raise KeyError(run_id)
+        return cls(
+            run_id=run_id,
+            db_path=store.path,
+            env=json.loads(row["env_json"]),
+            spec=json.loads(row["spec_json"]),
+            records=list(store.repetitions(run_id)),
+        )
+
+    def cells(self) -> list[CellResult]:
+        by_key: dict[str, CellResult] = {}
+        for cell, rep in self.records:
+            by_key.setdefault(cell.key(), CellResult(cell)).repetitions.append(rep)
+        return list(by_key.values())
+
+    @property
+    def failed(self) -> bool:
+        return any(rep.status in FAILED_STATUSES for _, rep in self.records)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per repetition; timings of invalid repetitions are left empty."""
+        import pandas as pd
+
+        rows = []
+        for cell, rep in self.records:
+            s, m, v = rep.stats if rep.valid else None, rep.memory, rep.verification
+            rows.append(
+                {
+                    "run_id": self.run_id,
+                    "cell_key": cell.key(),
+                    **cell.flat(),
+                    "repetition": rep.repetition,
+                    "status": rep.status,
+                    "reason": rep.reason,
+                    "median_ms": s.median_ms if s else None,
+                    "mean_ms": s.mean_ms if s else None,
+                    "ci_low_ms": s.ci_low_ms if s else None,
+                    "ci_high_ms": s.ci_high_ms if s else None,
+                    "p90_ms": s.p90_ms if s else None,
+                    "p99_ms": s.p99_ms if s else None,
+                    "iqr_ms": s.iqr_ms if s else None,
+                    "min_ms": s.min_ms if s else None,
+                    "max_ms": s.max_ms if s else None,
+                    "cv": s.cv if s else None,
+                    "n_samples": s.n if s else None,
+                    "throughput_per_s": rep.throughput if rep.valid else None,
+                    "cold_start_ms": rep.cold_start_ms,
+                    "peak_rss_bytes": m.peak_rss_bytes if m else None,
+                    "peak_over_baseline_bytes": m.peak_over_baseline_bytes if m else None,
+                    "allocator_peak_bytes": m.allocator_peak_bytes if m else None,
+                    "max_abs_err": v.max_abs_err if v else None,
+                    "max_rel_err": v.max_rel_err if v else None,
+                    "prepare_s": rep.phases.prepare_s,
+                    "total_s": rep.phases.total_s,
+                    "weights_digest": rep.weights_digest,
+                }
+            )
+        return pd.DataFrame(rows)

@@ -1,0 +1,201 @@
+"""Validated descriptions of what to run, and the parsing of list-valued options.
+
+Every check here produces a one-line message that names the bad value and what is
+allowed; the CLI prints it and exits 2 before anything touches the store.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from stackcost import zoo
+from stackcost.backends import REGISTRY, is_import_path, load_backend
+from stackcost.cell import DEVICES, MODES, PRECISIONS, Cell, ModelRef
+from stackcost.measure.protocol import Protocol
+from stackcost.verify import DEFAULT_TOLERANCE
+
+
+class SpecError(ValueError):
+    """Bad input: the message is one line, fit to print as is."""
+
+
+def parse_positive_ints(text: str, what: str) -> list[int]:
+    values = []
+    for part in (p.strip() for p in str(text).split(",")):
+        try:
+            value = int(part)
+        except ValueError:
+            raise SpecError(f"{what} {part!r} is not an integer (expected e.g. 1,8,16)") from None
+        if value <= 0:
+            raise SpecError(f"{what} {value} must be a positive integer (>= 1)")
+        values.append(value)
+    return values
+
+
+def parse_choices(text: str, what: str, allowed: tuple[str, ...]) -> list[str]:
+    values = [p.strip() for p in str(text).split(",") if p.strip()]
+    for value in values:
+        if value not in allowed:
+            raise SpecError(f"unknown {what} {value!r} (allowed: {', '.join(allowed)})")
+    return values
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    return tuple(parse_positive_ints(text, "input shape dimension"))
+
+
+def parse_options(items: list[str]) -> dict[str, dict[str, str]]:
+    """'backend.key=value' pairs into {backend: {key: value}}."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        backend, dot, key = name.partition(".")
+        if not (eq and dot and backend and key):
+            raise SpecError(f"option {item!r} must look like backend.key=value")
+        out.setdefault(backend, {})[key] = value
+    return out
+
+
+class RunSpec(BaseModel):
+    models: list[ModelRef]
+    backends: list[str] = Field(default_factory=lambda: list(REGISTRY))
+    modes: list[str] = Field(default_factory=lambda: ["infer"])
+    batch_sizes: list[int] = Field(default_factory=lambda: [1])
+    resolutions: list[int] | None = None  # None: each model's default
+    precisions: list[str] = Field(default_factory=lambda: ["fp32"])
+    threads: list[int] = Field(default_factory=lambda: [1])
+    devices: list[str] = Field(default_factory=lambda: ["cpu"])
+    repeats: int = Field(1, ge=1)
+    protocol: Protocol = Field(default_factory=Protocol)
+    timeout_s: float = Field(600.0, gt=0)
+    tolerance: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    backend_options: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+    def cells(self) -> list[Cell]:
+        out = []
+        for model in self.models:
+            resolutions = self.resolutions or [_default_resolution(model)]
+            for mode, batch, res, prec, threads, device, backend in itertools.product(
+                self.modes,
+                self.batch_sizes,
+                resolutions,
+                self.precisions,
+                self.threads,
+                self.devices,
+                self.backends,
+            ):
+                out.append(
+                    Cell(
+                        model=model,
+                        backend=backend,
+                        mode=mode,
+                        batch_size=batch,
+                        resolution=res,
+                        precision=prec,
+                        threads=threads,
+                        device=device,
+                        backend_options=self.backend_options.get(backend, {}),
+                    )
+                )
+        return out
+
+
+def _default_resolution(model: ModelRef) -> int:
+    if model.input_shape is not None:
+        return model.input_shape[-1]
+    return zoo.model_info(model.name).default_resolution
+
+
+def model_ref(
+    name: str,
+    *,
+    num_classes: int | None = None,
+    in_channels: int | None = None,
+    conv_bias: bool = False,
+    init: str = "torch-default",
+    input_shape: tuple[int, ...] | None = None,
+    seed: int = 0,
+) -> ModelRef:
+    """A ModelRef with the zoo's defaults filled in; raises SpecError on bad input."""
+    if init not in zoo.INIT_SCHEMES:
+        raise SpecError(f"unknown init {init!r} (allowed: {', '.join(zoo.INIT_SCHEMES)})")
+    if ":" in name:
+        if input_shape is None:
+            raise SpecError(
+                f"model {name!r} is a factory: give its input shape, e.g. --input-shape 3,224,224"
+            )
+        try:
+            zoo.build_custom(name)
+        except zoo.ZooError as exc:
+            raise SpecError(str(exc)) from None
+        return ModelRef(
+            name=name,
+            num_classes=num_classes or 0,
+            in_channels=input_shape[0],
+            conv_bias=conv_bias,
+            init=init,
+            input_shape=input_shape,
+            seed=seed,
+        )
+    if name not in zoo.MODELS:
+        allowed = ", ".join(zoo.MODELS)
+        raise SpecError(f"unknown model {name!r} (allowed: {allowed}, or package.module:factory)")
+    info = zoo.model_info(name)
+    return ModelRef(
+        name=name,
+        num_classes=num_classes or info.default_num_classes,
+        in_channels=in_channels or info.default_in_channels,
+        conv_bias=conv_bias,
+        init=init,
+        seed=seed,
+    )
+
+
+def validate(fields: dict | RunSpec) -> RunSpec:
+    """Check types (pydantic), then names against registries and resolutions against models."""
+    if isinstance(fields, RunSpec):
+        fields = fields.model_dump()
+    try:
+        spec = RunSpec.model_validate(fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise SpecError(f"{loc} = {err.get('input')!r}: {err['msg']}") from None
+    for backend in spec.backends:
+        if backend not in REGISTRY and not is_import_path(backend):
+            raise SpecError(
+                f"unknown backend {backend!r} (allowed: {', '.join(REGISTRY)}, or module:Class)"
+            )
+    for name, options in spec.backend_options.items():
+        if name not in spec.backends:
+            raise SpecError(f"options given for backend {name!r}, which is not being run")
+        try:
+            problem = load_backend(name).check_options(options)
+        except (ImportError, AttributeError, TypeError) as exc:
+            raise SpecError(f"backend {name!r} cannot be loaded: {exc}") from None
+        if problem:
+            raise SpecError(problem)
+    parse_choices(",".join(spec.modes), "mode", MODES)
+    parse_choices(",".join(spec.precisions), "precision", PRECISIONS)
+    parse_choices(",".join(spec.devices), "device", DEVICES)
+    for what, values in (("batch size", spec.batch_sizes), ("threads", spec.threads)):
+        for v in values:
+            if v <= 0:
+                raise SpecError(f"{what} {v} must be a positive integer (>= 1)")
+    for model in spec.models:
+        for res in spec.resolutions or []:
+            if res <= 0:
+                raise SpecError(f"resolution {res} must be a positive integer (>= 1)")
+            problem = zoo.check_resolution(model.name, res)
+            if problem:
+                raise SpecError(problem)
+    return spec
+
+
+def db_problem(path: str | Path) -> str | None:
+    from stackcost.store import check_writable
+
+    return check_writable(Path(path))

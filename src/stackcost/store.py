@@ -1,0 +1,239 @@
+"""The store: one SQLite file holding runs, cells, repetitions and raw samples.
+
+Plain tables with unit-suffixed columns so `sqlite3 stackcost.db` is enough to read it.
+Each repetition is committed in its own transaction the moment it completes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from stackcost.cell import Cell
+from stackcost.env import now
+from stackcost.result import RepetitionResult
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    command TEXT,
+    spec_json TEXT NOT NULL,
+    env_json TEXT NOT NULL,
+    git_commit TEXT
+);
+CREATE TABLE IF NOT EXISTS cells (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    cell_key TEXT NOT NULL,
+    model TEXT NOT NULL, backend TEXT NOT NULL, mode TEXT NOT NULL,
+    batch_size INTEGER NOT NULL, resolution INTEGER NOT NULL, precision TEXT NOT NULL,
+    threads INTEGER NOT NULL, device TEXT NOT NULL,
+    cell_json TEXT NOT NULL,
+    UNIQUE (run_id, cell_key)
+);
+CREATE TABLE IF NOT EXISTS repetitions (
+    id INTEGER PRIMARY KEY,
+    cell_id INTEGER NOT NULL REFERENCES cells(id),
+    repetition INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    started_at TEXT, finished_at TEXT,
+    cold_start_ms REAL,
+    n_samples INTEGER,
+    median_ms REAL, mean_ms REAL, iqr_ms REAL, p90_ms REAL, p99_ms REAL,
+    min_ms REAL, max_ms REAL, ci_low_ms REAL, ci_high_ms REAL, cv REAL,
+    throughput_per_s REAL,
+    peak_rss_bytes INTEGER, baseline_rss_bytes INTEGER, peak_over_baseline_bytes INTEGER,
+    allocator_peak_bytes INTEGER,
+    max_abs_err REAL, max_rel_err REAL, tolerance REAL,
+    result_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS samples (
+    repetition_id INTEGER NOT NULL REFERENCES repetitions(id),
+    iteration INTEGER NOT NULL,
+    ns INTEGER NOT NULL,
+    PRIMARY KEY (repetition_id, iteration)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS cells_by_key ON cells(cell_key);
+"""
+
+
+class StoreError(ValueError):
+    pass
+
+
+def check_writable(path: Path) -> str | None:
+    """Why `path` cannot hold a store, without creating anything; None when it can."""
+    if path.is_dir():
+        return f"database path {str(path)!r} is a directory"
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            return f"database {str(path)!r} is not writable"
+        with path.open("rb") as f:
+            head = f.read(16)
+        if head and head != b"SQLite format 3\x00":
+            return f"database {str(path)!r} exists and is not a SQLite file"
+        return None
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        return f"database directory {str(parent)!r} does not exist"
+    if not os.access(parent, os.W_OK):
+        return f"database directory {str(parent)!r} is not writable"
+    return None
+
+
+class Store:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.db = sqlite3.connect(self.path)
+        self.db.row_factory = sqlite3.Row
+        # WAL: a reader (report, compare) never blocks the writer, and a killed
+        # writer leaves the file consistent.
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        with self.db:
+            self.db.executescript(SCHEMA)
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                self.db.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema {row[0]}, newer than this stackcost's "
+                    f"{SCHEMA_VERSION}: upgrade stackcost"
+                )
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writes ---------------------------------------------------------------
+    def create_run(self, spec: dict[str, Any], env: dict[str, Any], command: str = "") -> str:
+        run_id = now()[:10].replace("-", "") + "-" + uuid.uuid4().hex[:8]
+        commit = (env.get("project_git") or env.get("stackcost_git") or {}).get("commit")
+        with self.db:
+            self.db.execute(
+                "INSERT INTO runs (id, started_at, command, spec_json, env_json, git_commit)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, now(), command, json.dumps(spec), json.dumps(env), commit),
+            )
+        return run_id
+
+    def finish_run(self, run_id: str) -> None:
+        with self.db:
+            self.db.execute("UPDATE runs SET finished_at=? WHERE id=?", (now(), run_id))
+
+    def add_cell(self, run_id: str, cell: Cell) -> int:
+        key = cell.key()
+        with self.db:
+            self.db.execute(
+                "INSERT OR IGNORE INTO cells (run_id, cell_key, model, backend, mode, batch_size,"
+                " resolution, precision, threads, device, cell_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    key,
+                    cell.model.name,
+                    cell.backend,
+                    cell.mode,
+                    cell.batch_size,
+                    cell.resolution,
+                    cell.precision,
+                    cell.threads,
+                    cell.device,
+                    cell.model_dump_json(),
+                ),
+            )
+        row = self.db.execute(
+            "SELECT id FROM cells WHERE run_id=? AND cell_key=?", (run_id, key)
+        ).fetchone()
+        return int(row[0])
+
+    def add_repetition(self, cell_id: int, r: RepetitionResult) -> int:
+        s, m, v = r.stats, r.memory, r.verification
+        with self.db:  # one transaction: the repetition and its samples land together
+            cur = self.db.execute(
+                "INSERT INTO repetitions (cell_id, repetition, status, reason, started_at,"
+                " finished_at, cold_start_ms, n_samples, median_ms, mean_ms, iqr_ms, p90_ms,"
+                " p99_ms, min_ms, max_ms, ci_low_ms, ci_high_ms, cv, throughput_per_s,"
+                " peak_rss_bytes, baseline_rss_bytes, peak_over_baseline_bytes,"
+                " allocator_peak_bytes, max_abs_err, max_rel_err, tolerance, result_json)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    cell_id,
+                    r.repetition,
+                    r.status,
+                    r.reason,
+                    r.started_at,
+                    r.finished_at,
+                    r.cold_start_ms,
+                    s.n if s else None,
+                    s.median_ms if s else None,
+                    s.mean_ms if s else None,
+                    s.iqr_ms if s else None,
+                    s.p90_ms if s else None,
+                    s.p99_ms if s else None,
+                    s.min_ms if s else None,
+                    s.max_ms if s else None,
+                    s.ci_low_ms if s else None,
+                    s.ci_high_ms if s else None,
+                    s.cv if s else None,
+                    r.throughput,
+                    m.peak_rss_bytes if m else None,
+                    m.baseline_rss_bytes if m else None,
+                    m.peak_over_baseline_bytes if m else None,
+                    m.allocator_peak_bytes if m else None,
+                    v.max_abs_err if v else None,
+                    v.max_rel_err if v else None,
+                    v.tolerance if v else None,
+                    r.model_dump_json(exclude={"samples_ns"}),
+                ),
+            )
+            rep_id = int(cur.lastrowid)
+            self.db.executemany(
+                "INSERT INTO samples VALUES (?, ?, ?)",
+                ((rep_id, i, ns) for i, ns in enumerate(r.samples_ns)),
+            )
+        return rep_id
+
+    # -- reads ----------------------------------------------------------------
+    def run_ids(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT id FROM runs ORDER BY started_at, rowid")]
+
+    def run_row(self, run_id: str) -> sqlite3.Row | None:
+        return self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+
+    def repetitions(self, run_id: str) -> Iterator[tuple[Cell, RepetitionResult]]:
+        rows = self.db.execute(
+            "SELECT c.cell_json, r.id, r.result_json FROM repetitions r JOIN cells c"
+            " ON r.cell_id = c.id WHERE c.run_id=? ORDER BY r.id",
+            (run_id,),
+        )
+        for cell_json, rep_id, result_json in rows.fetchall():
+            result = RepetitionResult.model_validate_json(result_json)
+            result.samples_ns = self.samples(rep_id)
+            yield Cell.model_validate_json(cell_json), result
+
+    def samples(self, repetition_id: int) -> list[int]:
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT ns FROM samples WHERE repetition_id=? ORDER BY iteration", (repetition_id,)
+            )
+        ]
