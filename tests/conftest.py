@@ -1,0 +1,38 @@
+"""Shared fixtures: tiny cells and a fast protocol so the suite runs in minutes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from stackcost.cell import Cell
+from stackcost.execute.task import RepetitionTask
+from stackcost.measure.protocol import Protocol
+from stackcost.spec import model_ref
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAST = Protocol(
+    min_time_s=0.05, min_iters=5, max_time_s=0.5, warmup_max_time_s=0.3, check_interval_s=0.02
+)
+
+
+@pytest.fixture(autouse=True)
+def _importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers import test backends ('tests.execute.fake_backends:...') from the repo root."""
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{path}" if path else str(ROOT))
+
+
+def tiny_cell(backend: str = "eager", **kw) -> Cell:
+    fields = dict(model=model_ref("mlp"), backend=backend, batch_size=2, resolution=4, threads=1)
+    fields.update(kw)
+    return Cell(**fields)
+
+
+def tiny_task(tmp_path: Path, backend: str = "eager", timeout_s: float = 60, **kw) -> RepetitionTask:
+    return RepetitionTask(
+        cell=tiny_cell(backend, **kw), protocol=FAST, timeout_s=timeout_s, workdir=str(tmp_path / "w")
+    )

@@ -1,0 +1,58 @@
+"""Each repetition runs in its own process: crashes, hangs and errors become results."""
+
+from stackcost.execute.local import LocalExecutor
+from stackcost.execute.runner import execute
+from stackcost.spec import RunSpec, model_ref
+from stackcost.store import Store
+from tests.conftest import FAST, tiny_task
+
+FAKE = "tests.execute.fake_backends"
+
+
+def test_eager_repetition_succeeds_and_is_verified(tmp_path):
+    r = LocalExecutor().run(tiny_task(tmp_path))
+    assert r.status in ("ok", "unstable"), r.reason + r.log_tail
+    assert r.verification.ok and r.verification.max_abs_err == 0
+    assert r.stats.n >= 5 and len(r.samples_ns) == r.stats.n
+    assert r.memory.peak_rss_bytes >= r.memory.baseline_rss_bytes > 0
+    assert r.phases.spawn_s is not None and r.weights_digest
+
+
+def test_abort_is_recorded_as_crashed(tmp_path):
+    r = LocalExecutor().run(tiny_task(tmp_path, f"{FAKE}:AbortBackend"))
+    assert r.status == "crashed" and "SIGABRT" in r.reason
+
+
+def test_hang_is_killed_at_the_timeout(tmp_path):
+    r = LocalExecutor().run(tiny_task(tmp_path, f"{FAKE}:HangBackend", timeout_s=8))
+    assert r.status == "timeout" and "8 s" in r.reason
+
+
+def test_exception_is_recorded_with_its_message(tmp_path):
+    r = LocalExecutor().run(tiny_task(tmp_path, f"{FAKE}:RaiseBackend"))
+    assert r.status == "failed" and "kernel not implemented" in r.reason
+    assert "Traceback" in r.log_tail
+
+
+def test_verification_catches_a_wrong_backend(tmp_path):
+    r = LocalExecutor().run(tiny_task(tmp_path, f"{FAKE}:WrongBackend"))
+    assert r.status == "wrong" and not r.valid
+    assert r.verification.max_rel_err > 1e-3 and "tolerance" in r.reason
+
+
+def test_run_goes_on_after_crash_and_hang(tmp_path):
+    spec = RunSpec(
+        models=[model_ref("mlp")],
+        backends=[f"{FAKE}:AbortBackend", f"{FAKE}:HangBackend", "eager"],
+        resolutions=[4], batch_sizes=[2], protocol=FAST, timeout_s=8,
+    )
+    with Store(tmp_path / "s.db") as store:
+        result = execute(spec, store)
+    by_backend = {c.cell.backend.split(":")[-1]: c.status for c in result.cells()}
+    assert by_backend["AbortBackend"] == "crashed"
+    assert by_backend["HangBackend"] == "timeout"
+    assert by_backend["eager"] in ("ok", "unstable")
+    assert result.failed
+    # every repetition was committed, failures included
+    with Store(tmp_path / "s.db") as store:
+        assert len(list(store.repetitions(result.run_id))) == 3

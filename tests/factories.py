@@ -1,0 +1,11 @@
+"""Factories for bring-your-own-model tests (imported as tests.factories:NAME)."""
+
+import torch
+
+
+def tiny() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
+
+
+def not_a_module():
+    return "a string"
