@@ -32,7 +32,12 @@ def tiny_cell(backend: str = "eager", **kw) -> Cell:
     return Cell(**fields)
 
 
-def tiny_task(tmp_path: Path, backend: str = "eager", timeout_s: float = 60, **kw) -> RepetitionTask:
+def tiny_task(
+    tmp_path: Path, backend: str = "eager", timeout_s: float = 60, **kw
+) -> RepetitionTask:
     return RepetitionTask(
-        cell=tiny_cell(backend, **kw), protocol=FAST, timeout_s=timeout_s, workdir=str(tmp_path / "w")
+        cell=tiny_cell(backend, **kw),
+        protocol=FAST,
+        timeout_s=timeout_s,
+        workdir=str(tmp_path / "w"),
     )

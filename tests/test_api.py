@@ -38,8 +38,13 @@ def test_api_rejects_bad_input_before_writing(tmp_path):
 def test_unavailable_and_unsupported_are_reported_and_others_run(tmp_path):
     db = tmp_path / "s.db"
     result = stackcost.run(
-        "mlp", ["eager", "onnxruntime"], precisions=["bf16"], resolutions=[8], db=db,
-        devices=["cpu", "cuda"], **FAST,
+        "mlp",
+        ["eager", "onnxruntime"],
+        precisions=["bf16"],
+        resolutions=[8],
+        db=db,
+        devices=["cpu", "cuda"],
+        **FAST,
     )
     status = {(c.cell.backend, c.cell.device): c.status for c in result.cells()}
     assert status[("onnxruntime", "cpu")] == "unsupported"
@@ -54,14 +59,29 @@ def test_unavailable_and_unsupported_are_reported_and_others_run(tmp_path):
 def test_cli_factory_model_and_exit_code_on_wrong_backend(tmp_path, capsys):
     db = str(tmp_path / "s.db")
     code = main(
-        ["run", "--model", "tests.factories:tiny", "--input-shape", "1,2,2", "--backends",
-         "eager,tests.execute.fake_backends:WrongBackend", "--db", db, "--quiet",
-         "--min-time", "0.05", "--max-time", "0.5"]
+        [
+            "run",
+            "--model",
+            "tests.factories:tiny",
+            "--input-shape",
+            "1,2,2",
+            "--backends",
+            "eager,tests.execute.fake_backends:WrongBackend",
+            "--db",
+            db,
+            "--quiet",
+            "--min-time",
+            "0.05",
+            "--max-time",
+            "0.5",
+        ]
     )
     out = capsys.readouterr().out
     assert code == 1  # a wrong cell fails the run
     assert "wrong" in out and "eager" in out
-    rows = sqlite3.connect(db).execute(
-        "SELECT c.backend, r.status FROM repetitions r JOIN cells c ON c.id = r.cell_id"
-    ).fetchall()
+    rows = (
+        sqlite3.connect(db)
+        .execute("SELECT c.backend, r.status FROM repetitions r JOIN cells c ON c.id = r.cell_id")
+        .fetchall()
+    )
     assert sorted(s for _, s in rows)[-1] == "wrong"

@@ -28,13 +28,21 @@ def run_cli(capsys, *argv):
         (["run", "mlp", "--precision", "fp8"], "unknown precision 'fp8'"),
         (["run", "mlp", "--init", "xavier"], "unknown init 'xavier'"),
         (["run", "mlp", "-o", "torchscript.colour=red", "--backends", "torchscript"], "colour"),
-        (["run", "--model", "no_such_module_xyz:make", "--input-shape", "3,8,8"], "no_such_module_xyz"),
-        (["run", "--model", "tests.factories:not_a_module", "--input-shape", "4"], "not a torch.nn.Module"),
+        (
+            ["run", "--model", "no_such_module_xyz:make", "--input-shape", "3,8,8"],
+            "no_such_module_xyz",
+        ),
+        (
+            ["run", "--model", "tests.factories:not_a_module", "--input-shape", "4"],
+            "not a torch.nn.Module",
+        ),
         (["run", "--model", "tests.factories:tiny"], "--input-shape"),
         (["list", "gadgets"], "gadgets"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(capsys, tmp_path, monkeypatch, argv, needle):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    capsys, tmp_path, monkeypatch, argv, needle
+):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(__import__("tests.conftest").conftest.ROOT))
     code, out, err = run_cli(capsys, *argv, *(["--db", "x.db"] if argv[0] == "run" else []))
@@ -51,9 +59,19 @@ def test_unwritable_db_path(capsys, tmp_path):
 
 def test_real_process_exit_code_and_no_traceback(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "stackcost.cli", "run", "resnet50", "--batch-size", "0",
-         "--db", str(tmp_path / "x.db")],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "stackcost.cli",
+            "run",
+            "resnet50",
+            "--batch-size",
+            "0",
+            "--db",
+            str(tmp_path / "x.db"),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "stackcost: error: batch size 0 must be a positive integer (>= 1)"

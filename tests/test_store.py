@@ -33,7 +33,7 @@ def test_round_trip(tmp_path):
         store.finish_run(run_id)
     with Store(path) as store:
         loaded = RunResult.from_store(store, run_id)
-    (got_cell, got), = loaded.records
+    ((got_cell, got),) = loaded.records
     assert got_cell == cell and got.samples_ns == samples
     assert got.stats.median_ms == summarize(samples).median_ms
     assert got.details == {"variant": "trace"} and loaded.env == {"env": 2}

@@ -44,7 +44,10 @@ def test_run_goes_on_after_crash_and_hang(tmp_path):
     spec = RunSpec(
         models=[model_ref("mlp")],
         backends=[f"{FAKE}:AbortBackend", f"{FAKE}:HangBackend", "eager"],
-        resolutions=[4], batch_sizes=[2], protocol=FAST, timeout_s=8,
+        resolutions=[4],
+        batch_sizes=[2],
+        protocol=FAST,
+        timeout_s=8,
     )
     with Store(tmp_path / "s.db") as store:
         result = execute(spec, store)

@@ -49,7 +49,9 @@ def test_protocol_flags_a_noisy_step_hitting_the_cap():
     def noisy():
         busy(rng.choice([100, 2000]))()
 
-    p = Protocol(min_time_s=0.05, min_iters=5, max_time_s=0.3, target_ci=0.001, warmup_max_time_s=0.2)
+    p = Protocol(
+        min_time_s=0.05, min_iters=5, max_time_s=0.3, target_ci=0.001, warmup_max_time_s=0.2
+    )
     m = measure(noisy, CpuTimer(), p)
     assert m.stop_reason == "time cap" and m.unstable
 
