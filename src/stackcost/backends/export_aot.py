@@ -1,0 +1,78 @@
+"""AOTInductor: torch.export graph compiled ahead of time into a .pt2 package, then loaded."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
+from stackcost.backends.torch_common import cast
+
+
+class ExportAOTBackend(Backend):
+    name = "export-aot"
+    description = (
+        "torch.export + AOTInductor package (aoti_compile_and_package, compiled in prepare)"
+    )
+    capabilities = Capabilities(
+        devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", "bf16"})
+    )
+
+    def available(self) -> Availability:
+        if shutil.which("g++") is None and shutil.which("c++") is None:
+            return Availability(False, "no C++ compiler: apt-get install g++")
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            return Availability(False, "torch not installed: pip install torch")
+        # Importing torch._inductor would import torch; reading its source is cheap.
+        init = Path(spec.submodule_search_locations[0]) / "_inductor" / "__init__.py"
+        try:
+            has_aoti = "def aoti_compile_and_package" in init.read_text()
+        except OSError:
+            has_aoti = False
+        if not has_aoti:
+            return Availability(
+                False,
+                "torch lacks torch._inductor.aoti_compile_and_package: pip install 'torch>=2.6'",
+            )
+        return Availability(True)
+
+    def prepare(self, model, example, cell, ctx):
+        import time
+        import warnings
+
+        import torch
+        from torch._inductor.utils import fresh_cache
+
+        model, example = cast(model, example, cell)
+        package = ctx.workdir / "model.pt2"
+        with warnings.catch_warnings():
+            # torch's own pytree deprecation (LeafSpec) fires inside export and packaging.
+            warnings.simplefilter("ignore", FutureWarning)
+            start = time.perf_counter()
+            program = torch.export.export(model, (example,))
+            export_s = time.perf_counter() - start
+            start = time.perf_counter()
+            # A fresh inductor cache under workdir: compile_s is a real compile, not a hit
+            # from an earlier run.
+            with fresh_cache(dir=str(ctx.workdir), delete=False):
+                torch._inductor.aoti_compile_and_package(program, package_path=str(package))
+            compile_s = time.perf_counter() - start
+        compiled = torch._inductor.aoti_load_package(str(package))
+
+        def step():
+            with torch.inference_mode():
+                return compiled(example)
+
+        return Prepared(
+            step,
+            {
+                "export_s": export_s,
+                "compile_s": compile_s,
+                "package_bytes": package.stat().st_size,
+                "cache": "fresh per prepare",
+                "grad_mode": "inference_mode",
+                "torch": torch.__version__,
+            },
+        )

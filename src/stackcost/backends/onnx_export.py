@@ -1,0 +1,65 @@
+"""ONNX export shared by the ONNX Runtime and OpenVINO rungs, so both run the same graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+EXPORTERS = ("dynamo", "legacy")
+
+
+def export_onnx(
+    model: torch.nn.Module, example: torch.Tensor, path: Path, exporter: str
+) -> dict[str, Any]:
+    """Export to `path` (input "input", output "output") and return what to record.
+
+    `path` should sit in a directory of its own: its size, external weights included, is
+    the sum of the files there.
+    """
+    import logging
+    import time
+    import warnings
+
+    import onnx
+    import torch
+
+    if exporter not in EXPORTERS:
+        raise ValueError(f"onnx exporter {exporter!r}: use {' or '.join(EXPORTERS)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    # The dynamo exporter logs a warning per torchvision op it cannot register and both
+    # exporters warn about deprecations; quiet them for this call only.
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.onnx.export(
+                model,
+                (example,),
+                str(path),
+                dynamo=exporter == "dynamo",
+                input_names=["input"],
+                output_names=["output"],
+                verbose=False,  # the dynamo exporter prints progress lines otherwise
+            )
+    finally:
+        logger.setLevel(level)
+    export_s = time.perf_counter() - start
+
+    # The exporter's default opset (not pinned): read back what it wrote.
+    graph = onnx.load(str(path), load_external_data=False)
+    opset = next((o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")), None)
+    return {
+        "exporter": exporter,
+        "opset": opset,
+        "onnx_bytes": sum(f.stat().st_size for f in path.parent.iterdir() if f.is_file()),
+        "export_s": export_s,
+        "onnx": onnx.__version__,
+    }
