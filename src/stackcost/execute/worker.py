@@ -7,6 +7,7 @@ place before torch, ONNX Runtime or OpenVINO is imported.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -80,7 +81,13 @@ def _measure(
     ctx = PrepareContext(workdir=Path(task.workdir))
     prepared = backend.prepare(model, example, cell, ctx)
     phases.prepare_s = time.perf_counter() - t
-    result.details = prepared.details
+    result.details = {
+        **prepared.details,
+        # What the worker actually ran with, next to what the backend set for itself.
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "thread_env": {k: os.environ.get(k) for k in task.thread_env()},
+    }
 
     m = measure(prepared.step, timer_for(cell.device), task.protocol)
     result.verification = verify(m.output, reference, task.tolerance)
