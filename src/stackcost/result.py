@@ -38,7 +38,8 @@ class Memory(BaseModel):
 class Phases(BaseModel):
     """Fixed costs of one repetition, seconds."""
 
-    spawn_s: float | None = None  # process start to worker ready (measured by the parent)
+    # Parent-side wall time not spent in run_task: interpreter start, worker imports, exit.
+    spawn_s: float | None = None
     import_s: float | None = None
     build_s: float | None = None
     reference_s: float | None = None

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 # Relative tolerance per precision; relative = max |out - ref| / max |ref|, a scale-free
 # error that does not explode on logits near zero the way an element-wise ratio does.
@@ -14,6 +14,7 @@ DEFAULT_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
 
 
 class Verification(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf error for NaN outputs
     reference: str = "eager-fp32"
     max_abs_err: float
     max_rel_err: float

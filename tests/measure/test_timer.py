@@ -77,3 +77,10 @@ def test_cuda_timer_needs_a_gpu():
     samples: list[int] = []
     timer_for("cuda").run(lambda: torch.ones(1000, device="cuda").sum(), 10, samples)
     assert len(samples) == 10
+
+
+def test_iteration_cap_with_a_tight_ci_counts_as_converged():
+    p = Protocol(min_time_s=10, min_iters=5, max_iters=2000, max_time_s=10, warmup_max_time_s=0.2)
+    m = measure(busy(5), CpuTimer(), p)
+    assert len(m.samples_ns) == 2000
+    assert m.stop_reason == "converged" and not m.unstable

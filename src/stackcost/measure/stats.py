@@ -6,12 +6,15 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
 
 class Stats(BaseModel):
     """Per-iteration latency summary, in milliseconds."""
+
+    # NaN (no CI from too few samples) must survive the worker's JSON, not become null.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
 
     n: int
     median_ms: float
