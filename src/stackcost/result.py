@@ -70,5 +70,12 @@ class RepetitionResult(BaseModel):
     log_tail: str = ""  # last lines of the worker's stderr, for failures
 
     @property
+    def startup_ms(self) -> float | None:
+        """Time to the first output: the backend's prepare (export, AOT compile) + cold call."""
+        if self.cold_start_ms is None or self.phases.prepare_s is None:
+            return None
+        return self.phases.prepare_s * 1e3 + self.cold_start_ms
+
+    @property
     def valid(self) -> bool:
         return self.status in VALID_STATUSES

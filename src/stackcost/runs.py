@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackcost.cell import Cell
 from stackcost.measure.stats import Stats, summarize
-from stackcost.result import FAILED_STATUSES, VALID_STATUSES, RepetitionResult
+from stackcost.result import FAILED_STATUSES, VALID_STATUSES, Memory, RepetitionResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,10 +51,21 @@ class CellResult:
         samples = [ns for r in self.repetitions if r.valid for ns in r.samples_ns]
         return summarize(samples) if samples else None
 
-    def first(self, attr: str) -> Any:
-        return next(
-            (getattr(r, attr) for r in self.repetitions if getattr(r, attr) is not None), None
-        )
+    def median_of(self, attr: str) -> float | None:
+        """Median over repetitions of a per-repetition number (cold start, startup)."""
+        values = [v for r in self.repetitions if (v := getattr(r, attr)) is not None]
+        return float(statistics.median(values)) if values else None
+
+    @property
+    def max_rel_err(self) -> float | None:
+        errors = [r.verification.max_rel_err for r in self.repetitions if r.verification]
+        return max(errors) if errors else None
+
+    @property
+    def peak_memory(self) -> Memory | None:
+        """The repetition with the highest peak RSS."""
+        memories = [r.memory for r in self.repetitions if r.memory]
+        return max(memories, key=lambda m: m.peak_rss_bytes) if memories else None
 
 
 @dataclass
@@ -115,6 +127,7 @@ class RunResult:
                     "n_samples": s.n if s else None,
                     "throughput_per_s": rep.throughput if rep.valid else None,
                     "cold_start_ms": rep.cold_start_ms,
+                    "startup_ms": rep.startup_ms,
                     "peak_rss_bytes": m.peak_rss_bytes if m else None,
                     "peak_over_baseline_bytes": m.peak_over_baseline_bytes if m else None,
                     "allocator_peak_bytes": m.allocator_peak_bytes if m else None,
