@@ -129,8 +129,10 @@ def test_torchscript_cuda(tmp_path):
 
 
 @pytest.mark.slow
-def test_inductor(tmp_path):
-    outputs, details, reference, _ = run("inductor", tmp_path)
+@pytest.mark.parametrize("options", [{}, {"freezing": "true"}])
+def test_inductor(tmp_path, options):
+    outputs, details, reference, _ = run("inductor", tmp_path, backend_options=options)
+    assert details["freezing"] == (options.get("freezing") == "true")
     assert_close(outputs, reference)
     assert details["mode"] == "default"
     assert details["dynamic"] is False and details["fullgraph"] is False

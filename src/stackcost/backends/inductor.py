@@ -14,7 +14,9 @@ class InductorBackend(Backend):
     capabilities = Capabilities(
         devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", "bf16"})
     )
-    options = {"mode": "default"}
+    # freezing=true folds weights into the graph as constants (what TorchBench's CPU
+    # inference runs use); torch's default is false, so that is ours too.
+    options = {"mode": "default", "freezing": "false"}
 
     def available(self) -> Availability:
         if shutil.which("g++") is None and shutil.which("c++") is None:
@@ -26,6 +28,7 @@ class InductorBackend(Backend):
         import sys
 
         import torch
+        import torch._inductor
 
         # Inductor caches compiled kernels across processes (in /tmp by default); a cache of
         # this cell's own keeps the cold start a real compile rather than an earlier run's hit.
@@ -35,9 +38,15 @@ class InductorBackend(Backend):
             utils.clear_caches()  # in-memory caches left by an earlier cell in this process
 
         mode = self.option(cell, "mode")
+        freezing = self.option(cell, "freezing")
+        if freezing not in ("true", "false"):
+            raise ValueError(f"inductor freezing {freezing!r}: use true or false")
+        # torch.compile takes a mode or options, not both: expand the mode into its
+        # options so freezing stays local to this compile, not a process-wide config.
+        options = {**torch._inductor.list_mode_options(mode), "freezing": freezing == "true"}
         model, example = cast(model, example, cell)
         # torch.compile only wraps; Dynamo + Inductor run on the first step (the cold start).
-        compiled = torch.compile(model, mode=mode, fullgraph=False, dynamic=False)
+        compiled = torch.compile(model, options=options, fullgraph=False, dynamic=False)
 
         def step():
             with torch.inference_mode():
@@ -47,6 +56,7 @@ class InductorBackend(Backend):
             step,
             {
                 "mode": mode,
+                "freezing": freezing == "true",
                 "fullgraph": False,
                 "dynamic": False,
                 "cache": "fresh per prepare",
