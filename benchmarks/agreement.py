@@ -14,14 +14,11 @@ calls), not of single iterations; at block size 1 the two are the same quantity.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +27,10 @@ import torch.utils.benchmark as tb
 from rich.console import Console
 from rich.table import Table
 
+from _figures import write_figures
 from stackcost import zoo
 from stackcost.backends import PrepareContext, load_backend
 from stackcost.cell import Cell
-from stackcost.env import cpu_info
 from stackcost.measure.protocol import Protocol, measure
 from stackcost.measure.timer import CpuTimer
 from stackcost.spec import model_ref
@@ -157,14 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     if args.json:
-        payload = {
-            "benchmark": "agreement",
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "machine": {
-                "cpu": cpu_info(),
-                "python": platform.python_version(),
-                "torch": torch.__version__,
-            },
+        figures = {
+            "torch": torch.__version__,
             "resolution": args.resolution,
             "threads": args.threads,
             "protocol": protocol.model_dump(),
@@ -181,9 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             "tolerance": TOLERANCE,
             "pass": ok,
         }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2))
-        console.print(f"figures written to {args.json}")
+        write_figures(args.json, "agreement", figures, console)
     return 0 if ok else 1
 
 

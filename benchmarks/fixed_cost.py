@@ -15,21 +15,18 @@ Inductor and export-aot compile C++ here, so this one may take several minutes.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from _figures import write_figures
 from stackcost.backends import REGISTRY, is_import_path, load_backend
 from stackcost.cell import Cell
-from stackcost.env import cpu_info
 from stackcost.execute.local import LocalExecutor
 from stackcost.execute.task import RepetitionTask
 from stackcost.measure.protocol import Protocol
@@ -199,10 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"[bold {style}]{'FAIL' if failed or not ran else 'OK'}[/]: {verdict}")
 
     if args.json:
-        payload = {
-            "benchmark": "fixed_cost",
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "machine": {"cpu": cpu_info(), "python": platform.python_version()},
+        figures = {
             "model": ref.model_dump(),
             "resolution": args.resolution,
             "batch_size": args.batch_size,
@@ -210,9 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             "protocol": protocol.model_dump(),
             "rows": rows,
         }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2))
-        console.print(f"figures written to {args.json}")
+        write_figures(args.json, "fixed_cost", figures, console)
     return 1 if failed or not ran else 0
 
 

@@ -18,13 +18,10 @@ Target: the engine adds <= 1 us per iteration on both figures.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import random
 import statistics
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
@@ -32,7 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from stackcost.env import cpu_info
+from _figures import write_figures
 from stackcost.measure.protocol import Protocol, measure
 from stackcost.measure.timer import CpuTimer
 
@@ -268,10 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     if args.json:
-        payload = {
-            "benchmark": "harness_overhead",
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "machine": {"cpu": cpu_info(), "python": platform.python_version()},
+        figures = {
             "protocol": protocol.model_dump(),
             "rounds": args.rounds,
             "target_ns": TARGET_NS,
@@ -280,9 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             "steps": results,
             "stop_rule_stress": stress,
         }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2))
-        console.print(f"figures written to {args.json}")
+        write_figures(args.json, "harness_overhead", figures, console)
     return 0 if ok else 1
 
 
