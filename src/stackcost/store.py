@@ -68,6 +68,19 @@ CREATE INDEX IF NOT EXISTS cells_by_key ON cells(cell_key);
 """
 
 
+# The cell's axes, stored as columns so plain SQL can filter on them.
+CELL_COLUMNS = (
+    "model",
+    "backend",
+    "mode",
+    "batch_size",
+    "resolution",
+    "precision",
+    "threads",
+    "device",
+)
+
+
 class StoreError(ValueError):
     pass
 
@@ -143,22 +156,9 @@ class Store:
         key = cell.key()
         with self.db:
             self.db.execute(
-                "INSERT OR IGNORE INTO cells (run_id, cell_key, model, backend, mode, batch_size,"
-                " resolution, precision, threads, device, cell_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    key,
-                    cell.model.name,
-                    cell.backend,
-                    cell.mode,
-                    cell.batch_size,
-                    cell.resolution,
-                    cell.precision,
-                    cell.threads,
-                    cell.device,
-                    cell.model_dump_json(),
-                ),
+                f"INSERT OR IGNORE INTO cells (run_id, cell_key, {', '.join(CELL_COLUMNS)},"
+                f" cell_json) VALUES ({', '.join('?' * (len(CELL_COLUMNS) + 3))})",
+                (run_id, key, *(cell.flat()[c] for c in CELL_COLUMNS), cell.model_dump_json()),
             )
         row = self.db.execute(
             "SELECT id FROM cells WHERE run_id=? AND cell_key=?", (run_id, key)

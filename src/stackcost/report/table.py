@@ -11,16 +11,8 @@ STATUS_STYLE = {"ok": "green", "unstable": "yellow", "unavailable": "dim", "unsu
 
 
 def _group_key(c: CellResult) -> tuple:
-    cell = c.cell
-    return (
-        cell.model.name,
-        cell.mode,
-        cell.batch_size,
-        cell.resolution,
-        cell.precision,
-        cell.threads,
-        cell.device,
-    )
+    """The workload and placement: everything but the backend."""
+    return tuple(v for k, v in c.cell.flat().items() if k != "backend")
 
 
 def speedups(cells: list[CellResult], baseline: str = "eager") -> dict[int, float]:
