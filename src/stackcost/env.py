@@ -60,6 +60,26 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
+def fingerprint(env: dict[str, Any]) -> str:
+    """What must match for stored results to count as this machine's: resume keys on it.
+
+    The project's git commit is deliberately left out, so a sweep survives an edit to
+    the user's code; the versions that produce the numbers are in.
+    """
+    import hashlib
+    import json
+
+    stable = {
+        "stackcost": env.get("stackcost"),
+        "versions": env.get("versions"),
+        "python": env.get("python"),
+        "hostname": env.get("hostname"),
+        "cpu": (env.get("cpu") or {}).get("model"),
+        "cores": (env.get("cpu") or {}).get("logical_cores"),
+    }
+    return hashlib.sha1(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def collect(threads: list[int] | None = None) -> dict[str, Any]:
     from stackcost import __version__
 

@@ -20,6 +20,7 @@ Status = Literal[
     "interrupted",  # Ctrl-C
     "unavailable",  # backend cannot run on this machine (reason says how to fix)
     "unsupported",  # backend cannot run this cell (mode, precision or device)
+    "skipped",  # not run: a smaller batch of the same series ran out of memory or time
 ]
 VALID_STATUSES: frozenset[str] = frozenset({"ok", "unstable"})
 FAILED_STATUSES: frozenset[str] = frozenset(

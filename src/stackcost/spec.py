@@ -22,9 +22,41 @@ class SpecError(ValueError):
     """Bad input: the message is one line, fit to print as is."""
 
 
+def parse_range(text: str, what: str) -> list[int]:
+    """'8..1024x2' (geometric), '32..224+32' (arithmetic) or '1..4' (step 1), inclusive."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+)\s*\.\.\s*(\d+)\s*(?:([x+])\s*(\d+))?\s*", text)
+    if not match:
+        raise SpecError(
+            f"{what} range {text!r} is malformed (expected START..STOP, START..STOPxFACTOR "
+            "or START..STOP+STEP, e.g. 8..1024x2)"
+        )
+    start, stop = int(match[1]), int(match[2])
+    op, step = match[3] or "+", int(match[4] or 1)
+    if start <= 0:
+        raise SpecError(f"{what} range {text!r} must start at a positive integer")
+    if start > stop:
+        raise SpecError(f"{what} range {text!r} is reversed: {start} > {stop}")
+    if (op == "x" and step < 2) or step < 1:
+        raise SpecError(
+            f"{what} range {text!r}: the {'factor' if op == 'x' else 'step'} "
+            f"must be {'>= 2' if op == 'x' else '>= 1'}"
+        )
+    values, v = [], start
+    while v <= stop:
+        values.append(v)
+        v = v * step if op == "x" else v + step
+    return values
+
+
 def parse_positive_ints(text: str, what: str) -> list[int]:
+    """A comma list of positive integers and ranges: '1,8', '8..1024x2', '1,2,16..64x2'."""
     values = []
     for part in (p.strip() for p in str(text).split(",")):
+        if ".." in part:
+            values.extend(parse_range(part, what))
+            continue
         try:
             value = int(part)
         except ValueError:
@@ -73,6 +105,16 @@ class RunSpec(BaseModel):
     timeout_s: float = Field(600.0, gt=0)
     tolerance: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
     backend_options: dict[str, dict[str, str]] = Field(default_factory=dict)
+    # Instead of batch_sizes: double the batch from 1 per series until throughput stops
+    # improving, memory or time runs out, or max_batch is reached.
+    find_max_batch: bool = False
+    max_batch: int = Field(1024, ge=1)
+
+    def digest(self) -> str:
+        """Identity of the spec, for resume."""
+        import hashlib
+
+        return hashlib.sha1(self.model_dump_json().encode()).hexdigest()[:16]
 
     def cells(self) -> list[Cell]:
         out = []

@@ -18,7 +18,7 @@ from stackcost.cell import Cell
 from stackcost.env import now
 from stackcost.result import RepetitionResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -29,7 +29,9 @@ CREATE TABLE IF NOT EXISTS runs (
     command TEXT,
     spec_json TEXT NOT NULL,
     env_json TEXT NOT NULL,
-    git_commit TEXT
+    git_commit TEXT,
+    spec_hash TEXT,
+    env_fingerprint TEXT
 );
 CREATE TABLE IF NOT EXISTS cells (
     id INTEGER PRIMARY KEY,
@@ -66,6 +68,14 @@ CREATE TABLE IF NOT EXISTS samples (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS cells_by_key ON cells(cell_key);
 """
+
+# Each entry upgrades a store from the version before it to this one.
+MIGRATIONS = {
+    2: [  # resume: find the run with the same spec in the same environment
+        "ALTER TABLE runs ADD COLUMN spec_hash TEXT",
+        "ALTER TABLE runs ADD COLUMN env_fingerprint TEXT",
+    ],
+}
 
 
 # The cell's axes, stored as columns so plain SQL can filter on them.
@@ -115,17 +125,21 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA foreign_keys=ON")
         with self.db:
-            self.db.executescript(SCHEMA)
+            self.db.execute(SCHEMA.split(";")[0])  # meta first: it says what to migrate
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                self.db.execute(
-                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
+            version = int(row[0]) if row else None
+            if version is not None and version > SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self.path} has schema {row[0]}, newer than this stackcost's "
+                    f"{self.path} has schema {version}, newer than this stackcost's "
                     f"{SCHEMA_VERSION}: upgrade stackcost"
                 )
+            for step in range((version or SCHEMA_VERSION) + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step]:
+                    self.db.execute(statement)
+            self.db.executescript(SCHEMA)
+            self.db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
 
     def close(self) -> None:
         self.db.close()
@@ -137,16 +151,41 @@ class Store:
         self.close()
 
     # -- writes ---------------------------------------------------------------
-    def create_run(self, spec: dict[str, Any], env: dict[str, Any], command: str = "") -> str:
+    def create_run(
+        self,
+        spec: dict[str, Any],
+        env: dict[str, Any],
+        command: str = "",
+        spec_hash: str | None = None,
+        env_fingerprint: str | None = None,
+    ) -> str:
         run_id = now()[:10].replace("-", "") + "-" + uuid.uuid4().hex[:8]
         commit = (env.get("project_git") or env.get("stackcost_git") or {}).get("commit")
         with self.db:
             self.db.execute(
-                "INSERT INTO runs (id, started_at, command, spec_json, env_json, git_commit)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, now(), command, json.dumps(spec), json.dumps(env), commit),
+                "INSERT INTO runs (id, started_at, command, spec_json, env_json, git_commit,"
+                " spec_hash, env_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    now(),
+                    command,
+                    json.dumps(spec),
+                    json.dumps(env),
+                    commit,
+                    spec_hash,
+                    env_fingerprint,
+                ),
             )
         return run_id
+
+    def find_run(self, spec_hash: str, env_fingerprint: str) -> str | None:
+        """The latest run of the same spec in the same environment, to resume."""
+        row = self.db.execute(
+            "SELECT id FROM runs WHERE spec_hash=? AND env_fingerprint=?"
+            " ORDER BY started_at DESC, rowid DESC LIMIT 1",
+            (spec_hash, env_fingerprint),
+        ).fetchone()
+        return row[0] if row else None
 
     def finish_run(self, run_id: str) -> None:
         with self.db:
@@ -219,7 +258,9 @@ class Store:
     def run_row(self, run_id: str) -> sqlite3.Row | None:
         return self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
 
-    def repetitions(self, run_id: str) -> Iterator[tuple[Cell, RepetitionResult]]:
+    def repetitions(
+        self, run_id: str, with_samples: bool = True
+    ) -> Iterator[tuple[Cell, RepetitionResult]]:
         rows = self.db.execute(
             "SELECT c.cell_json, r.id, r.result_json FROM repetitions r JOIN cells c"
             " ON r.cell_id = c.id WHERE c.run_id=? ORDER BY r.id",
@@ -227,7 +268,8 @@ class Store:
         )
         for cell_json, rep_id, result_json in rows.fetchall():
             result = RepetitionResult.model_validate_json(result_json)
-            result.samples_ns = self.samples(rep_id)
+            if with_samples:
+                result.samples_ns = self.samples(rep_id)
             yield Cell.model_validate_json(cell_json), result
 
     def samples(self, repetition_id: int) -> list[int]:

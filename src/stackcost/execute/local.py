@@ -23,6 +23,21 @@ from stackcost.execute.task import RepetitionTask
 from stackcost.result import RepetitionResult
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL me if the parent dies (Linux prctl).
+
+    A sweep killed with SIGKILL must not leave its worker measuring on, competing with
+    the resumed sweep for the machine.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the worker's own timeout still bounds it
+
+
 class Executor(Protocol):
     def map(
         self, tasks: Iterable[RepetitionTask]
@@ -76,6 +91,7 @@ class LocalExecutor:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    preexec_fn=_die_with_parent,
                 )
                 try:
                     code = proc.wait(timeout=task.timeout_s)

@@ -1,16 +1,23 @@
-"""Plan a spec into repetitions, run them through an executor, commit each result."""
+"""Run a spec: plan the repetitions, feed them to an executor, commit each result.
+
+Resume: with `resume=True` a run with the same spec in the same environment is
+continued, and only the repetitions it lacks are run. Every result is committed in
+its own transaction the moment it arrives, so a SIGKILL loses at most the repetition
+in flight.
+"""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from stackcost.backends import Availability, Capabilities, load_backend
 from stackcost.cell import Cell
-from stackcost.env import collect, now
+from stackcost.env import collect, fingerprint, now
 from stackcost.execute.local import Executor, LocalExecutor
+from stackcost.execute.plan import Plan
 from stackcost.execute.task import RepetitionTask
 from stackcost.result import RepetitionResult
 from stackcost.runs import RunResult
@@ -49,70 +56,118 @@ def why_not_runnable(
     return ("unavailable", device) if device else None
 
 
+class Runner:
+    """One execution of a spec against a store; holds the run's bookkeeping."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        store: Store,
+        executor: Executor,
+        on_start: OnStart | None,
+        on_result: OnResult | None,
+    ) -> None:
+        self.spec, self.store, self.executor = spec, store, executor
+        self.on_start, self.on_result = on_start, on_result
+        self.plan = Plan(spec)
+        self.cell_ids: dict[str, int] = {}
+        self.cache: dict[str, tuple[Availability, Capabilities]] = {}
+        self.done = 0
+        self.total = 0
+
+    def open(self, command: str, resume: bool) -> tuple[str, bool]:
+        """The run to write into (resumed or new), and whether it was resumed."""
+        env = collect(self.spec.threads)
+        spec_hash, env_fp = self.spec.digest(), fingerprint(env)
+        run_id = self.store.find_run(spec_hash, env_fp) if resume else None
+        if run_id is None:
+            spec_json = self.spec.model_dump(mode="json")
+            return self.store.create_run(spec_json, env, command, spec_hash, env_fp), False
+        for cell, result in self.store.repetitions(run_id, with_samples=False):
+            self.plan.observe(cell, result)
+            self.done += result.status != "interrupted"
+        return run_id, True
+
+    def _cell_id(self, run_id: str, cell: Cell) -> int:
+        key = cell.key()
+        if key not in self.cell_ids:
+            self.cell_ids[key] = self.store.add_cell(run_id, cell)
+        return self.cell_ids[key]
+
+    def _record(self, run_id: str, cell: Cell, result: RepetitionResult) -> None:
+        self.store.add_repetition(self._cell_id(run_id, cell), result)
+        self.plan.observe(cell, result)
+        self.done += 1
+        self.total = max(self.total, self.done)
+        if self.on_result:
+            self.on_result(cell, result, self.done, self.total)
+
+    def _tasks(self, run_id: str, artifacts: Path) -> Iterator[RepetitionTask]:
+        for i, (cell, rep) in enumerate(self.plan.next_cells()):
+            self._cell_id(run_id, cell)
+            blocked = why_not_runnable(cell, self.cache)
+            skipped = self.plan.skip_reason(cell)
+            if blocked or skipped:
+                status, reason = blocked or ("skipped", skipped)
+                self._record(
+                    run_id,
+                    cell,
+                    RepetitionResult(
+                        status=status,
+                        reason=reason,
+                        repetition=rep,  # type: ignore[arg-type]
+                        started_at=now(),
+                        finished_at=now(),
+                    ),
+                )
+                continue
+            if self.on_start:
+                self.on_start(cell, rep)
+            yield RepetitionTask(
+                cell=cell,
+                repetition=rep,
+                protocol=self.spec.protocol,
+                tolerance=self.spec.tolerance.get(cell.precision, 1e-4),
+                timeout_s=self.spec.timeout_s,
+                workdir=str(artifacts / f"{i}-{rep}"),
+            )
+
+    def run(self, run_id: str) -> bool:
+        """Run what is missing; False when interrupted."""
+        self.total = max(self.plan.total(), self.done)
+        artifacts = Path(tempfile.mkdtemp(prefix="stackcost-run-"))
+        try:
+            for task, result in self.executor.map(self._tasks(run_id, artifacts)):
+                self._record(run_id, task.cell, result)
+                if result.status == "interrupted":
+                    return False
+            return True
+        finally:
+            shutil.rmtree(artifacts, ignore_errors=True)
+            self.store.finish_run(run_id)
+
+
 def execute(
     spec: RunSpec,
     store: Store,
     *,
     executor: Executor | None = None,
     command: str = "",
+    resume: bool = False,
     on_start: OnStart | None = None,
     on_result: OnResult | None = None,
+    on_open: Callable[[str, bool, int], None] | None = None,
 ) -> RunResult:
-    executor = executor or LocalExecutor()
-    cells = spec.cells()
-    run_id = store.create_run(spec.model_dump(mode="json"), collect(spec.threads), command)
-    total, done = len(cells) * spec.repeats, 0
-    cache: dict[str, tuple[Availability, Capabilities]] = {}
-    artifacts = Path(tempfile.mkdtemp(prefix="stackcost-run-"))
-    interrupted = False
-    try:
-        runnable: list[tuple[Cell, int]] = []
-        for cell in cells:
-            cell_id = store.add_cell(run_id, cell)
-            blocked = why_not_runnable(cell, cache)
-            if blocked is None:
-                runnable.append((cell, cell_id))
-                continue
-            for rep in range(spec.repeats):
-                result = RepetitionResult(
-                    status=blocked[0],
-                    reason=blocked[1],
-                    repetition=rep,  # type: ignore[arg-type]
-                    started_at=now(),
-                    finished_at=now(),
-                )
-                store.add_repetition(cell_id, result)
-                done += 1
-                if on_result:
-                    on_result(cell, result, done, total)
+    """Run `spec` into `store`; raises KeyboardInterrupt after storing an interrupted one.
 
-        def tasks():
-            for rep in range(spec.repeats):  # repetitions interleaved across cells
-                for i, (cell, _) in enumerate(runnable):
-                    if on_start:
-                        on_start(cell, rep)
-                    yield RepetitionTask(
-                        cell=cell,
-                        repetition=rep,
-                        protocol=spec.protocol,
-                        tolerance=spec.tolerance.get(cell.precision, 1e-4),
-                        timeout_s=spec.timeout_s,
-                        workdir=str(artifacts / f"{i}-{rep}"),
-                    )
-
-        ids = {cell.key(): cell_id for cell, cell_id in runnable}
-        for task, result in executor.map(tasks()):
-            store.add_repetition(ids[task.cell.key()], result)
-            done += 1
-            if on_result:
-                on_result(task.cell, result, done, total)
-            if result.status == "interrupted":
-                interrupted = True
-                break
-    finally:
-        shutil.rmtree(artifacts, ignore_errors=True)
-        store.finish_run(run_id)
+    `on_open(run_id, resumed, repetitions already stored)` is called before any work.
+    """
+    runner = Runner(spec, store, executor or LocalExecutor(), on_start, on_result)
+    run_id, resumed = runner.open(command, resume)
+    if on_open:
+        on_open(run_id, resumed, runner.done)
+    completed = runner.run(run_id)
     result = RunResult.from_store(store, run_id)
-    if interrupted:
+    if not completed:
         raise KeyboardInterrupt
     return result

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from stackcost.measure.stats import Stats, summarize
 from stackcost.measure.timer import CpuTimer, CudaTimer, Step
@@ -17,6 +17,8 @@ from stackcost.measure.timer import CpuTimer, CudaTimer, Step
 
 class Protocol(BaseModel):
     """Stop rule and warmup settings; stored with every run."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key in a spec is an error
 
     min_time_s: float = Field(1.0, ge=0)
     min_iters: int = Field(10, ge=1)

@@ -27,3 +27,12 @@ def rate(value: float | None, unit: str = "/s") -> str:
 
 def sci(value: float | None) -> str:
     return "—" if value is None else f"{value:.1e}"
+
+
+def num(value: float | None, digits: int = 4) -> str:
+    """A bare number for a column whose header carries the unit; '—' when missing."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:,.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"

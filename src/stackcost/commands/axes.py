@@ -1,0 +1,121 @@
+"""The grid's axes as command-line flags, shared by `run` and `sweep`.
+
+`run` fills defaults; `sweep` leaves unset flags as None so a spec file's values stand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from stackcost.spec import SpecError, parse_choices, parse_options, parse_positive_ints
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
+    def d(value: str) -> str | None:
+        return value if defaults else None
+
+    p.add_argument("--backends", default=d("all"), help="comma list, or 'all' (default)")
+    p.add_argument(
+        "--batch-size",
+        default=d("1"),
+        help="comma list or range: 1,8 or 8..1024x2 or 32..224+32 (default 1)",
+    )
+    p.add_argument("--resolution", help="comma list or range of input sizes (default: the model's)")
+    p.add_argument("--precision", default=d("fp32"), help="comma list of fp32, bf16, fp16")
+    p.add_argument(
+        "--threads",
+        default=d(str(cores())),
+        help=f"comma list of intra-op thread counts (default {cores()}, this machine)",
+    )
+    p.add_argument("--device", default=d("cpu"), help="comma list of cpu, cuda")
+    p.add_argument(
+        "--mode", default=d("infer"), help="infer (train arrives with `stackcost train`)"
+    )
+    p.add_argument("--repeats", default=d("1"), help="independent processes per cell")
+    p.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="BACKEND.KEY=VALUE",
+        help="backend knob, e.g. torchscript.variant=script (repeatable)",
+    )
+    p.add_argument("--timeout", default=d("600"), help="seconds per repetition (default 600)")
+    p.add_argument("--min-time", default=d("1.0"), help="seconds of timed iterations at least")
+    p.add_argument("--max-time", default=d("20"), help="cap on timed seconds; hit => unstable")
+    p.add_argument(
+        "--target-ci", default=d("0.02"), help="stop when the median's 95%% CI is within ±this"
+    )
+    p.add_argument("--tolerance", help="relative output tolerance, overrides all precisions")
+    p.add_argument(
+        "--find-max-batch",
+        action="store_true",
+        help="doubling search from batch 1 for the best-throughput batch size",
+    )
+    p.add_argument("--max-batch", help="upper bound of --find-max-batch (default 1024)")
+    p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
+    p.add_argument("--quiet", action="store_true", help="no live progress")
+
+
+def number(text: str, what: str, cast: type = float, minimum: float = 0.0) -> Any:
+    try:
+        value = cast(text)
+    except ValueError:
+        raise SpecError(f"{what} {text!r} is not a number") from None
+    if value <= minimum:
+        raise SpecError(f"{what} {text!r} must be greater than {minimum:g}")
+    return value
+
+
+def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """RunSpec fields for the flags that were given (all of them, for `run`)."""
+    fields: dict[str, Any] = {}
+    if args.backends is not None:
+        fields["backends"] = (
+            "all"
+            if args.backends == "all"
+            else [b.strip() for b in args.backends.split(",") if b.strip()]
+        )
+    if args.batch_size is not None:
+        fields["batch_sizes"] = parse_positive_ints(args.batch_size, "batch size")
+    if args.resolution is not None:
+        fields["resolutions"] = parse_positive_ints(args.resolution, "resolution")
+    if args.precision is not None:
+        fields["precisions"] = parse_choices(args.precision, "precision", ("fp32", "bf16", "fp16"))
+    if args.threads is not None:
+        fields["threads"] = parse_positive_ints(args.threads, "threads")
+    if args.device is not None:
+        fields["devices"] = parse_choices(args.device, "device", ("cpu", "cuda"))
+    if args.mode is not None:
+        fields["modes"] = parse_choices(args.mode, "mode", ("infer",))
+    if args.repeats is not None:
+        fields["repeats"] = parse_positive_ints(args.repeats, "repeats")[0]
+    if args.timeout is not None:
+        fields["timeout_s"] = number(args.timeout, "timeout")
+    protocol = {
+        key: number(value, flag, minimum=-1 if key == "min_time_s" else 0)
+        for key, flag, value in (
+            ("min_time_s", "min-time", args.min_time),
+            ("max_time_s", "max-time", args.max_time),
+            ("target_ci", "target-ci", args.target_ci),
+        )
+        if value is not None
+    }
+    if protocol:
+        fields["protocol"] = protocol
+    if args.option:
+        fields["backend_options"] = parse_options(args.option)
+    if args.tolerance:
+        tol = number(args.tolerance, "tolerance")
+        fields["tolerance"] = {p: tol for p in ("fp32", "bf16", "fp16")}
+    if args.find_max_batch:
+        fields["find_max_batch"] = True
+    if args.max_batch is not None:
+        fields["max_batch"] = parse_positive_ints(args.max_batch, "max-batch")[0]
+    return fields

@@ -1,0 +1,64 @@
+"""`stackcost report [RUN ...]`: the HTML report, exports and publication figures."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from stackcost.spec import SpecError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("report", help="HTML report, md/csv/json export or figures of stored runs")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run ids (default: the latest run)")
+    p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
+    p.add_argument(
+        "-o", "--output", help="output file (default report.html, or stdout for --format)"
+    )
+    p.add_argument("--format", choices=["html", "md", "csv", "json"], default="html")
+    p.add_argument("--baseline", default="eager", help="backend the ratios are taken to")
+    p.add_argument("--figures", metavar="DIR", help="also write matplotlib figures (PNG, PDF)")
+
+
+def load_runs(db: str, run_ids: list[str]):
+    from stackcost.runs import RunResult
+    from stackcost.store import Store
+
+    if not Path(db).is_file():
+        raise SpecError(f"no database at {db!r}")
+    with Store(db) as store:
+        known = store.run_ids()
+        if not known:
+            raise SpecError(f"{db!r} holds no runs")
+        for run_id in run_ids:
+            if run_id not in known:
+                raise SpecError(f"run {run_id!r} is not in {db!r} (latest: {known[-1]})")
+        return [RunResult.from_store(store, r) for r in (run_ids or known[-1:])]
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    runs = load_runs(args.db, args.runs)
+    if args.format == "html":
+        from stackcost.report.html import render_html
+
+        out = Path(args.output or "report.html")
+        out.write_text(render_html(runs, baseline=args.baseline), encoding="utf-8")
+        console.print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB), open it in a browser")
+    else:
+        from stackcost.report.export import export
+
+        text = export(runs, args.format)
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+            console.print(f"wrote {args.output}")
+        else:
+            print(text)
+    if args.figures:
+        from stackcost.report.figures import write_figures
+
+        paths = write_figures(runs, Path(args.figures), baseline=args.baseline)
+        console.print(f"wrote {len(paths)} figure files to {args.figures}")
+    return 0

@@ -1,0 +1,110 @@
+"""`stackcost run MODEL`: one model through backends, a fresh measurement each time."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from stackcost.commands.axes import add_axis_args, axis_fields, number
+from stackcost.spec import (
+    RunSpec,
+    SpecError,
+    db_problem,
+    model_ref,
+    parse_positive_ints,
+    parse_shape,
+    validate,
+)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("run", help="measure one model through backends")
+    p.add_argument("model", nargs="?", help="zoo name (see `stackcost list models`)")
+    p.add_argument(
+        "--model",
+        dest="model_opt",
+        metavar="MODEL",
+        help="zoo name or package.module:factory (a callable returning nn.Module)",
+    )
+    add_model_args(p)
+    add_axis_args(p, defaults=True)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--init", default="torch-default", help="initialization scheme (recorded)")
+    p.add_argument("--num-classes", help="classifier width (default: the model's)")
+    p.add_argument("--in-channels", help="input channels (default: the model's)")
+    p.add_argument("--conv-bias", action="store_true", help="give convolutions a bias")
+    p.add_argument("--input-shape", help="per-sample shape for a factory model, e.g. 3,224,224")
+    p.add_argument("--seed", default="0", help="seed for weights and inputs (default 0)")
+
+
+def model_from_args(name: str, args: argparse.Namespace):
+    shape = parse_shape(args.input_shape) if args.input_shape else None
+    if shape and args.resolution:
+        raise SpecError("--resolution does not apply to a factory model: its --input-shape sets it")
+    first = lambda text, what: parse_positive_ints(text, what)[0] if text else None  # noqa: E731
+    return model_ref(
+        name,
+        init=args.init,
+        num_classes=first(args.num_classes, "num-classes"),
+        in_channels=first(args.in_channels, "in-channels"),
+        conv_bias=args.conv_bias,
+        input_shape=shape,
+        seed=int(number(args.seed, "seed", int, -1)),
+    )
+
+
+def measure_and_show(
+    spec: RunSpec, args: argparse.Namespace, console: Console, resume: bool
+) -> int:
+    """Check the store, run with live progress, print the table; exit 1 on failed cells."""
+    from stackcost.execute.runner import execute
+    from stackcost.report.progress import LiveProgress
+    from stackcost.report.table import results_table
+    from stackcost.store import Store
+
+    problem = db_problem(args.db)
+    if problem:
+        raise SpecError(problem)
+    command = " ".join(["stackcost", *sys.argv[1:]])
+    err = Console(stderr=True)
+    progress = LiveProgress(err, enabled=not args.quiet)
+
+    def opened(run_id: str, resumed: bool, stored: int) -> None:
+        if resumed:
+            err.print(
+                f"resuming run {run_id}: {stored} repetitions already stored "
+                "(--force measures everything again)"
+            )
+
+    with Store(args.db) as store, progress:
+        result = execute(
+            spec,
+            store,
+            command=command,
+            resume=resume,
+            on_start=progress.start,
+            on_result=progress.result,
+        )
+    console.print(results_table(result))
+    console.print(f"stored run [bold]{result.run_id}[/] in {args.db}")
+    return 1 if result.failed else 0
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    name = args.model_opt or args.model
+    if not name:
+        raise SpecError("no model given: stackcost run MODEL (see `stackcost list models`)")
+    if args.model_opt and args.model and args.model_opt != args.model:
+        raise SpecError(f"two models given ({args.model!r} and {args.model_opt!r}): give one")
+    from stackcost.backends import REGISTRY
+
+    fields = axis_fields(args)
+    if fields["backends"] == "all":
+        fields["backends"] = list(REGISTRY)
+    spec = validate({**fields, "models": [model_from_args(name, args)]})
+    return measure_and_show(spec, args, console, resume=False)

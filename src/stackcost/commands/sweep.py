@@ -1,0 +1,39 @@
+"""`stackcost sweep [SPEC.yaml]`: a grid, resumable; flags override the file's axes."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from stackcost.commands.axes import add_axis_args, axis_fields
+from stackcost.commands.run import measure_and_show
+from stackcost.spec import SpecError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("sweep", help="measure a grid from a YAML spec and/or flags (resumable)")
+    p.add_argument("spec", nargs="?", help="YAML sweep spec (see examples/)")
+    p.add_argument("--models", help="comma list of models (overrides the spec's)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="measure everything again in a new run instead of resuming",
+    )
+    add_axis_args(p, defaults=False)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from stackcost.spec_file import load_sweep, sweep_from_data
+
+    overrides = axis_fields(args)
+    if args.models:
+        overrides["models"] = [m.strip() for m in args.models.split(",") if m.strip()]
+    if args.spec:
+        spec = load_sweep(args.spec, overrides)
+    elif "models" in overrides:
+        spec = sweep_from_data(overrides, source="command line")
+    else:
+        raise SpecError("no sweep spec: give SPEC.yaml or at least --models (see examples/)")
+    return measure_and_show(spec, args, console, resume=not args.force)

@@ -1,0 +1,444 @@
+"""Tidy frames behind every report view: repetitions, per-cell aggregates, baseline ratios.
+
+Rule enforced here, so no view can break it: a timing exists only for a valid cell
+("ok" or "unstable"). A cell whose worst repetition is "wrong", failed or skipped carries
+its status, reason and error, never a latency, throughput, cold start or ratio.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from stackcost.result import VALID_STATUSES
+from stackcost.runs import RunResult
+
+MIB = 2**20
+
+# Everything that defines a workload except the backend: the key of a baseline group.
+WORKLOAD_AXES = (
+    "model",
+    "mode",
+    "batch_size",
+    "resolution",
+    "precision",
+    "threads",
+    "device",
+    "init",
+)
+# Axes a figure holds fixed while sweeping one of them.
+CONDITION_AXES = ("mode", "batch_size", "resolution", "precision", "threads", "device", "init")
+
+# Worst first wins when repetitions of one cell disagree. Unknown statuses (added by a
+# newer stackcost) rank worst: an unrecognised status must never pass as a timing.
+SEVERITY = {
+    "ok": 0,
+    "unstable": 1,
+    "unsupported": 2,
+    "unavailable": 3,
+    "skipped": 4,
+    "interrupted": 5,
+    "timeout": 6,
+    "oom": 7,
+    "failed": 8,
+    "crashed": 9,
+    "wrong": 10,
+}
+UNKNOWN_SEVERITY = 99
+
+TIMING_COLUMNS = (
+    "median_ms",
+    "mean_ms",
+    "ci_low_ms",
+    "ci_high_ms",
+    "p90_ms",
+    "p99_ms",
+    "iqr_ms",
+    "min_ms",
+    "max_ms",
+    "cv",
+    "n_samples",
+    "throughput_per_s",
+    "cold_start_ms",
+    "startup_ms",
+)
+NUMERIC_COLUMNS = (
+    *TIMING_COLUMNS,
+    "peak_rss_bytes",
+    "peak_over_baseline_bytes",
+    "allocator_peak_bytes",
+    "max_abs_err",
+    "max_rel_err",
+    "tolerance",
+    "prepare_s",
+    "total_s",
+)
+CELL_TIMINGS = (
+    "median_ms",
+    "band_low_ms",
+    "band_high_ms",
+    "throughput_per_s",
+    "throughput_low_per_s",
+    "throughput_high_per_s",
+    "cold_start_ms",
+    "startup_ms",
+)
+CELL_COLUMNS = (
+    "run_id",
+    "cell_key",
+    "series",
+    "model",
+    "backend",
+    "options",
+    *CONDITION_AXES,
+    "status",
+    "reason",
+    "valid",
+    "n_repetitions",
+    "n_valid",
+    *CELL_TIMINGS,
+    "peak_rss_bytes",
+    "allocator_peak_bytes",
+    "max_rel_err",
+    "tolerance",
+    "log_tail",
+)
+
+
+def severity(status: str) -> int:
+    return SEVERITY.get(status, UNKNOWN_SEVERITY)
+
+
+def is_valid(status: str) -> bool:
+    return status in VALID_STATUSES
+
+
+def _options(opts: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(opts.items()))
+
+
+def frame(runs: list[RunResult]) -> pd.DataFrame:
+    """One row per repetition across all runs, with run_id, options, tolerance and a series.
+
+    Timings of non-valid repetitions are blanked here too (cold start and startup are
+    recorded even for a "wrong" repetition, but they are not valid timings).
+    """
+    parts = []
+    for run in runs:
+        if not run.records:
+            continue
+        df = run.to_dataframe()
+        extra = pd.DataFrame(
+            {
+                "options": [_options(c.backend_options) for c, _ in run.records],
+                "tolerance": [
+                    r.verification.tolerance if r.verification else None for _, r in run.records
+                ],
+                "log_tail": [r.log_tail for _, r in run.records],
+            }
+        )
+        parts.append(pd.concat([df.reset_index(drop=True), extra], axis=1))
+    if not parts:
+        return pd.DataFrame(
+            columns=[
+                "run_id",
+                "cell_key",
+                "series",
+                "backend",
+                "options",
+                *WORKLOAD_AXES,
+                "repetition",
+                "status",
+                "reason",
+                "valid",
+                *NUMERIC_COLUMNS,
+                "log_tail",
+            ]
+        )
+    df = pd.concat(parts, ignore_index=True)
+    for col in NUMERIC_COLUMNS:
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    df["reason"] = df["reason"].fillna("")
+    df["valid"] = df["status"].map(is_valid)
+    df.loc[~df["valid"], list(TIMING_COLUMNS)] = np.nan
+    df.insert(2, "series", _series(df))
+    return df
+
+
+def _series(df: pd.DataFrame) -> pd.Series:
+    """The legend name: backend, its options, and the run when several runs share it."""
+    name = df["backend"] + df["options"].map(lambda o: f" [{o}]" if o else "")
+    runs_per_name = df.groupby(name)["run_id"].transform("nunique")
+    return name.where(runs_per_name <= 1, name + " · " + df["run_id"])
+
+
+def _worst(group: pd.DataFrame) -> pd.Series:
+    ranks = group["status"].map(severity)
+    worst = group.loc[ranks.idxmax()]
+    reasons = group.loc[ranks == ranks.max(), "reason"]
+    reason = next((r for r in reasons if r), "") or next((r for r in group["reason"] if r), "")
+    tails = group.loc[ranks == ranks.max(), "log_tail"].fillna("")
+    return pd.Series(
+        {"status": worst["status"], "reason": reason, "log_tail": next((t for t in tails if t), "")}
+    )
+
+
+def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, cell): repetitions aggregated.
+
+    median_ms is the median of the repetitions' medians; the band is their min and max
+    (each repetition is a separate process, so the band shows process-to-process spread).
+    """
+    df = frame(data) if isinstance(data, list) else data
+    if df.empty:
+        return pd.DataFrame(columns=list(CELL_COLUMNS))
+    keys = ["run_id", "cell_key"]
+    g = df.groupby(keys, sort=False)
+    out = g.agg(
+        series=("series", "first"),
+        model=("model", "first"),
+        backend=("backend", "first"),
+        options=("options", "first"),
+        **{a: (a, "first") for a in CONDITION_AXES},
+        n_repetitions=("status", "size"),
+        n_valid=("valid", "sum"),
+        median_ms=("median_ms", "median"),
+        band_low_ms=("median_ms", "min"),
+        band_high_ms=("median_ms", "max"),
+        throughput_per_s=("throughput_per_s", "median"),
+        throughput_low_per_s=("throughput_per_s", "min"),
+        throughput_high_per_s=("throughput_per_s", "max"),
+        cold_start_ms=("cold_start_ms", "median"),
+        startup_ms=("startup_ms", "median"),
+        peak_rss_bytes=("peak_rss_bytes", "max"),
+        allocator_peak_bytes=("allocator_peak_bytes", "max"),
+        max_rel_err=("max_rel_err", "max"),
+        tolerance=("tolerance", "max"),
+    )
+    worst = pd.DataFrame({k: _worst(grp) for k, grp in g}).T
+    worst.index = pd.MultiIndex.from_tuples(worst.index, names=keys)
+    out = out.join(worst).reset_index()
+    out["valid"] = out["status"].map(is_valid)
+    out.loc[~out["valid"], list(CELL_TIMINGS)] = np.nan
+    out["n_valid"] = out["n_valid"].astype(int)
+    out = out.sort_values(["model", "run_id", *CONDITION_AXES], kind="stable")
+    return out[list(CELL_COLUMNS)].reset_index(drop=True)
+
+
+def with_ratios(cell_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+    """Add time, CPU-memory and device-memory ratios to the baseline backend.
+
+    Baseline group = same workload (every axis but the backend). The baseline is taken
+    from the same run when it has one, else from any run with that workload. Device
+    memory ratios are NaN on CPU: there is no allocator peak to compare.
+    """
+    out = cell_df.copy()
+    for col in ("time_ratio", "cpu_mem_ratio", "device_mem_ratio"):
+        out[col] = np.nan
+    if out.empty:
+        return out
+    keys = list(WORKLOAD_AXES)
+    measures = ["median_ms", "peak_rss_bytes", "allocator_peak_bytes"]
+    base = out[out["valid"] & (out["backend"] == baseline) & (out["options"] == "")]
+    same_run = base.groupby(["run_id", *keys])[measures].first().add_suffix("_base")
+    any_run = base.groupby(keys)[measures].first().add_suffix("_base")
+    merged = out.join(same_run, on=["run_id", *keys])
+    fallback = out.join(any_run, on=keys)
+    for col in same_run.columns:
+        merged[col] = merged[col].fillna(fallback[col])
+    valid = out["valid"]
+    out["time_ratio"] = (merged["median_ms"] / merged["median_ms_base"]).where(valid)
+    out["cpu_mem_ratio"] = (merged["peak_rss_bytes"] / merged["peak_rss_bytes_base"]).where(valid)
+    out["device_mem_ratio"] = (
+        merged["allocator_peak_bytes"] / merged["allocator_peak_bytes_base"]
+    ).where(valid)
+    return out
+
+
+def summary(runs: list[RunResult], baseline: str = "eager") -> pd.DataFrame:
+    """Per-cell aggregates with baseline ratios: the table every view starts from."""
+    return with_ratios(cells(runs), baseline)
+
+
+def varying(df: pd.DataFrame, axes: tuple[str, ...] = CONDITION_AXES) -> list[str]:
+    """The axes that take more than one value: the only ones worth naming in labels."""
+    return [a for a in axes if a in df and df[a].nunique(dropna=False) > 1]
+
+
+_AXIS_FORMAT = {
+    "mode": "{}",
+    "batch_size": "batch {}",
+    "resolution": "res {} px",
+    "precision": "{}",
+    "threads": "{} thr",
+    "device": "{}",
+    "init": "init {}",
+}
+
+
+def condition_label(row: Any, axes: list[str]) -> str:
+    """'res 64 px · fp32 · 4 thr' for the axes that vary; '' when none does."""
+    return " · ".join(_AXIS_FORMAT[a].format(row[a]) for a in axes)
+
+
+def series_order(df: pd.DataFrame, baseline: str = "eager") -> list[str]:
+    """Baseline first, then the others in order of first appearance."""
+    seen = list(dict.fromkeys(df["series"]))
+    return sorted(seen, key=lambda s: (not s.startswith(baseline), seen.index(s)))
+
+
+@dataclass
+class ThroughputTable:
+    title: str  # model and the fixed axes
+    table: pd.DataFrame  # rows: series; columns: batch sizes; median samples/s, NaN = none
+
+
+def throughput_tables(cell_df: pd.DataFrame, baseline: str = "eager") -> list[ThroughputTable]:
+    """Per workload (all axes but batch), backends × batch sizes of median throughput."""
+    valid = cell_df[cell_df["valid"]]
+    if valid.empty:
+        return []
+    fixed = [a for a in CONDITION_AXES if a != "batch_size"]
+    label_axes = varying(cell_df, tuple(fixed))
+    tables = []
+    for key, grp in valid.groupby(["model", *fixed], sort=False):
+        row = dict(zip(["model", *fixed], key, strict=True))
+        table = grp.pivot_table(
+            index="series", columns="batch_size", values="throughput_per_s", aggfunc="median"
+        )
+        order = [s for s in series_order(cell_df, baseline) if s in table.index]
+        title = " · ".join(filter(None, [str(row["model"]), condition_label(row, label_axes)]))
+        tables.append(ThroughputTable(title, table.loc[order].sort_index(axis=1)))
+    return tables
+
+
+def failures(cell_df: pd.DataFrame) -> pd.DataFrame:
+    """Every non-valid cell, worst first."""
+    bad = cell_df[~cell_df["valid"]].copy()
+    bad["_rank"] = bad["status"].map(severity)
+    return bad.sort_values("_rank", ascending=False, kind="stable").drop(columns="_rank")
+
+
+def wants_batch_search(runs: list[RunResult]) -> list[str]:
+    return [r.run_id for r in runs if r.spec.get("find_max_batch")]
+
+
+def best_batches(cell_df: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
+    """Per (run, model, series, fixed axes): the batch with the highest median throughput.
+
+    The doubling search stops at the first OOM or timeout; later batches are "skipped".
+    `stopped_by` says why the search ended ("" when it ran out of batch sizes).
+    """
+    df = cell_df[cell_df["run_id"].isin(run_ids)]
+    fixed = [a for a in CONDITION_AXES if a != "batch_size"]
+    rows = []
+    for key, grp in df.groupby(["run_id", "model", "series", *fixed], sort=False):
+        grp = grp.sort_values("batch_size")
+        ok = grp[grp["valid"] & grp["throughput_per_s"].notna()]
+        bad = grp[~grp["valid"]]
+        first_bad = bad.iloc[0] if len(bad) else None
+        best = ok.loc[ok["throughput_per_s"].idxmax()] if len(ok) else None
+        rows.append(
+            {
+                **dict(zip(["run_id", "model", "series", *fixed], key, strict=True)),
+                "best_batch": int(best["batch_size"]) if best is not None else None,
+                "throughput_per_s": best["throughput_per_s"] if best is not None else math.nan,
+                "median_ms": best["median_ms"] if best is not None else math.nan,
+                "largest_valid_batch": int(ok["batch_size"].max()) if len(ok) else None,
+                "stopped_by": (
+                    f"{first_bad['status']} at batch {first_bad['batch_size']}"
+                    + (f": {first_bad['reason']}" if first_bad["reason"] else "")
+                    if first_bad is not None
+                    else ""
+                ),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class Sweep:
+    """One line plot's data: a model under fixed conditions, swept along one axis."""
+
+    model: str
+    label: str  # model and the fixed axes, for titles and selectors
+    cells: pd.DataFrame  # valid cells only, sorted by the swept axis
+
+
+def sweeps(cell_df: pd.DataFrame, x: str) -> list[Sweep]:
+    """Groups with at least two distinct values of `x` among valid cells (no 1-point lines)."""
+    valid = cell_df[cell_df["valid"]]
+    fixed = [a for a in CONDITION_AXES if a != x]
+    label_axes = varying(valid, tuple(fixed))
+    out = []
+    for key, grp in valid.groupby(["model", *fixed], sort=False):
+        if grp[x].nunique() < 2:
+            continue
+        row = dict(zip(["model", *fixed], key, strict=True))
+        label = " · ".join(filter(None, [str(row["model"]), condition_label(row, label_axes)]))
+        out.append(Sweep(str(row["model"]), label, grp.sort_values(x)))
+    return out
+
+
+def sweep_note(cell_df: pd.DataFrame, x: str) -> str:
+    """Why there is no plot along `x` ('' when there is one)."""
+    name = {"batch_size": "batch size", "resolution": "resolution"}[x]
+    valid = cell_df[cell_df["valid"]]
+    if valid.empty:
+        return "No valid timings in these runs: nothing to plot."
+    values = sorted(valid[x].unique())
+    if len(values) < 2:
+        return f"Only one {name} ({values[0]}) was measured: no plot against {name}."
+    if not sweeps(cell_df, x):
+        return f"No workload has valid results at two or more {name}s: no plot against {name}."
+    return ""
+
+
+RATIO_METRICS = {
+    "time_ratio": "time",
+    "cpu_mem_ratio": "CPU memory (peak RSS)",
+    "device_mem_ratio": "device memory (allocator peak)",
+}
+
+
+def _geomean(x: pd.Series) -> float:
+    x = x[(x > 0) & np.isfinite(x)]
+    return float(np.exp(np.log(x).mean())) if len(x) else math.nan
+
+
+def ratio_summary(ratio_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+    """Per (model, non-baseline series, metric): geometric mean of the ratios over the
+    workloads both ran, with their min and max and how many workloads there were."""
+    df = ratio_df[ratio_df["valid"] & (ratio_df["backend"] != baseline)]
+    rows = []
+    for (model, series), grp in df.groupby(["model", "series"], sort=False):
+        for metric in RATIO_METRICS:
+            values = grp[metric].dropna()
+            rows.append(
+                {
+                    "model": model,
+                    "series": series,
+                    "metric": metric,
+                    "geomean": _geomean(values),
+                    "low": values.min() if len(values) else math.nan,
+                    "high": values.max() if len(values) else math.nan,
+                    "n": int(len(values)),
+                }
+            )
+    return pd.DataFrame(rows, columns=["model", "series", "metric", "geomean", "low", "high", "n"])
+
+
+def startup_summary(cell_df: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, series): median, min and max over valid cells of cold start and startup."""
+    valid = cell_df[cell_df["valid"]]
+    out = (
+        valid.groupby(["model", "series"], sort=False)[["cold_start_ms", "startup_ms"]]
+        .agg(["median", "min", "max"])
+        .reset_index()
+    )
+    out.columns = ["_".join(c).rstrip("_") for c in out.columns]  # cold_start_ms_median, ...
+    return out

@@ -1,0 +1,339 @@
+"""One self-contained HTML report: plotly.js inlined once, no network, every string escaped."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+import plotly.graph_objects as go
+from matplotlib.colors import LinearSegmentedColormap, to_hex
+from plotly.offline import get_plotlyjs
+
+from stackcost.env import now
+from stackcost.report import data, plots
+from stackcost.report.style import series_colors
+from stackcost.report.template import PAGE
+from stackcost.report.units import num
+from stackcost.runs import RunResult
+
+NOT_RUN = ("skipped", "unavailable", "unsupported")
+# Orange (lowest) to green (highest) per column, as in the inference-framework study.
+GRADIENT = LinearSegmentedColormap.from_list("throughput", ["#f6a04d", "#fbe7a3", "#2f9e57"])
+
+
+def script_json(payload: str) -> str:
+    """JSON that cannot end its <script> element early or be read as HTML.
+
+    '<', '>' and '&' occur in JSON only inside strings, where \\u-escapes mean the same.
+    """
+    return (
+        payload.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+@dataclass
+class _Figures:
+    """Collects figures in page order; their count is exposed as data-figure-count."""
+
+    items: list[dict[str, str]] = field(default_factory=list)
+
+    def add(self, fig: go.Figure | None, note: str = "") -> dict[str, str]:
+        if fig is None:
+            return {"id": "", "note": note}
+        fig_id = f"sc-fig-{len(self.items)}"
+        self.items.append({"id": fig_id, "json": script_json(fig.to_json())})
+        return {"id": fig_id, "note": note}
+
+
+def _gradient_table(t: data.ThroughputTable) -> dict[str, Any]:
+    """Rows of cells with a per-column background and the column's best in bold."""
+    table = t.table
+    rows = [{"series": s, "cells": []} for s in table.index]
+    for b in table.columns:
+        col = table[b]
+        lo, hi, best = col.min(), col.max(), col.idxmax() if col.notna().any() else None
+        for row, (series, v) in zip(rows, col.items(), strict=True):
+            if pd.isna(v):
+                row["cells"].append({"text": "—", "style": "", "best": False})
+                continue
+            frac = 1.0 if hi == lo else (v - lo) / (hi - lo)
+            rgb = GRADIENT(frac)[:3]
+            luminance = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
+            fg = "#000" if luminance > 0.55 else "#fff"
+            row["cells"].append(
+                {
+                    "text": num(float(v)),
+                    "style": f"background-color:{to_hex(rgb)};color:{fg}",
+                    "best": series == best,
+                }
+            )
+    return {"title": t.title, "columns": [int(b) for b in table.columns], "rows": rows}
+
+
+def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested env dicts as 'versions.torch' -> '2.13.0' rows."""
+    if isinstance(value, dict):
+        out: list[tuple[str, str]] = []
+        for k, v in value.items():
+            out += _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(value, list):
+        text = ", ".join(str(v) for v in value) if value else "—"
+    else:
+        text = "—" if value is None else str(value)
+    return [(prefix, text)]
+
+
+def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str, Any]:
+    text_cols = ["model", "backend", "mode", "precision", "device", "status"]
+    header = [
+        *(["run"] if multi_run else []),
+        *text_cols,
+        "threads",
+        "batch (samples)",
+        "resolution (px)",
+        "median latency (ms)",
+        "min–max over repeats (ms)",
+        "throughput (samples/s)",
+        f"time vs {baseline} (×)",
+        f"CPU mem vs {baseline} (×)",
+        "peak RSS (MiB)",
+        "device peak (MiB)",
+        "cold start (ms)",
+        "startup (ms)",
+        "max rel err",
+        "tolerance",
+        "valid / repeats",
+    ]
+    rows = []
+    for r in summ.itertuples(index=False):
+        band = f"{num(r.band_low_ms)}–{num(r.band_high_ms)}" if r.valid and r.n_valid > 1 else "—"
+        values = [
+            *([r.run_id] if multi_run else []),
+            r.model,
+            r.series,
+            r.mode,
+            r.precision,
+            r.device,
+            r.status,
+            r.threads,
+            r.batch_size,
+            r.resolution,
+            num(r.median_ms),
+            band,
+            num(r.throughput_per_s),
+            num(r.time_ratio, 3),
+            num(r.cpu_mem_ratio, 3),
+            num(r.peak_rss_bytes / data.MIB),
+            num(r.allocator_peak_bytes / data.MIB),
+            num(r.cold_start_ms),
+            num(r.startup_ms),
+            _err(r.max_rel_err),
+            _err(r.tolerance),
+            f"{r.n_valid} / {r.n_repetitions}",
+        ]
+        rows.append({"values": values, "status": r.status, "valid": r.valid})
+    return {
+        "cell_header": header,
+        "cell_rows": rows,
+        "cell_text_columns": len(text_cols) + multi_run,
+    }
+
+
+def _err(value: float) -> str:
+    if value is None or math.isnan(value):
+        return "—"
+    return "inf" if math.isinf(value) else f"{value:.1e}"
+
+
+def _verification(summ: pd.DataFrame) -> dict[str, Any]:
+    checked = summ[summ["max_rel_err"].notna()]
+    outside = checked[
+        (checked["status"] == "wrong") | (checked["max_rel_err"] > checked["tolerance"])
+    ]
+    return {
+        "checked": len(checked),
+        "ok": len(checked) - len(outside),
+        "header": [
+            "model",
+            "backend",
+            "batch",
+            "res (px)",
+            "precision",
+            "status",
+            "max rel err",
+            "tolerance",
+        ],
+        "rows": [
+            [
+                r.model,
+                r.series,
+                r.batch_size,
+                r.resolution,
+                r.precision,
+                r.status,
+                _err(r.max_rel_err),
+                _err(r.tolerance),
+            ]
+            for r in outside.itertuples(index=False)
+        ],
+    }
+
+
+def _failures(summ: pd.DataFrame, multi_run: bool) -> tuple[list[str], list[dict[str, Any]]]:
+    header = [
+        *(["run"] if multi_run else []),
+        "model",
+        "backend",
+        "batch",
+        "res (px)",
+        "precision",
+        "threads",
+        "device",
+        "status",
+        "reason",
+    ]
+    rows = [
+        {
+            "values": [
+                *([r.run_id] if multi_run else []),
+                r.model,
+                r.series,
+                r.batch_size,
+                r.resolution,
+                r.precision,
+                r.threads,
+                r.device,
+                r.status,
+            ],
+            "status": r.status,
+            "reason": r.reason or "(no reason recorded)",
+            "log_tail": r.log_tail or "",
+        }
+        for r in data.failures(summ).itertuples(index=False)
+    ]
+    return header, rows
+
+
+def _best_batches(summ: pd.DataFrame, run_ids: list[str]) -> tuple[list[str], list[list[Any]]]:
+    best = data.best_batches(summ, run_ids)
+    axes = data.varying(summ, ("resolution", "precision", "threads", "device", "mode", "init"))
+    header = [
+        "run",
+        "model",
+        "backend",
+        *axes,
+        "best batch (samples)",
+        "throughput (samples/s)",
+        "median latency (ms)",
+        "largest valid batch",
+        "search stopped by",
+    ]
+    rows = [
+        [
+            r["run_id"],
+            r["model"],
+            r["series"],
+            *(r[a] for a in axes),
+            "—" if r["best_batch"] is None or pd.isna(r["best_batch"]) else int(r["best_batch"]),
+            num(r["throughput_per_s"]),
+            num(r["median_ms"]),
+            "—" if pd.isna(r["largest_valid_batch"]) else int(r["largest_valid_batch"]),
+            r["stopped_by"] or "no failure (stopped improving or reached max_batch)",
+        ]
+        for r in best.to_dict("records")
+    ]
+    return header, rows
+
+
+def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "") -> str:
+    """The whole report as one HTML string that opens offline."""
+    summ = data.summary(runs, baseline)
+    colors = series_colors(data.series_order(summ, baseline)) if len(summ) else {}
+    figs = _Figures()
+    plot_slots: dict[str, dict[str, str]] = {}
+    for x, suffix in (("batch_size", "batch"), ("resolution", "resolution")):
+        note = data.sweep_note(summ, x)
+        for metric in ("latency", "throughput", "memory"):
+            fig = plots.sweep_figure(summ, x, metric, colors) if not note else None
+            plot_slots[f"{metric}_{suffix}"] = figs.add(fig, note)
+    ratio_fig, _ = plots.ratio_figure(summ, colors, baseline)
+    plot_slots["ratios"] = figs.add(
+        ratio_fig,
+        ""
+        if ratio_fig
+        else f"No backend has a valid result on a workload where {baseline} "
+        "also has one: no ratios.",
+    )
+    startup = plots.startup_figure(summ, colors)
+    plot_slots["startup"] = figs.add(startup, "" if startup else "No valid cold-start times.")
+    ver_fig, ver_note = plots.verification_figure(summ)
+    plot_slots["verification"] = figs.add(ver_fig, ver_note or "No verification recorded.")
+
+    multi_run = len(runs) > 1
+    search_runs = data.wants_batch_search(runs)
+    best_header, best_rows = _best_batches(summ, search_runs) if search_runs else ([], None)
+    failure_header, failure_rows = _failures(summ, multi_run)
+    statuses = summ["status"] if len(summ) else pd.Series([], dtype=str)
+    nav = [
+        ("latency", "latency"),
+        ("throughput", "throughput"),
+        ("memory", "memory"),
+        ("ratios", "ratios"),
+        ("startup", "startup"),
+        ("verification", "verification"),
+        ("failures", "failures"),
+        *([("best-batch", "best batch")] if search_runs else []),
+        ("cells", "all cells"),
+        ("environment", "environment"),
+    ]
+    context = {
+        "title": title or "stackcost report",
+        "generated_at": now(),
+        "baseline": baseline,
+        "has_cells": len(summ) > 0,
+        "counts": {
+            "cells": len(summ),
+            "valid": int(summ["valid"].sum()) if len(summ) else 0,
+            "wrong": int((statuses == "wrong").sum()),
+            "failed": int((~statuses.isin([*NOT_RUN, "wrong", "ok", "unstable"])).sum()),
+            "skipped": int(statuses.isin(NOT_RUN).sum()),
+        },
+        "nav": nav,
+        "plots": plot_slots,
+        "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],
+        "has_device_memory": bool(summ["allocator_peak_bytes"].notna().any()),
+        "verification": _verification(summ),
+        "failure_header": failure_header,
+        "failures": failure_rows,
+        "best_header": best_header,
+        "best_batches": best_rows,
+        **_cell_table(summ, baseline, multi_run),
+        "runs": [
+            {
+                "run_id": r.run_id,
+                "env": _flatten(r.env),
+                "spec": json.dumps(r.spec, indent=2, sort_keys=True, default=str),
+            }
+            for r in runs
+        ],
+        "figures": figs.items,
+        "plotlyjs": get_plotlyjs(),
+    }
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(PAGE).render(**context)
+
+
+def write_html(runs: list[RunResult], path: str | Path, baseline: str = "eager") -> Path:
+    path = Path(path)
+    path.write_text(render_html(runs, baseline), encoding="utf-8")
+    return path

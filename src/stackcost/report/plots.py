@@ -1,0 +1,357 @@
+"""Interactive plotly figures for the HTML report; each builder returns None when it has
+nothing honest to draw (the page shows a note instead of an empty or one-point plot)."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from stackcost.report.data import (
+    MIB,
+    RATIO_METRICS,
+    ratio_summary,
+    startup_summary,
+    sweeps,
+)
+from stackcost.report.style import AXIS_LABEL, X_NAME
+
+TEMPLATE = "plotly_white"
+HEIGHT = 460
+
+# metric -> (line column, band low, band high, y label, log y)
+SWEEP_METRICS: dict[str, tuple[str, str | None, str | None, str, bool]] = {
+    "latency": ("median_ms", "band_low_ms", "band_high_ms", AXIS_LABEL["median_ms"], True),
+    "throughput": (
+        "throughput_per_s",
+        "throughput_low_per_s",
+        "throughput_high_per_s",
+        AXIS_LABEL["throughput_per_s"],
+        False,
+    ),
+    "memory": ("peak_rss_mib", None, None, "peak memory (MiB)", False),
+}
+UNIT = {"latency": "ms", "throughput": "samples/s", "memory": "MiB"}
+
+
+# Plotly renders text as pseudo-HTML (it drops unknown tags and decodes entities), so
+# strings from the store are entity-escaped to show literally, e.g. a model named "<b>".
+TEXT_COLUMNS = ("model", "series", "options", "init", "precision", "device", "mode", "status")
+
+
+def _escaped(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    for col in TEXT_COLUMNS:
+        if col in out:
+            out[col] = out[col].astype(str).map(_text)
+    return out
+
+
+def _escaped_colors(colors: dict[str, str]) -> dict[str, str]:
+    return {_text(k): v for k, v in colors.items()}
+
+
+def _text(value: object) -> str:
+    return html.escape(str(value), quote=False)
+
+
+def _extra(text: str) -> str:
+    """A hover-template literal: hover templates interpret %{...}, a name must not."""
+    return text.replace("{", "(").replace("}", ")")
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _log2_axis(values: list[int], title: str) -> dict:
+    """Powers of two evenly spaced, ticks at the measured values (plotly has no log2 type)."""
+    ticks = sorted(set(values))
+    return {
+        "type": "log",
+        "tickvals": ticks,
+        "ticktext": [str(v) for v in ticks],
+        "title": {"text": f"{title}, log₂ scale"},
+    }
+
+
+def _selector(labels: list[str], masks: list[list[bool]], title: str) -> list[dict]:
+    """A dropdown switching which sweep's traces are visible (the per-model selector)."""
+    if len(labels) < 2:
+        return []
+    buttons = [
+        {
+            "label": lab,
+            "method": "update",
+            "args": [{"visible": m}, {"title.text": f"{title}: {lab}"}],
+        }
+        for lab, m in zip(labels, masks, strict=True)
+    ]
+    return [{"buttons": buttons, "x": 0, "xanchor": "left", "y": 1.18, "yanchor": "top"}]
+
+
+def sweep_figure(
+    cell_df: pd.DataFrame, x: str, metric: str, colors: dict[str, str]
+) -> go.Figure | None:
+    """Median per backend against batch size or resolution, min–max band over repeats."""
+    cell_df, colors = _escaped(cell_df), _escaped_colors(colors)
+    groups = sweeps(cell_df, x)
+    if not groups:
+        return None
+    col, low, high, ylabel, log_y = SWEEP_METRICS[metric]
+    unit = UNIT[metric]
+    title = f"{metric} vs {X_NAME[x]}"
+    fig = go.Figure()
+    owners: list[int] = []  # which sweep each trace belongs to
+    for gi, sweep in enumerate(groups):
+        df = sweep.cells.assign(
+            peak_rss_mib=sweep.cells["peak_rss_bytes"] / MIB,
+            allocator_peak_mib=sweep.cells["allocator_peak_bytes"] / MIB,
+        )
+        for series, s in df.groupby("series", sort=False):
+            s = s.dropna(subset=[col])
+            if s.empty:
+                continue
+            xs, color = s[x].tolist(), colors[series]
+            if low and high and (s[high] > s[low]).any():
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs + xs[::-1],
+                        y=s[high].tolist() + s[low].tolist()[::-1],
+                        fill="toself",
+                        fillcolor=_rgba(color, 0.18),
+                        line={"width": 0},
+                        hoverinfo="skip",
+                        showlegend=False,
+                        legendgroup=series,
+                        name=f"{series} min–max",
+                        visible=gi == 0,
+                    )
+                )
+                owners.append(gi)
+            custom = np.column_stack(
+                [s[low] if low else s[col], s[high] if high else s[col]]
+            ).tolist()
+            band = " (repeats %{customdata[0]:.4g}–%{customdata[1]:.4g})" if low else ""
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=s[col].tolist(),
+                    customdata=custom,
+                    mode="lines+markers",
+                    name=series,
+                    legendgroup=series,
+                    line={"color": color},
+                    visible=gi == 0,
+                    hovertemplate=f"%{{y:.4g}} {unit}{band}<br>{X_NAME[x]} %{{x}}"
+                    f"<extra>{_extra(series)}</extra>",
+                )
+            )
+            owners.append(gi)
+            if metric == "memory" and s["allocator_peak_mib"].notna().any():
+                d = s.dropna(subset=["allocator_peak_mib"])
+                fig.add_trace(
+                    go.Scatter(
+                        x=d[x].tolist(),
+                        y=d["allocator_peak_mib"].tolist(),
+                        mode="lines+markers",
+                        name=f"{series} (device)",
+                        legendgroup=series,
+                        line={"color": color, "dash": "dash"},
+                        visible=gi == 0,
+                        hovertemplate="%{y:.4g} MiB device<extra></extra>",
+                    )
+                )
+                owners.append(gi)
+    if not fig.data:
+        return None
+    labels = [g.label for g in groups]
+    masks = [[o == gi for o in owners] for gi in range(len(groups))]
+    all_x = [int(v) for g in groups for v in g.cells[x]]
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHT,
+        title={"text": f"{title}: {labels[0]}"},
+        xaxis=_log2_axis(all_x, AXIS_LABEL[x]),
+        yaxis={"title": {"text": ylabel}, "type": "log" if log_y else "linear"},
+        updatemenus=_selector(labels, masks, title),
+        margin={"t": 110},
+        hovermode="closest",
+    )
+    return fig
+
+
+def ratio_figure(
+    ratio_df: pd.DataFrame, colors: dict[str, str], baseline: str = "eager"
+) -> tuple[go.Figure | None, bool]:
+    """TorchBench-style grouped bars: each backend's ratio to the baseline, per model.
+
+    Returns the figure and whether any device memory was measured.
+    """
+    ratio_df, colors = _escaped(ratio_df), _escaped_colors(colors)
+    summ = ratio_summary(ratio_df, baseline)
+    if summ.empty or summ["geomean"].notna().sum() == 0:
+        return None, False
+    has_device = bool(summ.loc[summ["metric"] == "device_mem_ratio", "geomean"].notna().any())
+    fig = make_subplots(rows=1, cols=3, subplot_titles=list(RATIO_METRICS.values()))
+    for series, s in summ.groupby("series", sort=False):
+        for i, metric in enumerate(RATIO_METRICS, start=1):
+            m = s[s["metric"] == metric]
+            fig.add_trace(
+                go.Bar(
+                    x=m["model"].tolist(),
+                    y=m["geomean"].tolist(),
+                    customdata=np.column_stack([m["low"], m["high"], m["n"]]).tolist(),
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": (m["high"] - m["geomean"]).tolist(),
+                        "arrayminus": (m["geomean"] - m["low"]).tolist(),
+                        "thickness": 1,
+                    },
+                    name=series,
+                    legendgroup=series,
+                    showlegend=i == 1,
+                    marker_color=colors[series],
+                    hovertemplate="%{y:.3f}× (range %{customdata[0]:.3f}–%{customdata[1]:.3f}"
+                    f" over %{{customdata[2]}} workloads)<extra>{_extra(series)}</extra>",
+                ),
+                row=1,
+                col=i,
+            )
+            fig.add_hline(y=1.0, line_dash="dash", line_color="#444", row=1, col=i)
+            fig.update_yaxes(title_text=f"ratio to {_text(baseline)} (×)", row=1, col=i)
+            fig.update_xaxes(title_text="model", row=1, col=i)
+    if not has_device:
+        fig.add_annotation(
+            text="no device memory on CPU",
+            xref="x3 domain",
+            yref="y3 domain",
+            x=0.5,
+            y=0.5,
+            showarrow=False,
+            font={"size": 14, "color": "#666"},
+        )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHT,
+        barmode="group",
+        title={
+            "text": f"ratio to {_text(baseline)} (geometric mean over workloads; below 1 is better)"
+        },
+    )
+    return fig, has_device
+
+
+def startup_figure(cell_df: pd.DataFrame, colors: dict[str, str]) -> go.Figure | None:
+    cell_df, colors = _escaped(cell_df), _escaped_colors(colors)
+    summ = startup_summary(cell_df)
+    cols = ("cold_start_ms", "startup_ms")
+    if summ.empty or summ[[f"{c}_median" for c in cols]].notna().sum().sum() == 0:
+        return None
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[AXIS_LABEL[c] for c in cols])
+    for series, s in summ.groupby("series", sort=False):
+        for i, c in enumerate(cols, start=1):
+            med = s[f"{c}_median"]
+            fig.add_trace(
+                go.Bar(
+                    x=s["model"].tolist(),
+                    y=med.tolist(),
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": (s[f"{c}_max"] - med).tolist(),
+                        "arrayminus": (med - s[f"{c}_min"]).tolist(),
+                        "thickness": 1,
+                    },
+                    name=series,
+                    legendgroup=series,
+                    showlegend=i == 1,
+                    marker_color=colors[series],
+                    hovertemplate=f"%{{y:.4g}} ms<extra>{_extra(series)}</extra>",
+                ),
+                row=1,
+                col=i,
+            )
+            fig.update_yaxes(type="log", title_text="time (ms, log scale)", row=1, col=i)
+            fig.update_xaxes(title_text="model", row=1, col=i)
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHT,
+        barmode="group",
+        title={"text": "cold start and startup (median over cells; bars span min–max)"},
+    )
+    return fig
+
+
+def verification_figure(cell_df: pd.DataFrame) -> tuple[go.Figure | None, str]:
+    """Max relative error per cell against its tolerance; 'wrong' cells in red.
+
+    Returns the figure and a note on how zero and non-finite errors are drawn.
+    """
+    df = _escaped(cell_df[cell_df["max_rel_err"].notna()])
+    if df.empty:
+        return None, ""
+    err = df["max_rel_err"]
+    finite_pos = err[np.isfinite(err) & (err > 0)]
+    tols = df["tolerance"].dropna()
+    lo_ref = min([*finite_pos.tolist(), *tols.tolist()] or [1e-6])
+    hi_ref = max([*err[np.isfinite(err)].tolist(), *tols.tolist()] or [1.0])
+    floor, ceiling = lo_ref / 100, max(hi_ref * 100, 1.0)
+    df["y"] = err.where(err > 0, floor).where(np.isfinite(err), ceiling)
+    df["shown"] = [
+        "0 (exact)" if e == 0 else ("non-finite" if not math.isfinite(e) else f"{e:.2e}")
+        for e in err
+    ]
+    df["label"] = (
+        df["model"].astype(str)
+        + " b"
+        + df["batch_size"].astype(str)
+        + " r"
+        + df["resolution"].astype(str)
+        + " "
+        + df["precision"].astype(str)
+    )
+    wrong = (df["status"] == "wrong") | (err > df["tolerance"].fillna(math.inf))
+    fig = go.Figure()
+    for name, part, color, symbol in (
+        ("within tolerance", df[~wrong], "#009E73", "circle"),
+        ("wrong (outside tolerance)", df[wrong], "#D62728", "x"),
+    ):
+        if part.empty:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=part["series"].tolist(),
+                y=part["y"].tolist(),
+                customdata=np.column_stack(
+                    [part["label"], part["shown"], part["tolerance"]]
+                ).tolist(),
+                mode="markers",
+                name=name,
+                marker={"color": color, "symbol": symbol, "size": 10, "opacity": 0.8},
+                hovertemplate="%{customdata[0]}<br>max rel err %{customdata[1]}"
+                " (tolerance %{customdata[2]})<extra></extra>",
+            )
+        )
+    for tol in sorted(tols.unique()):
+        fig.add_hline(
+            y=tol, line_dash="dash", line_color="#D62728", annotation_text=f"tolerance {tol:g}"
+        )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHT,
+        title={"text": "max relative error vs tolerance, per cell"},
+        xaxis={"title": {"text": "backend"}, "type": "category"},
+        yaxis={"title": {"text": AXIS_LABEL["max_rel_err"] + ", log scale"}, "type": "log"},
+    )
+    note = (
+        f"Errors of exactly 0 are drawn at {floor:.0e}; non-finite errors (NaN or inf outputs) "
+        f"at {ceiling:.0e}."
+    )
+    return fig, note

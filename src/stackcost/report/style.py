@@ -1,0 +1,60 @@
+"""Shared look of the report and the figures: series colours, axis labels with units."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Okabe-Ito first (colour-blind safe), then tab10 for runs with many backends.
+PALETTE = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#D55E00",
+    "#CC79A7",
+    "#56B4E9",
+    "#F0E442",
+    "#000000",
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+
+# Every axis and column carries its unit.
+AXIS_LABEL = {
+    "batch_size": "batch size (samples)",
+    "resolution": "resolution (px)",
+    "median_ms": "latency per batch (ms)",
+    "throughput_per_s": "throughput (samples/s)",
+    "peak_rss_mib": "peak RSS (MiB)",
+    "allocator_peak_mib": "device allocator peak (MiB)",
+    "cold_start_ms": "cold start: first call (ms)",
+    "startup_ms": "startup: prepare + first call (ms)",
+    "max_rel_err": "max relative error (unitless)",
+    "time_ratio": "time ratio to baseline (×)",
+    "cpu_mem_ratio": "CPU memory ratio to baseline (×)",
+    "device_mem_ratio": "device memory ratio to baseline (×)",
+}
+
+X_NAME = {"batch_size": "batch size", "resolution": "resolution"}
+
+
+def series_colors(series: Iterable[str]) -> dict[str, str]:
+    """A stable colour per series, in first-seen order, identical in HTML and PNG."""
+    out: dict[str, str] = {}
+    for name in series:
+        if name not in out:
+            out[name] = PALETTE[len(out) % len(PALETTE)]
+    return out
+
+
+def slug(text: str) -> str:
+    """A file-name-safe version of a model name (user factories contain ':' and '.')."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.") or "model"

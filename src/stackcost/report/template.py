@@ -1,0 +1,191 @@
+"""The Jinja2 page of the HTML report. Autoescaped: every value from the store is text.
+
+Only two things are inserted unescaped (`|safe`): plotly.js itself and the figures' JSON,
+which html.py escapes for a <script> element (every '<' becomes \\u003c).
+"""
+
+PAGE = r"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{ title }}</title>
+<style>
+  :root { --fg: #1d1d1f; --muted: #666; --line: #ddd; --bad: #fde2e1; --warn: #fff4d6; }
+  body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+         color: var(--fg); margin: 0 auto; padding: 1rem 2rem 4rem; max-width: 1400px;
+         line-height: 1.4; }
+  h1 { margin-bottom: .2rem; }
+  h2 { border-bottom: 2px solid var(--line); padding-bottom: .2rem; margin-top: 2.5rem; }
+  h3 { margin-bottom: .4rem; }
+  nav a { margin-right: 1rem; }
+  .muted, .note { color: var(--muted); }
+  .note { font-style: italic; }
+  .sc-plot { width: 100%; min-height: 460px; }
+  .scroll { overflow-x: auto; }
+  table { border-collapse: collapse; font-size: .85rem; margin: .5rem 0 1rem; }
+  th, td { border: 1px solid var(--line); padding: .25rem .5rem; text-align: right;
+           vertical-align: top; }
+  th { background: #f5f5f7; }
+  td.text, th.text { text-align: left; }
+  tr.status-wrong td, td.status-wrong { background: var(--bad); }
+  tr.invalid td { color: #8a1c1c; }
+  tr.status-skipped td, tr.status-unavailable td, tr.status-unsupported td { color: var(--muted); }
+  td.best { font-weight: bold; }
+  pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; padding: .5rem;
+        font-size: .8rem; max-height: 20rem; overflow: auto; }
+  .counts span { margin-right: 1.2rem; }
+</style>
+</head>
+<body data-figure-count="{{ figures|length }}">
+<h1>{{ title }}</h1>
+<p class="muted">Generated {{ generated_at }} · baseline backend <b>{{ baseline }}</b> ·
+  {{ runs|length }} run{{ "" if runs|length == 1 else "s" }}:
+  {% for r in runs %}<code>{{ r.run_id }}</code>{{ ", " if not loop.last }}{% endfor %}</p>
+
+{% if not has_cells %}
+<p class="note">No results: these runs have no stored repetitions.</p>
+{% else %}
+<p class="counts">
+  <span>{{ counts.cells }} cells</span><span>{{ counts.valid }} valid</span>
+  <span>{{ counts.wrong }} wrong</span><span>{{ counts.failed }} failed</span>
+  <span>{{ counts.skipped }} skipped or not run</span>
+</p>
+<nav>{% for s in nav %}<a href="#{{ s[0] }}">{{ s[1] }}</a>{% endfor %}</nav>
+<p class="muted">Each repetition is a separate process. Lines are the median over repetitions
+  of each repetition's median; shaded bands span the min to max of those medians. Only cells
+  whose every repetition is "ok" or "unstable" have timings: "wrong", failed and skipped cells
+  never do.</p>
+{% endif %}
+
+{% macro plot(p) -%}
+  {% if p.id %}<div class="sc-plot" id="{{ p.id }}"></div>{% endif %}
+  {% if p.note %}<p class="note">{{ p.note }}</p>{% endif %}
+{%- endmacro %}
+
+{% if has_cells %}
+<h2 id="latency">Latency</h2>
+{{ plot(plots.latency_batch) }}
+{{ plot(plots.latency_resolution) }}
+
+<h2 id="throughput">Throughput</h2>
+{{ plot(plots.throughput_batch) }}
+{{ plot(plots.throughput_resolution) }}
+<h3>Throughput per batch size (samples/s)</h3>
+<p class="muted">Median throughput in samples/s. Colour runs orange (lowest) to green (highest)
+  within each batch-size column, independently of other columns; the best in a column is
+  bold.</p>
+{% for t in throughput_tables %}
+<div class="scroll"><table class="throughput">
+  <caption class="text">{{ t.title }}</caption>
+  <tr><th class="text">backend</th>{% for b in t.columns %}<th>batch {{ b }} (samples/s)</th>{% endfor %}</tr>
+  {% for row in t.rows %}
+  <tr><td class="text">{{ row.series }}</td>
+    {% for c in row.cells %}<td style="{{ c.style }}"{% if c.best %} class="best"{% endif %}>{{ c.text }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{% else %}<p class="note">No valid throughput to tabulate.</p>
+{% endfor %}
+
+<h2 id="memory">Memory</h2>
+{{ plot(plots.memory_batch) }}
+{{ plot(plots.memory_resolution) }}
+{% if not has_device_memory %}<p class="note">No device memory on CPU: every cell ran on
+  the CPU, so only peak RSS (process resident memory, MiB) is shown.</p>{% endif %}
+
+<h2 id="ratios">Ratio to {{ baseline }}</h2>
+<p class="muted">Per model, each backend's time, CPU memory (peak RSS) and device memory
+  (allocator peak) divided by {{ baseline }}'s on the same workload; bars are the geometric
+  mean over workloads, whiskers their min and max. The dashed line at 1.0 is {{ baseline }};
+  below 1 is better for time and memory.</p>
+{{ plot(plots.ratios) }}
+
+<h2 id="startup">Cold start and startup</h2>
+<p class="muted">Cold start = the first call (Inductor compiles here); startup = the backend's
+  prepare step (export, AOT compile) plus the first call. Milliseconds, log scale.</p>
+{{ plot(plots.startup) }}
+
+<h2 id="verification">Verification</h2>
+<p class="muted">Max relative error = max|out − ref| / max|ref| against eager fp32, per cell
+  (the worst repetition), with the tolerance of its precision.
+  {{ verification.ok }} of {{ verification.checked }} verified cells are within tolerance.</p>
+{{ plot(plots.verification) }}
+{% if verification.rows %}
+<div class="scroll"><table>
+  <caption class="text">Cells outside tolerance</caption>
+  <tr>{% for h in verification.header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for row in verification.rows %}
+  <tr class="status-wrong">{% for v in row %}<td class="text">{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{% endif %}
+
+<h2 id="failures">Failures</h2>
+{% if failures %}
+<div class="scroll"><table>
+  <tr>{% for h in failure_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for f in failures %}
+  <tr class="status-{{ f.status }} invalid">{% for v in f.values %}<td class="text">{{ v }}</td>{% endfor %}
+    <td class="text">{{ f.reason }}{% if f.log_tail %}<details><summary>log</summary><pre>{{ f.log_tail }}</pre></details>{% endif %}</td></tr>
+  {% endfor %}
+</table></div>
+{% else %}<p class="note">No failures: every cell is ok or unstable.</p>
+{% endif %}
+
+{% if best_batches is not none %}
+<h2 id="best-batch">Best batch size by doubling search</h2>
+<p class="muted">Runs with find_max_batch: per series, the batch size with the highest median
+  throughput, and what ended the search (OOM or timeout prunes larger batches).</p>
+{% if best_batches %}
+<div class="scroll"><table>
+  <tr>{% for h in best_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for row in best_batches %}
+  <tr>{% for v in row %}<td class="text">{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{% else %}<p class="note">No series had a valid result.</p>{% endif %}
+{% endif %}
+
+<h2 id="cells">All cells</h2>
+<details><summary>{{ cell_rows|length }} cells, one row each (units in the headers)</summary>
+<div class="scroll"><table>
+  <tr>{% for h in cell_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for row in cell_rows %}
+  <tr class="status-{{ row.status }}{{ '' if row.valid else ' invalid' }}">
+    {% for v in row.values %}<td{% if loop.index <= cell_text_columns %} class="text"{% endif %}>{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+</details>
+{% endif %}
+
+<h2 id="environment">Environment</h2>
+{% for r in runs %}
+<h3>Run <code>{{ r.run_id }}</code></h3>
+{% if r.env %}
+<div class="scroll"><table>
+  {% for k, v in r.env %}<tr><th class="text">{{ k }}</th><td class="text">{{ v }}</td></tr>{% endfor %}
+</table></div>
+{% else %}<p class="note">No environment recorded.</p>{% endif %}
+<details><summary>spec</summary><pre>{{ r.spec }}</pre></details>
+{% endfor %}
+
+<script>{{ plotlyjs|safe }}</script>
+{% for f in figures %}<script type="application/json" class="sc-figure" data-target="{{ f.id }}">{{ f.json|safe }}</script>
+{% endfor %}
+<script>
+(function () {
+  var pending = [];
+  document.querySelectorAll("script.sc-figure").forEach(function (s) {
+    var fig = JSON.parse(s.textContent);
+    var div = document.getElementById(s.getAttribute("data-target"));
+    pending.push(Plotly.newPlot(div, fig.data, fig.layout,
+                                {responsive: true, displaylogo: false}));
+  });
+  Promise.all(pending).then(function () {
+    document.body.setAttribute("data-rendered", String(pending.length));
+  });
+})();
+</script>
+</body>
+</html>
+"""

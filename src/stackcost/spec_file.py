@@ -1,0 +1,213 @@
+"""Sweep specs in YAML: validated, with errors that point at the key and its line.
+
+models: [resnet18, {name: mnist-cnn, init: kaiming-normal}]
+backends: [eager, onnxruntime]
+batch_sizes: 1..64x2          # or [1, 8, 64], or "1,8,64"
+resolutions: [32, 64, 128, 224]
+repeats: 3
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from stackcost import zoo
+from stackcost.backends import REGISTRY, is_import_path
+from stackcost.measure.protocol import Protocol
+from stackcost.spec import SpecError, model_ref, parse_positive_ints, validate
+
+IntAxis = list[int] | int | str  # a list, one value, or "1,8" / "8..1024x2" text
+
+
+class ModelEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    init: str = "torch-default"
+    num_classes: int | None = None
+    in_channels: int | None = None
+    conv_bias: bool = False
+    input_shape: list[int] | None = None
+    seed: int = 0
+
+
+class SweepFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    models: list[ModelEntry] = Field(min_length=1)
+    backends: list[str] | Literal["all"] = Field("all", min_length=1)
+    modes: list[str] = Field(default_factory=lambda: ["infer"], min_length=1)
+    batch_sizes: IntAxis = 1
+    resolutions: IntAxis | None = None
+    precisions: list[str] = Field(default_factory=lambda: ["fp32"], min_length=1)
+    threads: IntAxis = 1
+    devices: list[str] = Field(default_factory=lambda: ["cpu"], min_length=1)
+    repeats: int = Field(3, ge=1)
+    timeout_s: float = Field(600.0, gt=0)
+    protocol: Protocol = Field(default_factory=Protocol)
+    tolerance: dict[str, float] = Field(default_factory=dict)
+    backend_options: dict[str, dict[str, str]] = Field(default_factory=dict)
+    find_max_batch: bool = False
+    max_batch: int = Field(1024, ge=1)
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _names_are_entries(cls, value: Any) -> Any:
+        """`- resnet18` is shorthand for `- {name: resnet18}`."""
+        if isinstance(value, list):
+            return [{"name": v} if isinstance(v, str) else v for v in value]
+        return value
+
+
+def _lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
+    """Every key path in the document -> its 1-based line."""
+    out = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            out.update(_lines(value, (*path, key.value)))
+            out[(*path, key.value)] = key.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out.update(_lines(item, (*path, i)))
+    return out
+
+
+def _axis(value: Any, what: str) -> list[int] | None:
+    if value is None:
+        return None
+    if isinstance(value, int):
+        value = [value]
+    if isinstance(value, list):
+        value = ",".join(str(v) for v in value)
+    return parse_positive_ints(value, what)
+
+
+def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None):
+    """Parse and validate a sweep file into a RunSpec; SpecError names key and line.
+
+    `overrides` (from command-line flags) replace the file's values; protocol and
+    backend options are merged key by key.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec file {str(path)!r} does not exist")
+    text = path.read_text()
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise SpecError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}:1: a sweep spec is a mapping with at least a 'models' key")
+    for key, value in (overrides or {}).items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            value = {**data[key], **value}
+        data[key] = value
+    return sweep_from_data(data, str(path), _lines(node) if node is not None else {})
+
+
+def sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int] | None = None):
+    """Validate sweep fields (from a file or from flags) into a RunSpec."""
+    lines = lines or {}
+    path = source
+    try:
+        sweep = SweepFile.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_message(path, lines, exc)) from None
+
+    def at(*key: Any) -> str:
+        line = lines.get(key, lines.get(key[:1]))
+        return f"{path}:{line}" if line else path
+
+    models = []
+    for i, entry in enumerate(sweep.models):
+        fields = entry.model_dump()
+        shape = fields.pop("input_shape", None)
+        try:
+            models.append(model_ref(**fields, input_shape=tuple(shape) if shape else None))
+        except SpecError as exc:
+            raise SpecError(f"{at('models', i)}: models[{i}]: {exc}") from None
+    backends = list(REGISTRY) if sweep.backends == "all" else sweep.backends
+    for i, name in enumerate(backends):
+        if name not in REGISTRY and not is_import_path(name):
+            raise SpecError(
+                f"{at('backends', i)}: backends[{i}]: unknown backend {name!r} "
+                f"(allowed: {', '.join(REGISTRY)}, or module:Class)"
+            )
+    axes = {}
+    for key, what in (
+        ("batch_sizes", "batch size"),
+        ("resolutions", "resolution"),
+        ("threads", "threads"),
+    ):
+        try:
+            axes[key] = _axis(getattr(sweep, key), what)
+        except SpecError as exc:
+            raise SpecError(f"{at(key)}: {key}: {exc}") from None
+    for model in models:
+        for res in axes["resolutions"] or []:
+            problem = zoo.check_resolution(model.name, res)
+            if problem:
+                raise SpecError(f"{at('resolutions')}: resolutions: {problem}")
+    fields = {
+        **sweep.model_dump(exclude={"models", "backends", *axes}),
+        **axes,
+        "models": models,
+        "backends": backends,
+    }
+    if not fields["tolerance"]:
+        fields.pop("tolerance")
+    try:
+        return validate(fields)
+    except SpecError as exc:
+        raise SpecError(f"{path}: {exc}") from None
+
+
+def _message(path: str, lines: dict[tuple, int], exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = tuple(
+        p
+        for p in err["loc"]
+        if not (
+            isinstance(p, str)
+            and (
+                "[" in p
+                or p
+                in (
+                    "str",
+                    "int",
+                    "list",
+                    "literal",
+                    "ModelEntry",
+                    "bool",
+                    "float",
+                    "function-after",
+                )
+            )
+        )
+    )
+    key = ".".join(str(p) for p in loc)
+    where = _where_loc(path, lines, loc)
+    if err["type"] == "extra_forbidden":
+        parent = SweepFile
+        if loc[:1] == ("protocol",):
+            parent = Protocol  # type: ignore[assignment]
+        elif loc[:1] == ("models",):
+            parent = ModelEntry  # type: ignore[assignment]
+        allowed = ", ".join(parent.model_fields)
+        return f"{where}: unknown key {loc[-1]!r} (allowed: {allowed})"
+    if err["type"] == "missing":
+        return f"{where}: missing required key {key!r}"
+    if err["type"] == "too_short":
+        return f"{where}: {key} must not be empty"
+    return f"{where}: {key} = {err.get('input')!r}: {err['msg']}"
+
+
+def _where_loc(path: str, lines: dict[tuple, int], loc: tuple) -> str:
+    while loc and loc not in lines:
+        loc = loc[:-1]
+    return f"{path}:{lines.get(loc, 1)}" if lines else path
