@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ $(STAMP): pyproject.toml Makefile
 demo: $(STAMP)
 	$(VENV)/bin/stackcost run resnet18 --batch-size 1,8 --resolution 64 --threads 2
 
-test: $(STAMP)
+# The HTML report is tested in a real browser: Debian's chromium, driven by playwright
+# (no browser download). Installing it needs root, as on CI machines.
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(PY) -m pytest -q
 

@@ -89,6 +89,7 @@ def measure_and_show(
             resume=resume,
             on_start=progress.start,
             on_result=progress.result,
+            on_open=opened,
         )
     console.print(results_table(result))
     console.print(f"stored run [bold]{result.run_id}[/] in {args.db}")

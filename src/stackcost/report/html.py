@@ -141,7 +141,7 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
             _err(r.tolerance),
             f"{r.n_valid} / {r.n_repetitions}",
         ]
-        rows.append({"values": values, "status": r.status, "valid": r.valid})
+        rows.append({"cols": values, "status": r.status, "valid": r.valid})
     return {
         "cell_header": header,
         "cell_rows": rows,

@@ -125,7 +125,7 @@ PAGE = r"""<!DOCTYPE html>
 <div class="scroll"><table>
   <tr>{% for h in failure_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
   {% for f in failures %}
-  <tr class="status-{{ f.status }} invalid">{% for v in f.values %}<td class="text">{{ v }}</td>{% endfor %}
+  <tr class="status-{{ f.status }} invalid">{% for v in f.cols %}<td class="text">{{ v }}</td>{% endfor %}
     <td class="text">{{ f.reason }}{% if f.log_tail %}<details><summary>log</summary><pre>{{ f.log_tail }}</pre></details>{% endif %}</td></tr>
   {% endfor %}
 </table></div>
@@ -152,7 +152,7 @@ PAGE = r"""<!DOCTYPE html>
   <tr>{% for h in cell_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
   {% for row in cell_rows %}
   <tr class="status-{{ row.status }}{{ '' if row.valid else ' invalid' }}">
-    {% for v in row.values %}<td{% if loop.index <= cell_text_columns %} class="text"{% endif %}>{{ v }}</td>{% endfor %}</tr>
+    {% for v in row.cols %}<td{% if loop.index <= cell_text_columns %} class="text"{% endif %}>{{ v }}</td>{% endfor %}</tr>
   {% endfor %}
 </table></div>
 </details>
