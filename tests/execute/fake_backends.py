@@ -49,3 +49,14 @@ class WrongBackend(Backend):
             return out + 0.01 * out.abs().max()
 
         return Prepared(step, {"offset": "1% of max"})
+
+
+class SlowStartBackend(Backend):
+    """Eager after a 3 s prepare: keeps a repetition in flight long enough to interrupt."""
+
+    name = "slow-start"
+    description = "sleeps 3 s in prepare, then runs eager"
+
+    def prepare(self, model, example, cell, ctx):
+        time.sleep(3)
+        return EagerBackend().prepare(model, example, cell, ctx)

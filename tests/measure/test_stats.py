@@ -30,6 +30,13 @@ def test_median_ci_brackets_the_median_by_order_statistics():
     assert low <= np.median(x) <= high
 
 
+@pytest.mark.parametrize("n", [5, 6, 7, 10, 11, 50, 101, 1000, 12345])
+def test_median_ci_equals_scipy_quantile_test(n):
+    x = np.random.default_rng(n).normal(size=n)
+    expected = sps.quantile_test(x, q=np.median(x), p=0.5).confidence_interval(0.95)
+    np.testing.assert_equal(median_ci(x), (expected.low, expected.high))
+
+
 def test_ci_coverage_on_known_distribution():
     rng = np.random.default_rng(0)
     covered = sum(

@@ -90,6 +90,9 @@ def timed_loop(step: Step, timer: CpuTimer | CudaTimer, p: Protocol, m: Measurem
     estimate = float(m.cold_ns)
     while True:
         batch = max(_window(estimate, p.check_interval_s, 1), len(samples) // 4)
+        # ...but never much past the time cap: growth must not overshoot it by a batch.
+        left = p.max_time_s - (time.perf_counter() - start)
+        batch = min(batch, max(1, math.ceil(left * 1e9 / max(estimate, 1.0))))
         timer.run(step, min(p.max_iters - len(samples), batch), samples)
         elapsed = time.perf_counter() - start
         estimate = statistics.median(samples[-64:])

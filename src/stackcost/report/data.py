@@ -158,7 +158,7 @@ def frame(runs: list[RunResult]) -> pd.DataFrame:
                 *NUMERIC_COLUMNS,
                 "log_tail",
             ]
-        )
+        ).astype({"valid": bool})
     df = pd.concat(parts, ignore_index=True)
     for col in NUMERIC_COLUMNS:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
@@ -195,7 +195,7 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
     """
     df = frame(data) if isinstance(data, list) else data
     if df.empty:
-        return pd.DataFrame(columns=list(CELL_COLUMNS))
+        return pd.DataFrame(columns=list(CELL_COLUMNS)).astype({"valid": bool})
     keys = ["run_id", "cell_key"]
     g = df.groupby(keys, sort=False)
     out = g.agg(

@@ -204,7 +204,7 @@ def _failures(summ: pd.DataFrame, multi_run: bool) -> tuple[list[str], list[dict
     ]
     rows = [
         {
-            "values": [
+            "cols": [
                 *([r.run_id] if multi_run else []),
                 r.model,
                 r.series,

@@ -92,7 +92,7 @@ def _selector(labels: list[str], masks: list[list[bool]], title: str) -> list[di
         }
         for lab, m in zip(labels, masks, strict=True)
     ]
-    return [{"buttons": buttons, "x": 0, "xanchor": "left", "y": 1.18, "yanchor": "top"}]
+    return [{"buttons": buttons, "x": 1, "xanchor": "right", "y": 1.2, "yanchor": "bottom"}]
 
 
 def sweep_figure(
@@ -124,6 +124,7 @@ def sweep_figure(
                         x=xs + xs[::-1],
                         y=s[high].tolist() + s[low].tolist()[::-1],
                         fill="toself",
+                        mode="lines",
                         fillcolor=_rgba(color, 0.18),
                         line={"width": 0},
                         hoverinfo="skip",
@@ -224,10 +225,13 @@ def ratio_figure(
                 row=1,
                 col=i,
             )
+    for i in range(1, 4):
+        if i < 3 or has_device:  # a lone 1.0 line would look like a measured ratio
             fig.add_hline(y=1.0, line_dash="dash", line_color="#444", row=1, col=i)
-            fig.update_yaxes(title_text=f"ratio to {_text(baseline)} (×)", row=1, col=i)
-            fig.update_xaxes(title_text="model", row=1, col=i)
+        fig.update_yaxes(title_text=f"ratio to {_text(baseline)} (×)", row=1, col=i)
+        fig.update_xaxes(title_text="model", row=1, col=i)
     if not has_device:
+        fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, row=1, col=3)
         fig.add_annotation(
             text="no device memory on CPU",
             xref="x3 domain",
@@ -278,8 +282,16 @@ def startup_figure(cell_df: pd.DataFrame, colors: dict[str, str]) -> go.Figure |
                 row=1,
                 col=i,
             )
-            fig.update_yaxes(type="log", title_text="time (ms, log scale)", row=1, col=i)
-            fig.update_xaxes(title_text="model", row=1, col=i)
+    for i, c in enumerate(cols, start=1):
+        # Log-axis bars start at the bottom of the range: pin it a decade below the data
+        # so heights compare like on a linear axis' zero, not like an autoscaled sliver.
+        lo, hi = summ[f"{c}_min"].min(), summ[f"{c}_max"].max()
+        if lo > 0 and math.isfinite(lo):
+            fig.update_yaxes(
+                range=[math.floor(math.log10(lo)) - 1, math.log10(hi) + 0.2], row=1, col=i
+            )
+        fig.update_yaxes(type="log", title_text="time (ms, log scale)", row=1, col=i)
+        fig.update_xaxes(title_text="model", row=1, col=i)
     fig.update_layout(
         template=TEMPLATE,
         height=HEIGHT,

@@ -1,0 +1,126 @@
+"""Plain-text exports: a markdown summary, the tidy CSV, and JSON with run metadata."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+import pandas as pd
+
+from stackcost.report import data
+from stackcost.report.units import num
+from stackcost.runs import RunResult
+
+Format = Literal["md", "csv", "json"]
+FORMATS: tuple[str, ...] = ("md", "csv", "json")
+
+
+def _md_escape(value: object) -> str:
+    """A markdown table cell: pipes would split it, newlines end the row, and renderers
+    treat '<...>' as HTML (a model named '<b>' must show as text)."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return text.replace("<", "&lt;").replace(">", "&gt;").strip()
+
+
+def _err(value: float) -> str:
+    if value is None or math.isnan(value):
+        return "—"
+    return "inf" if math.isinf(value) else f"{value:.1e}"
+
+
+def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
+    """A GitHub markdown table, one row per cell, units in the headers."""
+    multi_run = summ["run_id"].nunique() > 1
+    header = [
+        *(["run"] if multi_run else []),
+        "model",
+        "backend",
+        "mode",
+        "precision",
+        "threads",
+        "device",
+        "batch (samples)",
+        "resolution (px)",
+        "status",
+        "median (ms)",
+        "min–max over repeats (ms)",
+        "throughput (samples/s)",
+        f"time vs {baseline} (×)",
+        "peak RSS (MiB)",
+        "device peak (MiB)",
+        "cold start (ms)",
+        "startup (ms)",
+        "max rel err",
+        "reason",
+    ]
+    lines = ["| " + " | ".join(_md_escape(h) for h in header) + " |"]
+    numeric = [h.endswith(")") or h == "max rel err" for h in header]  # units mark numbers
+    lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
+    for r in summ.itertuples(index=False):
+        band = f"{num(r.band_low_ms)}–{num(r.band_high_ms)}" if r.valid else "—"
+        row = [
+            *([r.run_id] if multi_run else []),
+            r.model,
+            r.series,
+            r.mode,
+            r.precision,
+            r.threads,
+            r.device,
+            r.batch_size,
+            r.resolution,
+            r.status,
+            num(r.median_ms),
+            band,
+            num(r.throughput_per_s),
+            num(r.time_ratio, 3),
+            num(r.peak_rss_bytes / data.MIB),
+            num(r.allocator_peak_bytes / data.MIB),
+            num(r.cold_start_ms),
+            num(r.startup_ms),
+            _err(r.max_rel_err),
+            r.reason if not r.valid else "",
+        ]
+        lines.append("| " + " | ".join(_md_escape(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(value: Any) -> Any:
+    """NaN and ±inf become null (strict JSON has no literal for them), recursively."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _jsonable(value.item())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def export(runs: list[RunResult], fmt: Format, baseline: str = "eager") -> str:
+    """The runs as md (per-cell summary), csv (per repetition) or json (cells + metadata)."""
+    if fmt == "csv":
+        return data.frame(runs).to_csv(index=False)
+    summ = data.summary(runs, baseline)
+    if fmt == "md":
+        return markdown(summ, baseline)
+    if fmt == "json":
+        cells = _jsonable(summ.drop(columns=["log_tail"]).to_dict("records"))
+        payload = {
+            "baseline": baseline,
+            "units": {
+                "*_ms": "milliseconds per batch",
+                "*_per_s": "samples per second",
+                "*_bytes": "bytes",
+                "*_ratio": "backend / baseline on the same workload",
+                "max_rel_err": "max|out - ref| / max|ref|",
+            },
+            "runs": [
+                {"run_id": r.run_id, "env": _jsonable(r.env), "spec": _jsonable(r.spec)}
+                for r in runs
+            ],
+            "cells": cells,
+        }
+        return json.dumps(payload, indent=2, default=str, allow_nan=False)
+    raise ValueError(f"unknown export format {fmt!r} (allowed: {', '.join(FORMATS)})")

@@ -1,0 +1,100 @@
+"""Sweep specs: valid files expand to the grid; invalid ones name the key and line."""
+
+import pytest
+
+from stackcost.cli import main
+from stackcost.spec import SpecError
+from stackcost.spec_file import load_sweep
+
+GOOD = """\
+models: [mlp, {name: mnist-cnn, init: kaiming-normal}]
+backends: [eager, onnxruntime]
+batch_sizes: 1..64x8
+resolutions: [28, 32]
+repeats: 2
+protocol:
+  min_time_s: 0.2
+backend_options:
+  onnxruntime: {exporter: legacy}
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_good_spec_expands_to_the_grid(tmp_path):
+    spec = load_sweep(write(tmp_path, GOOD))
+    assert spec.batch_sizes == [1, 8, 64] and spec.resolutions == [28, 32]
+    assert spec.repeats == 2 and spec.protocol.min_time_s == 0.2
+    assert spec.models[1].init == "kaiming-normal" and spec.models[1].num_classes == 10
+    assert len(spec.cells()) == 2 * 2 * 3 * 2
+    assert spec.backend_options == {"onnxruntime": {"exporter": "legacy"}}
+
+
+def test_flags_override_the_file_and_protocol_merges(tmp_path):
+    spec = load_sweep(write(tmp_path, GOOD), {"batch_sizes": [2], "protocol": {"max_time_s": 3.0}})
+    assert spec.batch_sizes == [2]
+    assert spec.protocol.min_time_s == 0.2 and spec.protocol.max_time_s == 3.0
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("models: [mlp]\nbackends: [eager]\nbatch_size: [1]\n", ":3: unknown key 'batch_size'"),
+        ("models: [mlp]\nbackends: []\n", ":2: backends must not be empty"),
+        ("models: []\n", ":1: models must not be empty"),
+        (
+            "models: [mlp]\nbatch_sizes: 64..8x2\n",
+            ":2: batch_sizes: batch size range '64..8x2' is reversed",
+        ),
+        (
+            "models: [mlp]\nbatch_sizes: 8..x2\n",
+            ":2: batch_sizes: batch size range '8..x2' is malformed",
+        ),
+        ("models: [mlp]\nrepeats: three\n", ":2: repeats = 'three'"),
+        ("models:\n  - mlp\n  - resnet51\n", ":3: models[1]: unknown model 'resnet51'"),
+        (
+            "models: [mlp]\nbackends:\n  - eager\n  - tensorrt\n",
+            ":4: backends[1]: unknown backend 'tensorrt'",
+        ),
+        (
+            "models: [mlp]\nprotocol:\n  min_tim: 2\n",
+            ":3: unknown key 'min_tim' (allowed: min_time_s",
+        ),
+        ("models: [{name: mlp, colour: red}]\n", ":1: unknown key 'colour' (allowed: name"),
+        ("models: [resnet18]\nresolutions: [16]\n", ":2: resolutions: resolution 16 is too small"),
+        ("models: [mlp\n", ":2: not valid YAML"),
+        ("- just a list\n", ":1: a sweep spec is a mapping"),
+        ("backends: [eager]\n", ":1: missing required key 'models'"),
+    ],
+)
+def test_bad_specs_name_key_and_line(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as exc:
+        load_sweep(path)
+    assert f"{path}{expected}" in str(exc.value)
+
+
+def test_cli_bad_spec_exits_2_and_writes_nothing(tmp_path, capsys):
+    path = write(tmp_path, "models: [mlp]\nbatch_sizes: 0..4\n")
+    code = main(["sweep", str(path), "--db", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and ":2:" in err
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_cli_sweep_from_flags_validates_models(tmp_path, capsys):
+    code = main(["sweep", "--models", "mlp,resnet51", "--db", str(tmp_path / "s.db")])
+    assert code == 2 and "unknown model 'resnet51'" in capsys.readouterr().err
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_shipped_examples_are_valid():
+    from tests.conftest import ROOT
+
+    for name in ("scaling.yaml", "frameworks.yaml"):
+        spec = load_sweep(ROOT / "examples" / name)
+        assert spec.repeats >= 1 and spec.cells()
