@@ -60,3 +60,23 @@ def test_check_writable_does_not_create(tmp_path):
     bogus = tmp_path / "text.db"
     bogus.write_text("hello, not sqlite")
     assert "not a SQLite file" in check_writable(bogus)
+
+
+def test_a_version_1_store_is_migrated(tmp_path):
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema_version', '1');"
+        "CREATE TABLE runs (id TEXT PRIMARY KEY, started_at TEXT NOT NULL, finished_at TEXT,"
+        " command TEXT, spec_json TEXT NOT NULL, env_json TEXT NOT NULL, git_commit TEXT);"
+        "INSERT INTO runs VALUES ('old', 't', NULL, 'c', '{}', '{}', NULL);"
+    )
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        assert store.run_ids() == ["old"]
+        run_id = store.create_run({}, {}, spec_hash="s", env_fingerprint="e")
+        assert store.find_run("s", "e") == run_id
+    version = sqlite3.connect(path).execute("SELECT value FROM meta").fetchone()[0]
+    assert version == str(SCHEMA_VERSION) == "2"

@@ -68,6 +68,19 @@ class CellResult:
         return max(memories, key=lambda m: m.peak_rss_bytes) if memories else None
 
 
+def _superseded_dropped(
+    records: list[tuple[Cell, RepetitionResult]],
+) -> list[tuple[Cell, RepetitionResult]]:
+    """Interrupted repetitions that a resume later completed stay in the store as
+    history but leave the view: the cell's result is the completed one."""
+    completed = {(c.key(), r.repetition) for c, r in records if r.status != "interrupted"}
+    return [
+        (c, r)
+        for c, r in records
+        if r.status != "interrupted" or (c.key(), r.repetition) not in completed
+    ]
+
+
 @dataclass
 class RunResult:
     run_id: str
@@ -86,7 +99,7 @@ class RunResult:
             db_path=store.path,
             env=json.loads(row["env_json"]),
             spec=json.loads(row["spec_json"]),
-            records=list(store.repetitions(run_id)),
+            records=_superseded_dropped(list(store.repetitions(run_id))),
         )
 
     def cells(self) -> list[CellResult]:

@@ -78,7 +78,9 @@ PAGE = r"""<!DOCTYPE html>
 {% for t in throughput_tables %}
 <div class="scroll"><table class="throughput">
   <caption class="text">{{ t.title }}</caption>
-  <tr><th class="text">backend</th>{% for b in t.columns %}<th>batch {{ b }} (samples/s)</th>{% endfor %}</tr>
+  <tr><th class="text" rowspan="2">backend</th>
+    <th colspan="{{ t.columns|length }}">throughput (samples/s) at batch size (samples)</th></tr>
+  <tr>{% for b in t.columns %}<th>{{ b }}</th>{% endfor %}</tr>
   {% for row in t.rows %}
   <tr><td class="text">{{ row.series }}</td>
     {% for c in row.cells %}<td style="{{ c.style }}"{% if c.best %} class="best"{% endif %}>{{ c.text }}</td>{% endfor %}</tr>
