@@ -32,7 +32,7 @@ class CellResult:
         for s in statuses:
             if s in FAILED_STATUSES:
                 return s
-        for s in ("unavailable", "unsupported", "unstable"):
+        for s in ("skipped", "unavailable", "unsupported", "unstable"):
             if s in statuses:
                 return s
         return "ok" if statuses else "missing"

@@ -54,9 +54,7 @@ def _ok(cell: Cell, rep: int, scale: float, status: str = "ok") -> RepetitionRes
     )
 
 
-def build_store(
-    path, *, find_max_batch: bool = False, device: str = "cpu"
-) -> tuple[Store, str]:
+def build_store(path, *, find_max_batch: bool = False, device: str = "cpu") -> tuple[Store, str]:
     store = Store(path)
     spec = {"models": ["mlp"], "repeats": REPEATS, "find_max_batch": find_max_batch}
     env = {

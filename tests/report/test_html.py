@@ -183,3 +183,43 @@ def test_degenerate_runs(request, browser, tmp_path, fixture, notes, figures):
         assert note in text
     assert "best batch size" not in text.lower()
     o.page.close()
+
+
+def test_throughput_tables_have_a_gradient_and_a_bold_best(report):
+    _, o = report
+    tables = o.page.locator("table.throughput")
+    mlp = [
+        i for i in range(tables.count()) if "mlp" in tables.nth(i).locator("caption").inner_text()
+    ]
+    assert len(mlp) == 2
+    for i in mlp:
+        table = tables.nth(i)
+        assert "throughput (samples/s)" in table.inner_text()
+        best = table.locator("td.best")
+        assert best.count() == 3  # one per batch-size column
+        for j in range(best.count()):
+            cell = best.nth(j)
+            assert cell.evaluate("e => getComputedStyle(e).fontWeight") in ("700", "bold")
+            row_name = cell.evaluate("e => e.parentElement.firstElementChild.innerText")
+            assert row_name == "torchscript"
+        colours = table.locator("td[style*='background-color']").evaluate_all(
+            "cells => cells.map(c => c.style.backgroundColor)"
+        )
+        assert len(colours) == 6 and len(set(colours)) == 2  # per-column min and max
+
+
+def test_selector_switches_the_visible_sweep(report):
+    _, o = report
+    fig = o.page.locator("#sc-fig-0")  # latency vs batch size: one entry per resolution
+    assert fig.locator(".gtitle").text_content().endswith("res 32 px")
+    fig.scroll_into_view_if_needed()  # mouse clicks need it inside the viewport
+    header = fig.locator(".updatemenu-header").bounding_box()
+    o.page.mouse.click(header["x"] + 20, header["y"] + header["height"] / 2)
+    option = fig.locator(".updatemenu-dropdown-button").nth(1).bounding_box()
+    o.page.mouse.click(option["x"] + 20, option["y"] + option["height"] / 2)
+    o.page.wait_for_function(
+        "document.querySelector('#sc-fig-0 .gtitle').textContent.endsWith('res 64 px')"
+    )
+    visible = o.page.evaluate("document.getElementById('sc-fig-0').data.map(t => t.visible)")
+    assert visible == sorted(visible) and True in visible and False in visible
+    assert o.problems == []

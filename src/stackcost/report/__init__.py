@@ -1,1 +1,1 @@
-"""Views of stored results: terminal tables now; HTML reports and figures later."""
+"""Views of stored results: terminal table, HTML report, figures, md/csv/json exports."""

@@ -141,6 +141,7 @@ def frame(runs: list[RunResult]) -> pd.DataFrame:
                 "log_tail": [r.log_tail for _, r in run.records],
             }
         )
+        extra = extra.drop(columns=[c for c in extra.columns if c in df.columns])
         parts.append(pd.concat([df.reset_index(drop=True), extra], axis=1))
     if not parts:
         return pd.DataFrame(
@@ -365,7 +366,8 @@ class Sweep:
     """One line plot's data: a model under fixed conditions, swept along one axis."""
 
     model: str
-    label: str  # model and the fixed axes, for titles and selectors
+    condition: str  # the fixed axes that vary elsewhere ('res 64 px · fp32'), maybe ''
+    label: str  # model and condition, for titles and selectors
     cells: pd.DataFrame  # valid cells only, sorted by the swept axis
 
 
@@ -379,8 +381,9 @@ def sweeps(cell_df: pd.DataFrame, x: str) -> list[Sweep]:
         if grp[x].nunique() < 2:
             continue
         row = dict(zip(["model", *fixed], key, strict=True))
-        label = " · ".join(filter(None, [str(row["model"]), condition_label(row, label_axes)]))
-        out.append(Sweep(str(row["model"]), label, grp.sort_values(x)))
+        condition = condition_label(row, label_axes)
+        label = " · ".join(filter(None, [str(row["model"]), condition]))
+        out.append(Sweep(str(row["model"]), condition, label, grp.sort_values(x)))
     return out
 
 

@@ -86,7 +86,7 @@ def _sweep_figure(
 ) -> Figure:
     rows, cols = _grid(len(sweeps))
     fig = Figure(figsize=(4.2 * cols, 3.3 * rows + 0.6), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
     handles: dict[str, object] = {}
     for ax, sweep in zip(axes, sweeps, strict=False):
         df = sweep.cells.assign(peak_rss_mib=sweep.cells["peak_rss_bytes"] / data.MIB)
@@ -108,7 +108,7 @@ def _sweep_figure(
             # Label minor ticks only when the axis spans too few decades to have majors.
             ax.yaxis.set_minor_formatter(plain if hi / lo < 30 else NullFormatter())
         ax.set_ylabel(ylabel)
-        ax.set_title(_plain(sweep.label.partition(" · ")[2] or sweep.label), fontsize=9)
+        ax.set_title(_plain(sweep.condition or sweep.model), fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes[len(sweeps) :]:
         ax.set_visible(False)

@@ -266,14 +266,9 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         for metric in ("latency", "throughput", "memory"):
             fig = plots.sweep_figure(summ, x, metric, colors) if not note else None
             plot_slots[f"{metric}_{suffix}"] = figs.add(fig, note)
-    ratio_fig, _ = plots.ratio_figure(summ, colors, baseline)
-    plot_slots["ratios"] = figs.add(
-        ratio_fig,
-        ""
-        if ratio_fig
-        else f"No backend has a valid result on a workload where {baseline} "
-        "also has one: no ratios.",
-    )
+    no_ratio = f"No backend has a valid result on a workload where {baseline} has one."
+    ratio_fig = plots.ratio_figure(summ, colors, baseline)
+    plot_slots["ratios"] = figs.add(ratio_fig, "" if ratio_fig else no_ratio)
     startup = plots.startup_figure(summ, colors)
     plot_slots["startup"] = figs.add(startup, "" if startup else "No valid cold-start times.")
     ver_fig, ver_note = plots.verification_figure(summ)

@@ -189,15 +189,12 @@ def sweep_figure(
 
 def ratio_figure(
     ratio_df: pd.DataFrame, colors: dict[str, str], baseline: str = "eager"
-) -> tuple[go.Figure | None, bool]:
-    """TorchBench-style grouped bars: each backend's ratio to the baseline, per model.
-
-    Returns the figure and whether any device memory was measured.
-    """
+) -> go.Figure | None:
+    """TorchBench-style grouped bars: each backend's ratio to the baseline, per model."""
     ratio_df, colors = _escaped(ratio_df), _escaped_colors(colors)
     summ = ratio_summary(ratio_df, baseline)
     if summ.empty or summ["geomean"].notna().sum() == 0:
-        return None, False
+        return None
     has_device = bool(summ.loc[summ["metric"] == "device_mem_ratio", "geomean"].notna().any())
     fig = make_subplots(rows=1, cols=3, subplot_titles=list(RATIO_METRICS.values()))
     for series, s in summ.groupby("series", sort=False):
@@ -249,7 +246,7 @@ def ratio_figure(
             "text": f"ratio to {_text(baseline)} (geometric mean over workloads; below 1 is better)"
         },
     )
-    return fig, has_device
+    return fig
 
 
 def startup_figure(cell_df: pd.DataFrame, colors: dict[str, str]) -> go.Figure | None:
