@@ -65,14 +65,20 @@ def run(
 
 def load(db: str | Path = "stackcost.db", run_id: str | None = None) -> RunResult:
     """A stored run (the latest when run_id is None)."""
+    return load_runs(db, [run_id] if run_id else [])[0]
+
+
+def load_runs(db: str | Path, run_ids: list[str]) -> list[RunResult]:
+    """Stored runs by id (the latest alone when none is given); SpecError if missing."""
     from stackcost.store import Store
 
-    if not Path(db).exists():
+    if not Path(db).is_file():
         raise SpecError(f"no database at {str(db)!r}")
     with Store(db) as store:
-        ids = store.run_ids()
-        if not ids:
+        known = store.run_ids()
+        if not known:
             raise SpecError(f"{str(db)!r} holds no runs")
-        if run_id is not None and run_id not in ids:
-            raise SpecError(f"run {run_id!r} is not in {str(db)!r} (latest: {ids[-1]})")
-        return RunResult.from_store(store, run_id or ids[-1])
+        for run_id in run_ids:
+            if run_id not in known:
+                raise SpecError(f"run {run_id!r} is not in {str(db)!r} (latest: {known[-1]})")
+        return [RunResult.from_store(store, r) for r in (run_ids or known[-1:])]

@@ -8,8 +8,6 @@ from typing import Any
 
 from rich.console import Console
 
-from stackcost.spec import SpecError
-
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="HTML report, md/csv/json export or figures of stored runs")
@@ -23,23 +21,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--figures", metavar="DIR", help="also write matplotlib figures (PNG, PDF)")
 
 
-def load_runs(db: str, run_ids: list[str]):
-    from stackcost.runs import RunResult
-    from stackcost.store import Store
-
-    if not Path(db).is_file():
-        raise SpecError(f"no database at {db!r}")
-    with Store(db) as store:
-        known = store.run_ids()
-        if not known:
-            raise SpecError(f"{db!r} holds no runs")
-        for run_id in run_ids:
-            if run_id not in known:
-                raise SpecError(f"run {run_id!r} is not in {db!r} (latest: {known[-1]})")
-        return [RunResult.from_store(store, r) for r in (run_ids or known[-1:])]
-
-
 def run(args: argparse.Namespace, console: Console) -> int:
+    from stackcost.api import load_runs
+
     runs = load_runs(args.db, args.runs)
     if args.format == "html":
         from stackcost.report.html import render_html
