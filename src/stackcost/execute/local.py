@@ -82,7 +82,7 @@ class LocalExecutor:
                     [
                         self.python,
                         "-m",
-                        "stackcost.execute.worker",
+                        task.worker,
                         str(task_path),
                         str(result_path),
                     ],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel
 
 from stackcost.cell import Cell
@@ -9,6 +11,10 @@ from stackcost.measure.protocol import Protocol
 
 
 class RepetitionTask(BaseModel):
+    # The module executors start for this task: python -m WORKER TASK.json RESULT.json.
+    # Training tasks subclass this with their own worker.
+    worker: ClassVar[str] = "stackcost.execute.worker"
+
     cell: Cell
     repetition: int = 0
     protocol: Protocol = Protocol()
