@@ -51,6 +51,9 @@ def _shared(cells: list[CellResult]) -> tuple[list[str], str]:
 
 def results_table(result: RunResult, baseline: str = "eager") -> Table:
     cells = result.cells()
+    # Runs execute series by series (so pruning can bite); read them workload by workload.
+    ladder = {b: i for i, b in enumerate(dict.fromkeys(c.cell.backend for c in cells))}
+    cells.sort(key=lambda c: (_group_key(c), ladder[c.cell.backend]))
     speed = speedups(cells, baseline)
     varying, title = _shared(cells)
     table = Table(title=f"run {result.run_id}: {title}", header_style="bold")
