@@ -79,4 +79,4 @@ def test_a_version_1_store_is_migrated(tmp_path):
         run_id = store.create_run({}, {}, spec_hash="s", env_fingerprint="e")
         assert store.find_run("s", "e") == run_id
     version = sqlite3.connect(path).execute("SELECT value FROM meta").fetchone()[0]
-    assert version == str(SCHEMA_VERSION) == "2"
+    assert version == str(SCHEMA_VERSION) == "3"

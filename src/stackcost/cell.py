@@ -43,6 +43,24 @@ class ModelRef(Frozen):
         return ":" in self.name
 
 
+class TrainConfig(Frozen):
+    """What a training cell learns from and how: part of the cell's identity.
+
+    The data directory is not: it says where the files are, not what they are.
+    """
+
+    dataset: str = "digits"
+    epochs: int = 5
+    lr: float = 0.05
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    momentum: float = 0.9
+    # cosine: the learning rate decays to 0 over all steps, so the final epoch's accuracy
+    # is not at the mercy of the last large step (BatchNorm's running stats lag it).
+    schedule: Literal["cosine", "constant"] = "cosine"
+    limit: int | None = None  # first N samples of each split (small runs)
+    data_seed: int = 0  # shuffling: epoch e uses torch.Generator().manual_seed(data_seed + e)
+
+
 class Cell(Frozen):
     model: ModelRef
     backend: str
@@ -55,10 +73,15 @@ class Cell(Frozen):
     # Backend knobs the user set (e.g. {"variant": "script"}); the defaults a backend
     # actually used are recorded with each repetition's details instead.
     backend_options: dict[str, str] = Field(default_factory=dict)
+    # Set for mode "train" only; left out of the key when None so inference keys stay stable.
+    train: TrainConfig | None = None
 
     def key(self) -> str:
         """A stable digest of everything that defines the cell."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        data = self.model_dump(mode="json")
+        if self.train is None:
+            del data["train"]
+        blob = json.dumps(data, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
     def label(self) -> str:

@@ -8,10 +8,17 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from stackcost.commands import env, listing, report, run, sweep
+from stackcost.commands import env, listing, report, run, sweep, train
 from stackcost.spec import SpecError
 
-COMMANDS = {"run": run, "sweep": sweep, "report": report, "list": listing, "env": env}
+COMMANDS = {
+    "run": run,
+    "sweep": sweep,
+    "report": report,
+    "list": listing,
+    "env": env,
+    "train": train,
+}
 
 
 class UsageError(Exception):

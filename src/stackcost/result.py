@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from stackcost.measure.stats import Stats
 from stackcost.verify import Verification
@@ -21,11 +21,40 @@ Status = Literal[
     "unavailable",  # backend cannot run on this machine (reason says how to fix)
     "unsupported",  # backend cannot run this cell (mode, precision or device)
     "skipped",  # not run: a smaller batch of the same series ran out of memory or time
+    "diverged",  # training loss went NaN/inf or blew up: a result, but not a usable one
 ]
 VALID_STATUSES: frozenset[str] = frozenset({"ok", "unstable"})
 FAILED_STATUSES: frozenset[str] = frozenset(
-    {"wrong", "failed", "crashed", "oom", "timeout", "interrupted"}
+    {"wrong", "failed", "crashed", "oom", "timeout", "interrupted", "diverged"}
 )
+
+
+class EpochRecord(BaseModel):
+    """One training epoch of one repetition; times in seconds, rates in samples/s."""
+
+    # A diverged epoch's NaN/inf loss must survive the worker's JSON, not become null.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
+    epoch: int  # 1-based
+    complete: bool = True  # False: the repetition diverged inside this epoch
+    steps: int
+    train_samples: int
+    train_loss: float  # mean over the epoch's steps
+    train_accuracy: float  # on the training batches as they were trained (model in train mode)
+    eval_accuracy: float | None = None  # held-out split, model in eval mode
+    eval_loss: float | None = None
+    eval_samples: int = 0
+    epoch_s: float  # train loop + eval
+    train_s: float  # wall time of the train loop (loader + copy + step)
+    loader_wait_s: float  # fetching and collating batches
+    step_s: float  # forward + backward + optimizer step, synchronized
+    eval_s: float | None = None
+    train_samples_per_s: float
+    eval_samples_per_s: float | None = None
+    copy_bytes_per_batch: float  # host -> device bytes (inputs + labels)
+    copy_ms_per_batch: float  # on CPU the copy is a no-op: this is its overhead
+    copy_device: str = "cpu"
+    copy_pinned: bool | None = None  # pinned host memory; None where there is no CUDA
 
 
 class Memory(BaseModel):
@@ -68,6 +97,7 @@ class RepetitionResult(BaseModel):
     phases: Phases = Field(default_factory=Phases)
     weights_digest: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)  # backend knobs and versions
+    epochs: list[EpochRecord] = Field(default_factory=list)  # training cells only
     log_tail: str = ""  # last lines of the worker's stderr, for failures
 
     @property

@@ -221,6 +221,8 @@ def validate(fields: dict | RunSpec) -> RunSpec:
         if problem:
             raise SpecError(problem)
     parse_choices(",".join(spec.modes), "mode", MODES)
+    if "train" in spec.modes:  # a train cell needs data and an optimizer: a TrainSpec
+        raise SpecError("mode 'train' is run by `stackcost train MODEL --dataset ...`")
     parse_choices(",".join(spec.precisions), "precision", PRECISIONS)
     parse_choices(",".join(spec.devices), "device", DEVICES)
     for what, values in (("batch size", spec.batch_sizes), ("threads", spec.threads)):

@@ -7,6 +7,7 @@ Each repetition is committed in its own transaction the moment it completes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import uuid
@@ -16,11 +17,48 @@ from typing import Any
 
 from stackcost.cell import Cell
 from stackcost.env import now
-from stackcost.result import RepetitionResult
+from stackcost.result import EpochRecord, RepetitionResult
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-SCHEMA = """
+# Training: one row per epoch of a repetition (times in s, rates in samples/s).
+EPOCHS_TABLE = """CREATE TABLE IF NOT EXISTS epochs (
+    repetition_id INTEGER NOT NULL REFERENCES repetitions(id),
+    epoch INTEGER NOT NULL,
+    complete INTEGER NOT NULL,
+    steps INTEGER NOT NULL, train_samples INTEGER NOT NULL,
+    train_loss REAL, train_accuracy REAL, eval_loss REAL, eval_accuracy REAL,
+    eval_samples INTEGER,
+    epoch_s REAL, train_s REAL, loader_wait_s REAL, step_s REAL, eval_s REAL,
+    train_samples_per_s REAL, eval_samples_per_s REAL,
+    copy_bytes_per_batch REAL, copy_ms_per_batch REAL, copy_device TEXT, copy_pinned INTEGER,
+    PRIMARY KEY (repetition_id, epoch)
+) WITHOUT ROWID"""
+EPOCH_COLUMNS = (
+    "epoch",
+    "complete",
+    "steps",
+    "train_samples",
+    "train_loss",
+    "train_accuracy",
+    "eval_loss",
+    "eval_accuracy",
+    "eval_samples",
+    "epoch_s",
+    "train_s",
+    "loader_wait_s",
+    "step_s",
+    "eval_s",
+    "train_samples_per_s",
+    "eval_samples_per_s",
+    "copy_bytes_per_batch",
+    "copy_ms_per_batch",
+    "copy_device",
+    "copy_pinned",
+)
+
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -68,6 +106,9 @@ CREATE TABLE IF NOT EXISTS samples (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS cells_by_key ON cells(cell_key);
 """
+    + EPOCHS_TABLE
+    + ";\n"
+)
 
 # Each entry upgrades a store from the version before it to this one.
 MIGRATIONS = {
@@ -75,6 +116,7 @@ MIGRATIONS = {
         "ALTER TABLE runs ADD COLUMN spec_hash TEXT",
         "ALTER TABLE runs ADD COLUMN env_fingerprint TEXT",
     ],
+    3: [EPOCHS_TABLE],  # training: per-epoch records
 }
 
 
@@ -241,13 +283,19 @@ class Store:
                     v.max_abs_err if v else None,
                     v.max_rel_err if v else None,
                     v.tolerance if v else None,
-                    r.model_dump_json(exclude={"samples_ns"}),
+                    # Samples and epochs have tables of their own.
+                    r.model_dump_json(exclude={"samples_ns", "epochs"}),
                 ),
             )
             rep_id = int(cur.lastrowid)
             self.db.executemany(
                 "INSERT INTO samples VALUES (?, ?, ?)",
                 ((rep_id, i, ns) for i, ns in enumerate(r.samples_ns)),
+            )
+            self.db.executemany(
+                f"INSERT INTO epochs (repetition_id, {', '.join(EPOCH_COLUMNS)})"
+                f" VALUES ({', '.join('?' * (len(EPOCH_COLUMNS) + 1))})",
+                ((rep_id, *(getattr(e, c) for c in EPOCH_COLUMNS)) for e in r.epochs),
             )
         return rep_id
 
@@ -270,6 +318,7 @@ class Store:
             result = RepetitionResult.model_validate_json(result_json)
             if with_samples:
                 result.samples_ns = self.samples(rep_id)
+            result.epochs = self.epochs(rep_id)
             yield Cell.model_validate_json(cell_json), result
 
     def samples(self, repetition_id: int) -> list[int]:
@@ -278,4 +327,20 @@ class Store:
             for r in self.db.execute(
                 "SELECT ns FROM samples WHERE repetition_id=? ORDER BY iteration", (repetition_id,)
             )
+        ]
+
+    def epochs(self, repetition_id: int) -> list[EpochRecord]:
+        rows = self.db.execute(
+            f"SELECT {', '.join(EPOCH_COLUMNS)} FROM epochs WHERE repetition_id=? ORDER BY epoch",
+            (repetition_id,),
+        )
+        # SQLite keeps NaN as NULL: a diverged loss reads back as NaN, not None.
+        return [
+            EpochRecord.model_validate(
+                {
+                    k: (math.nan if v is None and k in ("train_loss", "train_accuracy") else v)
+                    for k, v in zip(EPOCH_COLUMNS, row, strict=True)
+                }
+            )
+            for row in rows
         ]

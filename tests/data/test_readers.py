@@ -246,3 +246,13 @@ def test_missing_files_give_one_line_naming_file_layout_and_url(
 def test_missing_data_dir_is_one_line_too() -> None:
     with pytest.raises(DatasetMissing, match=r"^cifar10: needs data_dir; expected .*cifar-10"):
         load_dataset("cifar10", "train")
+
+
+def test_digits_split_is_disjoint_stratified_and_fixed() -> None:
+    train, test = read_digits("train"), read_digits("test")
+    counts = np.bincount(test.labels, minlength=10)
+    assert counts.min() >= 35 and counts.max() <= 37  # 360 / 10 classes, stratified
+    rows = {img.tobytes() for img in test.images}
+    assert sum(img.tobytes() in rows for img in train.images) < 5  # only duplicate digits
+    again = read_digits("test")
+    assert np.array_equal(again.labels, test.labels) and np.array_equal(again.images, test.images)

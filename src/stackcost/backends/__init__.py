@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import importlib
 
-from stackcost.backends.base import Availability, Backend, Capabilities, PrepareContext, Prepared
+from stackcost.backends.base import (
+    Availability,
+    Backend,
+    Capabilities,
+    PrepareContext,
+    Prepared,
+    TrainPrepared,
+)
 
 # Order is the ladder, top (most Python) to bottom.
 REGISTRY: dict[str, str] = {
@@ -40,6 +47,7 @@ __all__ = [
     "Capabilities",
     "PrepareContext",
     "Prepared",
+    "TrainPrepared",
     "is_import_path",
     "load_backend",
 ]

@@ -35,6 +35,8 @@ class Capabilities:
             ("precision", cell.precision, self.precisions),
         ):
             if value not in allowed:
+                if axis == "mode" and value == "train":
+                    return f"cannot train: inference only (modes: {', '.join(sorted(allowed))})"
                 return f"{axis} {value} not supported (supported: {', '.join(sorted(allowed))})"
         return None
 
@@ -61,6 +63,18 @@ class Prepared:
 
 
 @dataclass
+class TrainPrepared(Prepared):
+    """What `prepare_train` hands back: `step(x, y)` runs forward, backward and the
+    optimizer step and returns the loss tensor; `evaluate(x)` returns logits (no grad)."""
+
+    evaluate: Callable[[Any], Any] | None = None
+
+
+# Builds the optimizer for a backend's parameters (they may be a scripted module's).
+OptimizerFactory = Callable[[Any], "torch.optim.Optimizer"]
+
+
+@dataclass
 class PrepareContext:
     """Where a backend may put artifacts (exported ONNX files, compiled packages)."""
 
@@ -82,6 +96,21 @@ class Backend(ABC):
         self, model: torch.nn.Module, example: torch.Tensor, cell: Cell, ctx: PrepareContext
     ) -> Prepared:
         """Build the step. `model` is in eval mode, on the cell's device and precision."""
+
+    def prepare_train(
+        self,
+        model: torch.nn.Module,
+        optimizer_factory: OptimizerFactory,
+        loss_fn: Callable[[Any, Any], Any],
+        example: torch.Tensor,
+        cell: Cell,
+        ctx: PrepareContext,
+    ) -> TrainPrepared:
+        """Build the training step. `model` is in train mode, on the cell's device.
+
+        Only backends whose capabilities.modes contain "train" override this.
+        """
+        raise NotImplementedError(f"cannot train: {self.name} is inference only")
 
     def option(self, cell: Cell, key: str) -> str:
         return cell.backend_options.get(key, self.options[key])

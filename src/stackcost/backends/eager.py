@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from stackcost.backends.base import Backend, Capabilities, Prepared
-from stackcost.backends.torch_common import cast
+from stackcost.backends.base import Backend, Capabilities, Prepared, TrainPrepared
+from stackcost.backends.torch_common import cast, evaluator, train_step
 
 
 class EagerBackend(Backend):
     name = "eager"
     description = "PyTorch eager mode (torch.inference_mode)"
     capabilities = Capabilities(
-        devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", "bf16", "fp16"})
+        modes=frozenset({"infer", "train"}),
+        devices=frozenset({"cpu", "cuda"}),
+        precisions=frozenset({"fp32", "bf16", "fp16"}),
     )
 
     def prepare(self, model, example, cell, ctx):
@@ -23,3 +25,7 @@ class EagerBackend(Backend):
                 return model(example)
 
         return Prepared(step, {"grad_mode": "inference_mode"})
+
+    def prepare_train(self, model, optimizer_factory, loss_fn, example, cell, ctx):
+        step = train_step(model, optimizer_factory(model.parameters()), loss_fn)
+        return TrainPrepared(step, {"grad_mode": "autograd"}, evaluate=evaluator(model))

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import shutil
 
-from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
-from stackcost.backends.torch_common import cast
+from stackcost.backends.base import Availability, Backend, Capabilities, Prepared, TrainPrepared
+from stackcost.backends.torch_common import cast, evaluator, train_step
 
 
 class InductorBackend(Backend):
     name = "inductor"
     description = "torch.compile with the Inductor backend (compiles on the first call)"
     capabilities = Capabilities(
-        devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", "bf16"})
+        modes=frozenset({"infer", "train"}),
+        devices=frozenset({"cpu", "cuda"}),
+        precisions=frozenset({"fp32", "bf16"}),
     )
     # freezing=true folds weights into the graph as constants (what TorchBench's CPU
     # inference runs use); torch's default is false, so that is ours too.
@@ -23,12 +25,9 @@ class InductorBackend(Backend):
             return Availability(False, "no C++ compiler: apt-get install g++")
         return Availability.needs_modules("torch", install="pip install torch")
 
-    def prepare(self, model, example, cell, ctx):
+    def _fresh_cache(self, ctx) -> str:
         import os
         import sys
-
-        import torch
-        import torch._inductor
 
         # Inductor caches compiled kernels across processes (in /tmp by default); a cache of
         # this cell's own keeps the cold start a real compile rather than an earlier run's hit.
@@ -36,7 +35,13 @@ class InductorBackend(Backend):
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
         if (utils := sys.modules.get("torch._inductor.utils")) is not None:
             utils.clear_caches()  # in-memory caches left by an earlier cell in this process
+        return str(cache_dir)
 
+    def prepare(self, model, example, cell, ctx):
+        import torch
+        import torch._inductor
+
+        cache_dir = self._fresh_cache(ctx)
         mode = self.option(cell, "mode")
         freezing = self.option(cell, "freezing")
         if freezing not in ("true", "false"):
@@ -60,8 +65,38 @@ class InductorBackend(Backend):
                 "fullgraph": False,
                 "dynamic": False,
                 "cache": "fresh per prepare",
-                "cache_dir": str(cache_dir),
+                "cache_dir": cache_dir,
                 "grad_mode": "inference_mode",
                 "torch": torch.__version__,
             },
+        )
+
+    def prepare_train(self, model, optimizer_factory, loss_fn, example, cell, ctx):
+        import torch
+        import torch._inductor
+
+        cache_dir = self._fresh_cache(ctx)
+        mode = self.option(cell, "mode")
+        if self.option(cell, "freezing") == "true":
+            raise ValueError("inductor freezing=true folds weights into constants: cannot train")
+        options = torch._inductor.list_mode_options(mode)
+        # The module is compiled (Dynamo + AOTAutograd give a compiled forward and backward);
+        # the loss and the optimizer step stay eager, as in most torch.compile training loops.
+        compiled = torch.compile(model, options=options, fullgraph=False, dynamic=False)
+        step = train_step(compiled, optimizer_factory(model.parameters()), loss_fn)
+        return TrainPrepared(
+            step,
+            {
+                "mode": mode,
+                "compiled": "module (forward + AOTAutograd backward); loss and optimizer eager",
+                # Eval in eager on the same parameters: the compiled module would recompile
+                # for eval mode and again for the last, smaller batch.
+                "eval_path": "eager",
+                "fullgraph": False,
+                "dynamic": False,
+                "cache_dir": cache_dir,
+                "grad_mode": "autograd",
+                "torch": torch.__version__,
+            },
+            evaluate=evaluator(model),
         )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
-from stackcost.backends.torch_common import cast
+from stackcost.backends.base import Availability, Backend, Capabilities, Prepared, TrainPrepared
+from stackcost.backends.torch_common import cast, evaluator, train_step
 
 _FLAGS = {"true": True, "false": False}
 
@@ -12,7 +12,9 @@ class TorchScriptBackend(Backend):
     name = "torchscript"
     description = "TorchScript (jit.trace or jit.script, frozen, optimize_for_inference)"
     capabilities = Capabilities(
-        devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", "bf16"})
+        modes=frozenset({"infer", "train"}),
+        devices=frozenset({"cpu", "cuda"}),
+        precisions=frozenset({"fp32", "bf16"}),
     )
     # optimize_for_inference works on a frozen module only, so optimize implies freeze.
     options = {"variant": "trace", "freeze": "true", "optimize": "true"}
@@ -70,3 +72,44 @@ class TorchScriptBackend(Backend):
                 "torch": torch.__version__,
             },
         )
+
+    def prepare_train(self, model, optimizer_factory, loss_fn, example, cell, ctx):
+        import warnings
+
+        import torch
+
+        # Training needs live parameters: no freeze, no optimize_for_inference. Script is
+        # tried first (it keeps train/eval control flow); trace is the fallback, unless the
+        # user asked for one variant.
+        asked = cell.backend_options.get("variant")
+        if asked not in (None, "trace", "script"):
+            raise ValueError(f"torchscript variant {asked!r}: use trace or script")
+        details: dict = {"freeze": False, "optimize": False, "grad_mode": "autograd"}
+        module = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            if asked in (None, "script"):
+                try:
+                    module, variant = torch.jit.script(model), "script"
+                except Exception as exc:  # noqa: BLE001 - any scripting error means: trace
+                    if asked == "script":
+                        raise
+                    details["script_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            if module is None:
+                # A trace records the train-mode graph (batch statistics in BatchNorm), so
+                # evaluation runs the eager module, which shares the traced parameters.
+                module, variant = torch.jit.trace(model, example, check_trace=False), "trace"
+        shared = all(
+            a.data_ptr() == b.data_ptr()
+            for a, b in zip(module.parameters(), model.parameters(), strict=True)
+        )
+        step = train_step(module, optimizer_factory(module.parameters()), loss_fn)
+        evaluate = evaluator(module if variant == "script" else model)
+        details.update(
+            variant=variant,
+            variant_source="asked" if asked else ("fallback" if variant == "trace" else "default"),
+            eval_path="scripted module" if variant == "script" else "eager (shared parameters)",
+            parameters_shared_with_eager=shared,
+            torch=torch.__version__,
+        )
+        return TrainPrepared(step, details, evaluate=evaluate)

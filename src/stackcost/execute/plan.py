@@ -11,10 +11,14 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from stackcost.cell import Cell
 from stackcost.result import RepetitionResult
 from stackcost.spec import RunSpec
+
+if TYPE_CHECKING:
+    from stackcost.train.spec import TrainSpec
 
 # Out of memory or time at batch b: larger batches of the series would be too.
 PRUNING_STATUSES = frozenset({"oom", "timeout"})
@@ -30,7 +34,7 @@ def series_key(cell: Cell) -> str:
 
 
 class Plan:
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec | TrainSpec) -> None:
         self.spec = spec
         self.done: dict[str, int] = defaultdict(int)  # cell key -> completed repetitions
         self.limit: dict[str, tuple[int, str]] = {}  # series -> (smallest failing batch, status)

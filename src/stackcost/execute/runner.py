@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stackcost.backends import Availability, Capabilities, load_backend
 from stackcost.cell import Cell
@@ -22,12 +23,17 @@ from stackcost.execute.task import RepetitionTask
 from stackcost.result import RepetitionResult
 from stackcost.runs import RunResult
 from stackcost.spec import RunSpec
+
+if TYPE_CHECKING:
+    from stackcost.train.spec import TrainSpec
 from stackcost.store import Store
 
 # Called after each stored repetition: (cell, result, done, total).
 OnResult = Callable[[Cell, RepetitionResult, int, int], None]
 # Called before each repetition starts: (cell, repetition index).
 OnStart = Callable[[Cell, int], None]
+# Builds the task for (cell, repetition, workdir); training passes its own (TrainTask).
+MakeTask = Callable[[Cell, int, str], RepetitionTask]
 
 
 def _device_reason(device: str) -> str | None:
@@ -61,13 +67,15 @@ class Runner:
 
     def __init__(
         self,
-        spec: RunSpec,
+        spec: RunSpec | TrainSpec,
         store: Store,
         executor: Executor,
         on_start: OnStart | None,
         on_result: OnResult | None,
+        make_task: MakeTask | None = None,
     ) -> None:
         self.spec, self.store, self.executor = spec, store, executor
+        self.make_task = make_task or self._inference_task
         self.on_start, self.on_result = on_start, on_result
         self.plan = Plan(spec)
         self.cell_ids: dict[str, int] = {}
@@ -123,14 +131,17 @@ class Runner:
                 continue
             if self.on_start:
                 self.on_start(cell, rep)
-            yield RepetitionTask(
-                cell=cell,
-                repetition=rep,
-                protocol=self.spec.protocol,
-                tolerance=self.spec.tolerance.get(cell.precision, 1e-4),
-                timeout_s=self.spec.timeout_s,
-                workdir=str(artifacts / f"{i}-{rep}"),
-            )
+            yield self.make_task(cell, rep, str(artifacts / f"{i}-{rep}"))
+
+    def _inference_task(self, cell: Cell, rep: int, workdir: str) -> RepetitionTask:
+        return RepetitionTask(
+            cell=cell,
+            repetition=rep,
+            protocol=self.spec.protocol,
+            tolerance=self.spec.tolerance.get(cell.precision, 1e-4),
+            timeout_s=self.spec.timeout_s,
+            workdir=workdir,
+        )
 
     def run(self, run_id: str) -> bool:
         """Run what is missing; False when interrupted."""
@@ -148,7 +159,7 @@ class Runner:
 
 
 def execute(
-    spec: RunSpec,
+    spec: RunSpec | TrainSpec,
     store: Store,
     *,
     executor: Executor | None = None,
@@ -157,12 +168,15 @@ def execute(
     on_start: OnStart | None = None,
     on_result: OnResult | None = None,
     on_open: Callable[[str, bool, int], None] | None = None,
+    make_task: MakeTask | None = None,
 ) -> RunResult:
     """Run `spec` into `store`; raises KeyboardInterrupt after storing an interrupted one.
 
     `on_open(run_id, resumed, repetitions already stored)` is called before any work.
+    `make_task` builds each repetition's task (default: an inference RepetitionTask); a
+    TrainSpec passes one that builds TrainTasks, and Plan only needs the spec's cells().
     """
-    runner = Runner(spec, store, executor or LocalExecutor(), on_start, on_result)
+    runner = Runner(spec, store, executor or LocalExecutor(), on_start, on_result, make_task)
     run_id, resumed = runner.open(command, resume)
     if on_open:
         on_open(run_id, resumed, runner.done)

@@ -1,0 +1,1 @@
+"""Training at every level: the same weights and data, trained through each backend."""

@@ -1,0 +1,109 @@
+"""A validated description of a training run, expanded into mode="train" cells.
+
+Everything is checked here, before a store exists: one-line SpecError messages, exit 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+from stackcost import zoo
+from stackcost.backends import REGISTRY, is_import_path, load_backend
+from stackcost.cell import Cell, ModelRef, TrainConfig
+from stackcost.spec import SpecError
+
+DEFAULT_BACKENDS = ("eager", "inductor", "torchscript")
+
+
+class TrainSpec(BaseModel):
+    model: ModelRef
+    backends: list[str] = Field(default_factory=lambda: list(DEFAULT_BACKENDS))
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    batch_size: int = Field(64, ge=1)
+    resolution: int
+    threads: list[int] = Field(default_factory=lambda: [1])
+    device: str = "cpu"
+    repeats: int = Field(1, ge=1)
+    timeout_s: float = Field(1800.0, gt=0)
+    data_dir: str | None = None  # where the files are; not part of any cell's identity
+    backend_options: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+    # What execute.plan.Plan asks of a spec: training has no batch search.
+    find_max_batch: ClassVar[bool] = False
+    max_batch: ClassVar[int] = 0
+
+    def digest(self) -> str:
+        return hashlib.sha1(self.model_dump_json().encode()).hexdigest()[:16]
+
+    def cells(self) -> list[Cell]:
+        return [
+            Cell(
+                model=self.model,
+                backend=backend,
+                mode="train",
+                batch_size=self.batch_size,
+                resolution=self.resolution,
+                threads=threads,
+                device=self.device,  # type: ignore[arg-type]
+                backend_options=self.backend_options.get(backend, {}),
+                train=self.train,
+            )
+            for threads in self.threads
+            for backend in self.backends
+        ]
+
+
+def default_resolution(model: str, native: int | None) -> int:
+    """The smallest input the model accepts that still holds the dataset's images."""
+    minimum = zoo.model_info(model).min_resolution if model in zoo.MODELS else 1
+    return max(native or minimum, minimum)
+
+
+def check_learning_rate(text: str) -> float:
+    try:
+        lr = float(text)
+    except ValueError:
+        raise SpecError(f"learning rate {text!r} is not a number") from None
+    if not math.isfinite(lr) or lr <= 0:
+        raise SpecError(f"learning rate {text!r} must be a positive number")
+    return lr
+
+
+def check_data(dataset: str, data_dir: str | None) -> None:
+    """Unknown dataset or missing files: SpecError, without reading more than one sample."""
+    from stackcost.data import DATASETS, DatasetMissing, load_dataset
+
+    if dataset not in DATASETS:
+        raise SpecError(f"unknown dataset {dataset!r} (allowed: {', '.join(DATASETS)})")
+    try:
+        load_dataset(dataset, "train", data_dir, limit=1)
+    except DatasetMissing as exc:
+        raise SpecError(str(exc).splitlines()[0]) from None
+
+
+def check_backends(backends: list[str], mode: str = "train") -> None:
+    """Unknown backends are bad input; so is a request where no backend can train."""
+    if not backends:
+        raise SpecError("no backend given (e.g. --backends eager,inductor,torchscript)")
+    trainers = []
+    for name in backends:
+        if name not in REGISTRY and not is_import_path(name):
+            raise SpecError(
+                f"unknown backend {name!r} (allowed: {', '.join(REGISTRY)}, or module:Class)"
+            )
+        try:
+            backend = load_backend(name)
+        except (ImportError, AttributeError, TypeError) as exc:
+            raise SpecError(f"backend {name!r} cannot be loaded: {exc}") from None
+        if mode in backend.capabilities.modes:
+            trainers.append(name)
+    if not trainers:
+        only = backends[0] if len(backends) == 1 else ", ".join(backends)
+        raise SpecError(
+            f"cannot train: {only} {'is' if len(backends) == 1 else 'are'} inference only "
+            "(trainable: eager, inductor, torchscript)"
+        )

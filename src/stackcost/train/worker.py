@@ -1,0 +1,335 @@
+"""The training worker: one repetition of one train cell, in its own process.
+
+Usage (by executors only): python -m stackcost.train.worker TASK.json RESULT.json
+Same shape as the inference worker: threads pinned by the parent's environment, a failure
+is a result, the result goes to RESULT.json. What differs is the measured loop: epochs of
+shuffled mini-batches, each timed in three parts (loader wait, host->device copy, step),
+then an evaluation pass on the held-out split.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stackcost.env import now
+from stackcost.result import EpochRecord, Memory, Phases, RepetitionResult
+from stackcost.train.task import TrainTask
+
+if TYPE_CHECKING:
+    import torch
+
+# A loss this many times the first epoch's (the first step's, during epoch 1) has diverged.
+DIVERGENCE_FACTOR = 1e3
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def run_task(task: TrainTask) -> RepetitionResult:
+    t_start = time.perf_counter()
+    phases = Phases()
+    result = RepetitionResult(status="failed", repetition=task.repetition, started_at=now())
+    try:
+        _train(task, result, phases, t_start)
+    except MemoryError as exc:
+        result.status, result.reason = "oom", _one_line(exc) or "MemoryError"
+    except Exception as exc:  # a failure is a result: store it and let the run go on
+        result.status, result.reason = "failed", _one_line(exc)
+        result.log_tail = traceback.format_exc()[-4000:]
+    phases.total_s = time.perf_counter() - t_start
+    result.phases = phases
+    result.finished_at = now()
+    return result
+
+
+class Batches:
+    """In-memory data, shuffled per epoch by a seeded generator; collated on demand.
+
+    Collation (index, uint8 -> float, scale) is what the loader-wait time measures.
+    """
+
+    def __init__(self, images: Any, labels: Any, batch: int, drop_last: bool) -> None:
+        import torch
+
+        self.images = torch.from_numpy(images)
+        self.labels = torch.from_numpy(labels)
+        self.batch, self.drop_last = batch, drop_last
+        self.uint8 = self.images.dtype == torch.uint8
+
+    def __len__(self) -> int:
+        n = len(self.labels)
+        return n // self.batch if self.drop_last else -(-n // self.batch)
+
+    def order(self, generator: torch.Generator | None) -> torch.Tensor:
+        import torch
+
+        n = len(self.labels)
+        return torch.randperm(n, generator=generator) if generator else torch.arange(n)
+
+    def get(self, order: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = order[i * self.batch : (i + 1) * self.batch]
+        x = self.images.index_select(0, idx).float()
+        if self.uint8:
+            x = x.div_(255.0)
+        return x, self.labels.index_select(0, idx)
+
+
+def _seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class _OptimizerFactory:
+    """Builds the optimizer inside the backend's prepare_train, and keeps it, so the
+    worker can drive the learning-rate schedule per step."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.optimizer: Any = None
+
+    def __call__(self, params: Any) -> Any:
+        import torch
+
+        cfg = self.cfg
+        if cfg.optimizer == "sgd":
+            self.optimizer = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)
+        else:
+            self.optimizer = torch.optim.Adam(params, lr=cfg.lr)
+        return self.optimizer
+
+    def schedule(self, total_steps: int) -> Any:
+        """A scheduler to step once per training step, or None for a constant rate."""
+        import torch
+
+        if self.cfg.schedule == "constant" or self.optimizer is None:
+            return None
+        return torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, max(total_steps, 1))
+
+
+def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: float) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from stackcost import zoo
+    from stackcost.backends import PrepareContext, load_backend
+    from stackcost.data import load_dataset
+    from stackcost.measure import memory
+    from stackcost.measure.stats import summarize
+
+    cell, cfg = task.cell, task.cell.train
+    if cfg is None:
+        raise ValueError("a train task needs a cell with a train config")
+    torch.set_num_threads(cell.threads)
+    _seed_everything(cell.model.seed)
+    backend = load_backend(cell.backend)
+    phases.import_s = time.perf_counter() - t_start
+    baseline = memory.rss_bytes()
+
+    t = time.perf_counter()
+    splits = {
+        split: load_dataset(
+            cfg.dataset,
+            split,
+            task.data_dir,
+            resolution=cell.resolution,
+            channels=cell.model.in_channels,
+            limit=cfg.limit,
+            num_classes=cell.model.num_classes,
+            seed=cfg.data_seed,
+        )
+        for split in ("train", "test")
+    }
+    # Same initial weights at every level: built once by the parent, loaded here.
+    model = zoo.build_model(cell.model, cell.resolution)
+    model.load_state_dict(torch.load(task.weights_path, weights_only=True))
+    result.weights_digest = zoo.weights_digest(model)
+    if result.weights_digest != task.weights_digest:
+        raise RuntimeError(
+            f"loaded weights hash to {result.weights_digest}, expected {task.weights_digest}"
+        )
+    device = torch.device(cell.device)
+    cuda = cell.device == "cuda"
+    model = model.to(device).train()
+    train = Batches(splits["train"].images, splits["train"].labels, cell.batch_size, True)
+    test = Batches(splits["test"].images, splits["test"].labels, cell.batch_size, False)
+    if len(train) == 0:
+        raise ValueError(
+            f"{len(splits['train'])} training samples make no full batch of {cell.batch_size}"
+        )
+    example = train.get(train.order(None), 0)[0].to(device)
+    phases.build_s = time.perf_counter() - t
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    can_reset = memory.reset_peak()
+    t = time.perf_counter()
+    ctx = PrepareContext(workdir=Path(task.workdir))
+    optimizer = _OptimizerFactory(cfg)
+    prepared = backend.prepare_train(model, optimizer, F.cross_entropy, example, cell, ctx)
+    scheduler = optimizer.schedule(cfg.epochs * len(train))
+    phases.prepare_s = time.perf_counter() - t
+    result.details = {
+        **prepared.details,
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "thread_env": {k: os.environ.get(k) for k in task.thread_env()},
+        "lr_schedule": cfg.schedule,
+        "seeds": {
+            "model": cell.model.seed,
+            "torch_numpy_random": cell.model.seed,
+            "shuffle": f"torch.Generator().manual_seed({cfg.data_seed} + epoch)",
+        },
+        "data": {
+            "dataset": cfg.dataset,
+            "source": splits["train"].source,
+            "train_samples": len(splits["train"]),
+            "test_samples": len(splits["test"]),
+            "drop_last": True,
+            "scale": "uint8 / 255" if train.uint8 else "as stored",
+        },
+    }
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    clock = time.perf_counter_ns
+    samples_ns: list[int] = []
+    reference: float | None = None  # loss the divergence rule compares against
+    t_loop = time.perf_counter()
+    for epoch in range(1, cfg.epochs + 1):
+        generator = torch.Generator().manual_seed(cfg.data_seed + epoch)
+        order = train.order(generator)
+        wait_ns = copy_ns = step_ns = 0
+        losses: list[float] = []
+        correct = seen = 0
+        copy_bytes = 0
+        diverged = ""
+        t_epoch = clock()
+        for i in range(len(train)):
+            t0 = clock()
+            x, y = train.get(order, i)
+            if cuda:  # pinned memory lets the copy run asynchronously
+                x, y = x.pin_memory(), y.pin_memory()
+            t1 = clock()
+            x, y = x.to(device, non_blocking=cuda), y.to(device, non_blocking=cuda)
+            sync()
+            t2 = clock()
+            loss, logits = prepared.step(x, y)
+            sync()
+            t3 = clock()
+            if scheduler is not None:
+                scheduler.step()
+            wait_ns, copy_ns, step_ns = wait_ns + t1 - t0, copy_ns + t2 - t1, step_ns + t3 - t2
+            copy_bytes += x.nbytes + y.nbytes
+            if result.cold_start_ms is None:  # first step, compile included: its own number
+                result.cold_start_ms = (t3 - t2) / 1e6
+            else:
+                samples_ns.append(t3 - t2)
+            value = float(loss.item())
+            losses.append(value)
+            correct += int((logits.argmax(1) == y).sum().item())
+            seen += len(y)
+            if reference is None:
+                reference = value
+            if not math.isfinite(value):
+                diverged = f"loss {value} at epoch {epoch} step {i + 1}"
+            elif value > DIVERGENCE_FACTOR * reference:
+                diverged = (
+                    f"loss {value:.3g} > {DIVERGENCE_FACTOR:g} x {reference:.3g} "
+                    f"at epoch {epoch} step {i + 1}"
+                )
+            if diverged:
+                break
+        train_ns = clock() - t_epoch
+        steps = len(losses)
+        record: dict[str, Any] = dict(
+            epoch=epoch,
+            complete=not diverged,
+            steps=steps,
+            train_samples=seen,
+            train_loss=sum(losses) / steps,
+            train_accuracy=correct / seen,
+            train_s=train_ns / 1e9,
+            loader_wait_s=wait_ns / 1e9,
+            step_s=step_ns / 1e9,
+            train_samples_per_s=seen / (train_ns / 1e9),
+            copy_bytes_per_batch=copy_bytes / steps,
+            copy_ms_per_batch=copy_ns / steps / 1e6,
+            copy_device=cell.device,
+            copy_pinned=True if cuda else None,
+        )
+        if diverged:
+            result.epochs.append(EpochRecord(epoch_s=train_ns / 1e9, **record))
+            result.status, result.reason = "diverged", diverged
+            result.details["diverged_epoch"] = epoch
+            break
+        if epoch == 1:
+            reference = sum(losses) / steps
+        t_eval = clock()
+        eval_correct, eval_loss = 0, 0.0
+        eval_order = test.order(None)
+        for i in range(len(test)):
+            x, y = test.get(eval_order, i)
+            x, y = x.to(device), y.to(device)
+            logits = prepared.evaluate(x)
+            eval_loss += float(F.cross_entropy(logits, y, reduction="sum").item())
+            eval_correct += int((logits.argmax(1) == y).sum().item())
+        eval_ns = clock() - t_eval
+        n_eval = len(test.labels)
+        result.epochs.append(
+            EpochRecord(
+                epoch_s=(train_ns + eval_ns) / 1e9,
+                eval_accuracy=eval_correct / n_eval if n_eval else None,
+                eval_loss=eval_loss / n_eval if n_eval else None,
+                eval_samples=n_eval,
+                eval_s=eval_ns / 1e9,
+                eval_samples_per_s=n_eval / (eval_ns / 1e9) if n_eval else None,
+                **record,
+            )
+        )
+    phases.timed_s = time.perf_counter() - t_loop
+
+    peak = memory.peak_rss_bytes()
+    result.memory = Memory(
+        baseline_rss_bytes=baseline,
+        peak_rss_bytes=peak,
+        peak_over_baseline_bytes=peak - baseline,
+        allocator_peak_bytes=int(torch.cuda.max_memory_allocated()) if cuda else None,
+        method="VmHWM after reset" if can_reset else "ru_maxrss (process lifetime)",
+    )
+    result.samples_ns = samples_ns
+    if samples_ns:  # per-step times: the stats and throughput machinery reads these
+        result.stats = summarize(samples_ns)
+        result.throughput = cell.batch_size / (result.stats.median_ms / 1e3)
+    result.stop_reason = f"{len(result.epochs)} epochs"
+    if result.status != "diverged":
+        result.status = "ok"
+
+
+def main(argv: list[str] | None = None) -> int:
+    task_path, result_path = (argv or sys.argv[1:])[:2]
+    task = TrainTask.model_validate_json(Path(task_path).read_text())
+    result = run_task(task)
+    Path(result_path).write_text(result.model_dump_json())
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown: the result is on disk

@@ -1,0 +1,204 @@
+"""stackcost train: the loop, the shared weights, the store, bad input, divergence.
+
+Tiny on purpose (mlp on digits, --limit, 1-2 epochs, one thread): the whole file stays
+well under a minute on 2 cores, Inductor's compile included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sqlite3
+
+import pytest
+import torch
+
+from stackcost import zoo
+from stackcost.cell import Cell, TrainConfig
+from stackcost.cli import main
+from stackcost.spec import model_ref
+from stackcost.store import SCHEMA_VERSION, Store
+
+TINY = ["--limit", "256", "--threads", "1", "--quiet"]
+
+
+def train(db, *argv: str) -> int:
+    return main(["train", "mlp", *argv, *TINY, "--db", str(db)])
+
+
+def rows(db, sql: str, *params) -> list[sqlite3.Row]:
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
+def repetitions(db) -> dict[str, dict]:
+    """backend -> the stored result_json, plus the repetition id."""
+    out = {}
+    for r in rows(
+        db,
+        "SELECT c.backend, r.id, r.status, r.result_json FROM repetitions r"
+        " JOIN cells c ON r.cell_id = c.id",
+    ):
+        out[r["backend"]] = {**json.loads(r["result_json"]), "id": r["id"]}
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    db = tmp_path_factory.mktemp("train") / "t.db"
+    code = main(
+        ["train", "mlp", "--backends", "eager,torchscript,onnxruntime", "--epochs", "2"]
+        + ["--lr", "0.1", *TINY, "--db", str(db)]
+    )
+    return code, db
+
+
+def test_inference_cell_keys_are_unchanged():
+    cell = Cell(model=model_ref("mlp"), backend="eager")
+    blob = json.dumps(cell.model_dump(mode="json", exclude={"train"}), sort_keys=True)
+    assert cell.key() == hashlib.sha1(blob.encode()).hexdigest()[:16]
+    trained = cell.model_copy(update={"mode": "train", "train": TrainConfig()})
+    assert trained.key() != cell.model_copy(update={"mode": "train"}).key()
+
+
+def test_loss_decreases_and_eval_accuracy_is_recorded(trained):
+    code, db = trained
+    assert code == 0
+    for backend in ("eager", "torchscript"):
+        epochs = rows(
+            db,
+            "SELECT e.* FROM epochs e JOIN repetitions r ON e.repetition_id = r.id"
+            " JOIN cells c ON r.cell_id = c.id WHERE c.backend=? ORDER BY epoch",
+            backend,
+        )
+        assert [e["epoch"] for e in epochs] == [1, 2]
+        assert epochs[1]["train_loss"] < epochs[0]["train_loss"]
+        for e in epochs:
+            assert 0 <= e["eval_accuracy"] <= 1 and e["eval_samples"] == 256
+            assert e["steps"] == 4 and e["train_samples"] == 256  # 256 / 64, drop_last
+            assert e["loader_wait_s"] > 0 and e["step_s"] > 0
+            assert e["copy_bytes_per_batch"] == 64 * 8 * 8 * 4 + 64 * 8  # fp32 x, int64 y
+            assert e["copy_device"] == "cpu" and e["copy_pinned"] is None
+
+
+def test_every_backend_starts_from_the_same_weights(trained):
+    _, db = trained
+    reps = repetitions(db)
+    ref = model_ref("mlp", num_classes=10, in_channels=1)
+    expected = zoo.weights_digest(zoo.build_model(ref, 8))
+    assert reps["eager"]["weights_digest"] == reps["torchscript"]["weights_digest"] == expected
+
+
+def test_step_times_feed_the_stats(trained):
+    _, db = trained
+    eager = repetitions(db)["eager"]
+    assert eager["status"] == "ok" and eager["cold_start_ms"] > 0
+    n = rows(db, "SELECT count(*) FROM samples WHERE repetition_id=?", eager["id"])[0][0]
+    assert n == 2 * 4 - 1  # every step but the first (the cold one)
+    assert eager["throughput"] == pytest.approx(64 / (eager["stats"]["median_ms"] / 1e3))
+
+
+def test_torchscript_trains_scripted_and_others_are_skipped(trained):
+    _, db = trained
+    reps = repetitions(db)
+    details = reps["torchscript"]["details"]
+    assert details["variant"] == "script" and details["parameters_shared_with_eager"]
+    assert reps["onnxruntime"]["status"] == "unsupported"
+    assert reps["onnxruntime"]["reason"].startswith("cannot train:")
+
+
+def test_results_read_back_through_the_store(trained):
+    _, db = trained
+    with Store(db) as store:
+        (run_id,) = store.run_ids()
+        records = {c.backend: (c, r) for c, r in store.repetitions(run_id)}
+    cell, result = records["eager"]
+    assert cell.mode == "train" and cell.train.dataset == "digits" and cell.train.epochs == 2
+    assert len(result.epochs) == 2 and result.epochs[-1].eval_accuracy is not None
+
+
+def test_inductor_trains_and_records_what_it_compiled(tmp_path):
+    db = tmp_path / "i.db"
+    assert train(db, "--backends", "inductor", "--epochs", "1", "--limit", "128") == 0
+    result = repetitions(db)["inductor"]
+    assert result["status"] == "ok"
+    assert result["details"]["compiled"].startswith("module")
+    assert result["details"]["eval_path"] == "eager"
+
+
+def test_divergence_is_a_result_with_its_epoch(tmp_path, capsys):
+    db = tmp_path / "d.db"
+    assert train(db, "--backends", "eager", "--epochs", "2", "--lr", "1e6") == 1
+    result = repetitions(db)["eager"]
+    assert result["status"] == "diverged" and "epoch 1" in result["reason"]
+    assert result["details"]["diverged_epoch"] == 1
+    (epoch,) = rows(db, "SELECT complete, epoch FROM epochs")
+    assert tuple(epoch) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--dataset", "imagenet"], "unknown dataset 'imagenet'"),
+        (["--dataset", "mnist", "--data-dir", "."], "train-images-idx3-ubyte"),
+        (["--epochs", "0"], "epochs 0 must be a positive integer"),
+        (["--batch-size", "-1"], "batch size -1"),
+        (["--lr", "fast"], "learning rate 'fast' is not a number"),
+        (["--lr", "0"], "learning rate '0' must be a positive number"),
+        (["--lr", "nan"], "must be a positive number"),
+        (["--backends", "onnxruntime"], "cannot train: onnxruntime"),
+        (["--optimizer", "lbfgs"], "unknown optimizer 'lbfgs'"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, needle):
+    db = tmp_path / "bad.db"
+    assert train(db, *argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1
+    assert not db.exists()
+
+
+def test_torchscript_falls_back_to_trace_when_scripting_fails(tmp_path):
+    from stackcost.backends import PrepareContext, load_backend
+
+    class Unscriptable(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, *xs):  # varargs: torch.jit.script refuses them
+            return self.fc(xs[0])
+
+    model = Unscriptable().train()
+    cell = Cell(model=model_ref("mlp"), backend="torchscript", mode="train", train=TrainConfig())
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    prepared = load_backend("torchscript").prepare_train(
+        model,
+        lambda p: torch.optim.SGD(p, lr=0.1),
+        torch.nn.functional.cross_entropy,
+        x,
+        cell,
+        PrepareContext(tmp_path),
+    )
+    assert prepared.details["variant"] == "trace"
+    assert prepared.details["variant_source"] == "fallback" and prepared.details["script_error"]
+    before = model.fc.weight.detach().clone()
+    loss, logits = prepared.step(x, y)
+    assert math.isfinite(loss.item()) and logits.shape == (8, 3)
+    assert not torch.equal(before, model.fc.weight)  # the eager module's weights moved too
+
+
+def test_a_version_2_store_gains_the_epochs_table(tmp_path):
+    path = tmp_path / "v2.db"
+    Store(path).close()
+    con = sqlite3.connect(path)
+    con.executescript("DROP TABLE epochs; UPDATE meta SET value='2' WHERE key='schema_version';")
+    con.close()
+    Store(path).close()
+    assert rows(path, "SELECT value FROM meta")[0][0] == str(SCHEMA_VERSION) == "3"
+    assert rows(path, "SELECT count(*) FROM epochs")[0][0] == 0
