@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import sqlite3
+from pathlib import Path
 
 import pytest
 import torch
@@ -202,3 +203,33 @@ def test_a_version_2_store_gains_the_epochs_table(tmp_path):
     Store(path).close()
     assert rows(path, "SELECT value FROM meta")[0][0] == str(SCHEMA_VERSION) == "3"
     assert rows(path, "SELECT count(*) FROM epochs")[0][0] == 0
+
+
+def test_report_shows_the_training_curves_in_a_browser(trained, tmp_path):
+    """The training section renders from a real run: curves, no console errors."""
+    from stackcost.api import load_runs
+    from stackcost.report.html import write_html
+    from tests.report.test_html import _open
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from tests.report.test_html import ARGS, CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not installed")
+    _, db = trained
+    path = write_html(load_runs(db, []), tmp_path / "train.html")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            o = _open(browser, path)
+            assert o.problems == [] and o.blocked == []
+            section = o.page.locator("#training")
+            assert section.count() == 1
+            count = int(o.page.get_attribute("body", "data-figure-count"))
+            assert o.page.get_attribute("body", "data-rendered") == str(count)
+            text = o.page.inner_text("body")
+            assert "held-out accuracy against time" in text
+            assert "mlp · eager" in text and "mlp · torchscript" in text
+            o.page.screenshot(path=tmp_path / "train.png", full_page=True)
+        finally:
+            browser.close()

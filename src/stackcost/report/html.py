@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -15,8 +16,8 @@ from matplotlib.colors import LinearSegmentedColormap, to_hex
 from plotly.offline import get_plotlyjs
 
 from stackcost.env import now
-from stackcost.report import data, plots
-from stackcost.report.style import series_colors
+from stackcost.report import data, plots, training
+from stackcost.report.style import PALETTE, series_colors
 from stackcost.report.template import PAGE
 from stackcost.report.units import num
 from stackcost.runs import RunResult
@@ -257,7 +258,11 @@ def _best_batches(summ: pd.DataFrame, run_ids: list[str]) -> tuple[list[str], li
 
 def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "") -> str:
     """The whole report as one HTML string that opens offline."""
-    summ = data.summary(runs, baseline)
+    # Training runs have their own section; the inference views see inference cells only.
+    inference = [
+        dataclasses.replace(r, records=[x for x in r.records if x[0].mode != "train"]) for r in runs
+    ]
+    summ = data.summary(inference, baseline)
     colors = series_colors(data.series_order(summ, baseline)) if len(summ) else {}
     figs = _Figures()
     plot_slots: dict[str, dict[str, str]] = {}
@@ -273,13 +278,20 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
     plot_slots["startup"] = figs.add(startup, "" if startup else "No valid cold-start times.")
     ver_fig, ver_note = plots.verification_figure(summ)
     plot_slots["verification"] = figs.add(ver_fig, ver_note or "No verification recorded.")
+    epochs = training.epochs_frame(runs)
+    training_slots = None
+    if len(epochs):
+        training_slots = {
+            "accuracy": figs.add(training.accuracy_figure(epochs, list(PALETTE))),
+            "summary": figs.add(training.summary_figure(epochs, list(PALETTE))),
+        }
 
     multi_run = len(runs) > 1
     search_runs = data.wants_batch_search(runs)
     best_header, best_rows = _best_batches(summ, search_runs) if search_runs else ([], None)
     failure_header, failure_rows = _failures(summ, multi_run)
     statuses = summ["status"] if len(summ) else pd.Series([], dtype=str)
-    nav = [
+    inference_nav = [
         ("latency", "latency"),
         ("throughput", "throughput"),
         ("memory", "memory"),
@@ -289,6 +301,10 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         ("failures", "failures"),
         *([("best-batch", "best batch")] if search_runs else []),
         ("cells", "all cells"),
+    ]
+    nav = [
+        *([("training", "training")] if training_slots else []),
+        *(inference_nav if len(summ) else []),
         ("environment", "environment"),
     ]
     context = {
@@ -305,6 +321,7 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         },
         "nav": nav,
         "plots": plot_slots,
+        "training": training_slots,
         "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],
         "has_device_memory": bool(summ["allocator_peak_bytes"].notna().any()),
         "verification": _verification(summ),

@@ -43,25 +43,35 @@ PAGE = r"""<!DOCTYPE html>
   {{ runs|length }} run{{ "" if runs|length == 1 else "s" }}:
   {% for r in runs %}<code>{{ r.run_id }}</code>{{ ", " if not loop.last }}{% endfor %}</p>
 
-{% if not has_cells %}
+{% if not has_cells and not training %}
 <p class="note">No results: these runs have no stored repetitions.</p>
 {% else %}
-<p class="counts">
+{% if has_cells %}<p class="counts">
   <span>{{ counts.cells }} cells</span><span>{{ counts.valid }} valid</span>
   <span>{{ counts.wrong }} wrong</span><span>{{ counts.failed }} failed</span>
   <span>{{ counts.skipped }} skipped or not run</span>
-</p>
+</p>{% endif %}
 <nav>{% for s in nav %}<a href="#{{ s[0] }}">{{ s[1] }}</a>{% endfor %}</nav>
-<p class="muted">Each repetition is a separate process. Lines are the median over repetitions
+{% if has_cells %}<p class="muted">Each repetition is a separate process. Lines are the median over repetitions
   of each repetition's median; shaded bands span the min to max of those medians. Only cells
   whose every repetition is "ok" or "unstable" have timings: "wrong", failed and skipped cells
-  never do.</p>
+  never do.</p>{% endif %}
 {% endif %}
 
 {% macro plot(p) -%}
   {% if p.id %}<div class="sc-plot" id="{{ p.id }}"></div>{% endif %}
   {% if p.note %}<p class="note">{{ p.note }}</p>{% endif %}
 {%- endmacro %}
+
+{% if training %}
+<h2 id="training">Training</h2>
+<p class="muted">Each backend trained the same network from the same initial weights on the
+  same batches. Time is in units of epoch × that backend's mean epoch time, as in the
+  abstraction-cost study; lines are the mean over repetitions, bands their min to max.
+  Time per sample is the median over epochs; loader wait and step time are per epoch.</p>
+{{ plot(training.accuracy) }}
+{{ plot(training.summary) }}
+{% endif %}
 
 {% if has_cells %}
 <h2 id="latency">Latency</h2>

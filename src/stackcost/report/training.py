@@ -1,0 +1,154 @@
+"""The training section: accuracy against time, final accuracy, time per sample, and
+loader against step time, per backend, from the epochs of `stackcost train` runs."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from stackcost.runs import RunResult
+
+
+def epochs_frame(runs: list[RunResult]) -> pd.DataFrame:
+    """One row per (run, training cell, repetition, epoch)."""
+    rows = []
+    for run in runs:
+        for cell, rep in run.records:
+            if cell.mode != "train":
+                continue
+            for e in rep.epochs:
+                rows.append(
+                    {
+                        "run_id": run.run_id,
+                        "model": cell.model.name,
+                        "backend": cell.backend,
+                        "dataset": cell.train.dataset if cell.train else "",
+                        "status": rep.status,
+                        "repetition": rep.repetition,
+                        **e.model_dump(),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def _series(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    # Entity-escaped: plotly renders label markup, and these strings come from the store.
+    label = (df["model"] + " · " + df["backend"]).map(html.escape)
+    if df["run_id"].nunique() > 1:
+        label = label + " (" + df["run_id"] + ")"
+    return list(df.assign(series=label).groupby("series", sort=False))
+
+
+def accuracy_figure(df: pd.DataFrame, colors: list[str]) -> go.Figure:
+    """Eval accuracy against time in units of epoch × that backend's mean epoch time (the
+    abstraction-cost study's axis): mean line and min–max band over repetitions."""
+    fig = go.Figure()
+    for i, (name, part) in enumerate(_series(df)):
+        color = colors[i % len(colors)]
+        unit = part["epoch_s"].mean()
+        by_epoch = part.groupby("epoch")["eval_accuracy"].agg(["mean", "min", "max"]).reset_index()
+        x = by_epoch["epoch"] * unit
+        fig.add_trace(
+            go.Scatter(
+                x=list(x) + list(x[::-1]),
+                y=list(by_epoch["max"] * 100) + list(by_epoch["min"][::-1] * 100),
+                fill="toself",
+                line={"width": 0},
+                fillcolor=color,
+                opacity=0.2,
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=name,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=by_epoch["mean"] * 100,
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                line={"color": color},
+                hovertemplate="epoch %{customdata}<br>%{x:.1f} s<br>%{y:.1f}%<extra>"
+                + name
+                + "</extra>",
+                customdata=by_epoch["epoch"],
+            )
+        )
+    fig.update_layout(
+        title="held-out accuracy against time (epoch × mean epoch time)",
+        xaxis_title="time (s) = epoch × mean epoch time of the backend",
+        yaxis_title="eval accuracy (%)",
+        yaxis_range=[0, 100],
+        template="plotly_white",
+        height=420,
+    )
+    return fig
+
+
+def summary_figure(df: pd.DataFrame, colors: list[str]) -> go.Figure:
+    """Final accuracy, time per sample (train, eval) and loader vs step time, per backend."""
+    last = df[
+        df["epoch"]
+        == df.groupby(["run_id", "model", "backend", "repetition"])["epoch"].transform("max")
+    ]
+    per = []
+    for name, part in _series(df):
+        final = last[last.index.isin(part.index)]
+        per.append(
+            {
+                "series": name,
+                "final": final["eval_accuracy"].mean() * 100,
+                "final_min": final["eval_accuracy"].min() * 100,
+                "final_max": final["eval_accuracy"].max() * 100,
+                "train_ms": 1e3 / part["train_samples_per_s"].median(),
+                "eval_ms": 1e3 / part["eval_samples_per_s"].median()
+                if part["eval_samples_per_s"].notna().any()
+                else None,
+                "loader": part["loader_wait_s"].sum() / part["epoch"].count(),
+                "step": part["step_s"].sum() / part["epoch"].count(),
+            }
+        )
+    s = pd.DataFrame(per)
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        subplot_titles=(
+            "final eval accuracy (%)",
+            "time per sample (ms)",
+            "loader wait vs step (s per epoch)",
+        ),
+    )
+    palette = [colors[i % len(colors)] for i in range(len(s))]
+    fig.add_trace(
+        go.Bar(
+            x=s["series"],
+            y=s["final"],
+            marker_color=palette,
+            showlegend=False,
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": s["final_max"] - s["final"],
+                "arrayminus": s["final"] - s["final_min"],
+            },
+        ),
+        1,
+        1,
+    )
+    fig.add_trace(
+        go.Bar(x=s["series"], y=s["train_ms"], name="train", marker_color="#4c78a8"), 1, 2
+    )
+    fig.add_trace(go.Bar(x=s["series"], y=s["eval_ms"], name="eval", marker_color="#f58518"), 1, 2)
+    fig.add_trace(
+        go.Bar(x=s["series"], y=s["loader"], name="loader wait", marker_color="#e45756"), 1, 3
+    )
+    fig.add_trace(
+        go.Bar(x=s["series"], y=s["step"], name="step (fwd+bwd+opt)", marker_color="#54a24b"), 1, 3
+    )
+    fig.update_layout(barmode="group", template="plotly_white", height=420)
+    fig.update_yaxes(range=[0, 100], row=1, col=1)
+    return fig
