@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py
 	$(PY) benchmarks/agreement.py
 	$(PY) benchmarks/fixed_cost.py
+	$(PY) benchmarks/train_throughput.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
