@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from stackcost.env import cores
 from stackcost.runs import RunResult
 from stackcost.spec import SpecError, db_problem, model_ref, validate
 
@@ -16,7 +17,7 @@ def run(
     batch_sizes: Sequence[int] = (1,),
     resolutions: Sequence[int] | None = None,
     precisions: Sequence[str] = ("fp32",),
-    threads: Sequence[int] = (1,),
+    threads: Sequence[int] | None = None,  # default: every CPU this process may use
     devices: Sequence[str] = ("cpu",),
     repeats: int = 1,
     init: str = "torch-default",
@@ -47,7 +48,7 @@ def run(
         models=[ref],
         batch_sizes=list(batch_sizes),
         precisions=list(precisions),
-        threads=list(threads),
+        threads=list(threads) if threads else [cores()],
         devices=list(devices),
         repeats=repeats,
         resolutions=list(resolutions) if resolutions else None,

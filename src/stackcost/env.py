@@ -17,6 +17,11 @@ FRAMEWORKS = ("torch", "onnxruntime", "openvino", "onnx", "onnxscript", "numpy",
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND")
 
 
+def cores() -> int:
+    """CPUs this process may run on: the default thread count everywhere."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 

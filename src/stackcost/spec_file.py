@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stackcost import zoo
 from stackcost.backends import REGISTRY, is_import_path
+from stackcost.env import cores
 from stackcost.measure.protocol import Protocol
 from stackcost.spec import SpecError, model_ref, parse_positive_ints, validate
 
@@ -42,7 +43,7 @@ class SweepFile(BaseModel):
     batch_sizes: IntAxis = 1
     resolutions: IntAxis | None = None
     precisions: list[str] = Field(default_factory=lambda: ["fp32"], min_length=1)
-    threads: IntAxis = 1
+    threads: IntAxis = Field(default_factory=cores)  # all CPUs this process may use
     devices: list[str] = Field(default_factory=lambda: ["cpu"], min_length=1)
     repeats: int = Field(3, ge=1)
     timeout_s: float = Field(600.0, gt=0)

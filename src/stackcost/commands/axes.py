@@ -6,14 +6,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
+from stackcost.env import cores
 from stackcost.spec import SpecError, parse_choices, parse_options, parse_positive_ints
-
-
-def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:

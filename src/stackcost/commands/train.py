@@ -10,7 +10,8 @@ from typing import Any
 
 from rich.console import Console
 
-from stackcost.commands.axes import cores, number
+from stackcost.commands.axes import number
+from stackcost.env import cores
 from stackcost.spec import SpecError, db_problem, model_ref, parse_positive_ints
 
 
