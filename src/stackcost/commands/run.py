@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
 
 from stackcost.commands.axes import add_axis_args, axis_fields, number
 from stackcost.spec import (
-    RunSpec,
     SpecError,
     db_problem,
     model_ref,
@@ -59,9 +59,17 @@ def model_from_args(name: str, args: argparse.Namespace):
 
 
 def measure_and_show(
-    spec: RunSpec, args: argparse.Namespace, console: Console, resume: bool
+    spec: Any,
+    args: argparse.Namespace,
+    console: Console,
+    resume: bool,
+    table: Callable[[Any], Any] | None = None,
+    make_task: Callable[..., Any] | None = None,
 ) -> int:
-    """Check the store, run with live progress, print the table; exit 1 on failed cells."""
+    """Check the store, run with live progress, print the table; exit 1 on failed cells.
+
+    Shared by run, sweep and train; `table` and `make_task` are where train differs.
+    """
     from stackcost.execute.runner import execute
     from stackcost.report.progress import LiveProgress
     from stackcost.report.table import results_table
@@ -90,8 +98,9 @@ def measure_and_show(
             on_start=progress.start,
             on_result=progress.result,
             on_open=opened,
+            **({"make_task": make_task} if make_task else {}),
         )
-    console.print(results_table(result))
+    console.print((table or results_table)(result))
     console.print(f"stored run [bold]{result.run_id}[/] in {args.db}")
     return 1 if result.failed else 0
 

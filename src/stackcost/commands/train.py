@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -123,19 +122,14 @@ def save_initial_weights(spec: Any, directory: Path) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.execute.runner import execute
-    from stackcost.report.progress import LiveProgress
-    from stackcost.store import Store
+    from stackcost.commands.run import measure_and_show
     from stackcost.train.table import train_table
     from stackcost.train.task import TrainTask
 
     spec = spec_from_args(args)
-    problem = db_problem(args.db)
+    problem = db_problem(args.db)  # before the weights are built: bad input costs nothing
     if problem:
         raise SpecError(problem)
-    command = " ".join(["stackcost", *sys.argv[1:]])
-    err = Console(stderr=True)
-    progress = LiveProgress(err, enabled=not args.quiet)
     with tempfile.TemporaryDirectory(prefix="stackcost-train-") as artifacts:
         weights_path, digest = save_initial_weights(spec, Path(artifacts))
 
@@ -150,15 +144,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 data_dir=spec.data_dir,
             )
 
-        with Store(args.db) as store, progress:
-            result = execute(
-                spec,
-                store,
-                command=command,
-                on_start=progress.start,
-                on_result=progress.result,
-                make_task=make_task,
-            )
-    console.print(train_table(result))
-    console.print(f"stored run [bold]{result.run_id}[/] in {args.db}")
-    return 1 if result.failed else 0
+        return measure_and_show(
+            spec, args, console, resume=False, table=train_table, make_task=make_task
+        )

@@ -8,36 +8,16 @@ place before torch, ONNX Runtime or OpenVINO is imported.
 from __future__ import annotations
 
 import os
-import sys
 import time
-import traceback
 from pathlib import Path
 
-from stackcost.env import now
+from stackcost.execute.process import guarded, serve
 from stackcost.execute.task import RepetitionTask
 from stackcost.result import Memory, Phases, RepetitionResult
 
 
-def _one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return text.splitlines()[0][:500] if text else type(exc).__name__
-
-
 def run_task(task: RepetitionTask) -> RepetitionResult:
-    t_start = time.perf_counter()
-    phases = Phases()
-    result = RepetitionResult(status="failed", repetition=task.repetition, started_at=now())
-    try:
-        _measure(task, result, phases, t_start)
-    except MemoryError as exc:
-        result.status, result.reason = "oom", _one_line(exc) or "MemoryError"
-    except Exception as exc:  # a failure is a result: store it and let the run go on
-        result.status, result.reason = "failed", _one_line(exc)
-        result.log_tail = traceback.format_exc()[-4000:]
-    phases.total_s = time.perf_counter() - t_start
-    result.phases = phases
-    result.finished_at = now()
-    return result
+    return guarded(task, _measure)
 
 
 def _measure(
@@ -131,18 +111,5 @@ def _measure(
         result.status = "ok"
 
 
-def main(argv: list[str] | None = None) -> int:
-    task_path, result_path = (argv or sys.argv[1:])[:2]
-    task = RepetitionTask.model_validate_json(Path(task_path).read_text())
-    result = run_task(task)
-    Path(result_path).write_text(result.model_dump_json())
-    return 0
-
-
 if __name__ == "__main__":
-    code = main()
-    # Skip interpreter teardown (up to ~1 s for OpenVINO): the result is on disk, and
-    # the parent's per-repetition overhead should not include framework destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    serve(RepetitionTask, _measure)

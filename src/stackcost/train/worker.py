@@ -12,13 +12,11 @@ from __future__ import annotations
 import math
 import os
 import random
-import sys
 import time
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackcost.env import now
+from stackcost.execute.process import guarded, serve
 from stackcost.result import EpochRecord, Memory, Phases, RepetitionResult
 from stackcost.train.task import TrainTask
 
@@ -29,26 +27,8 @@ if TYPE_CHECKING:
 DIVERGENCE_FACTOR = 1e3
 
 
-def _one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return text.splitlines()[0][:500] if text else type(exc).__name__
-
-
 def run_task(task: TrainTask) -> RepetitionResult:
-    t_start = time.perf_counter()
-    phases = Phases()
-    result = RepetitionResult(status="failed", repetition=task.repetition, started_at=now())
-    try:
-        _train(task, result, phases, t_start)
-    except MemoryError as exc:
-        result.status, result.reason = "oom", _one_line(exc) or "MemoryError"
-    except Exception as exc:  # a failure is a result: store it and let the run go on
-        result.status, result.reason = "failed", _one_line(exc)
-        result.log_tail = traceback.format_exc()[-4000:]
-    phases.total_s = time.perf_counter() - t_start
-    result.phases = phases
-    result.finished_at = now()
-    return result
+    return guarded(task, _train)
 
 
 class Batches:
@@ -320,16 +300,5 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
         result.status = "ok"
 
 
-def main(argv: list[str] | None = None) -> int:
-    task_path, result_path = (argv or sys.argv[1:])[:2]
-    task = TrainTask.model_validate_json(Path(task_path).read_text())
-    result = run_task(task)
-    Path(result_path).write_text(result.model_dump_json())
-    return 0
-
-
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # skip interpreter teardown: the result is on disk
+    serve(TrainTask, _train)
