@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from stackcost.commands import env, listing, report, run, sweep, train
+from stackcost.commands import bisect, compare, env, history, listing, report, run, sweep, train
+from stackcost.commands import build as build_cmd
 from stackcost.spec import SpecError
 
 COMMANDS = {
@@ -18,6 +19,10 @@ COMMANDS = {
     "list": listing,
     "env": env,
     "train": train,
+    "compare": compare,
+    "history": history,
+    "bisect": bisect,
+    "build": build_cmd,
 }
 
 

@@ -99,6 +99,14 @@ class RepetitionResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)  # backend knobs and versions
     epochs: list[EpochRecord] = Field(default_factory=list)  # training cells only
     log_tail: str = ""  # last lines of the worker's stderr, for failures
+    # RSS at each stop-rule check of the timed loop, and the iteration count at each.
+    rss_trace_bytes: list[int] = Field(default_factory=list)
+    rss_trace_iters: list[int] = Field(default_factory=list)
+    leak: dict[str, Any] | None = None  # measure.leak.check_leak: slope, CI, flag
+
+    @property
+    def leak_bytes_per_iter(self) -> float | None:
+        return self.leak["bytes_per_iter"] if self.leak else None
 
     @property
     def startup_ms(self) -> float | None:

@@ -144,6 +144,8 @@ class RunResult:
                     "peak_rss_bytes": m.peak_rss_bytes if m else None,
                     "peak_over_baseline_bytes": m.peak_over_baseline_bytes if m else None,
                     "allocator_peak_bytes": m.allocator_peak_bytes if m else None,
+                    "leak_bytes_per_iter": rep.leak_bytes_per_iter,
+                    "leak": rep.leak["leak"] if rep.leak else None,
                     "max_abs_err": v.max_abs_err if v else None,
                     "max_rel_err": v.max_rel_err if v else None,
                     "prepare_s": rep.phases.prepare_s,

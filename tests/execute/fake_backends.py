@@ -60,3 +60,45 @@ class SlowStartBackend(Backend):
     def prepare(self, model, example, cell, ctx):
         time.sleep(3)
         return EagerBackend().prepare(model, example, cell, ctx)
+
+
+_LEAKED: list[bytes] = []
+
+
+class LeakyBackend(Backend):
+    """Eager whose step keeps 64 KiB per call alive in a global list: a leak to catch."""
+
+    name = "leaky"
+    description = "eager plus 64 KiB retained per step"
+
+    def prepare(self, model, example, cell, ctx):
+        inner = EagerBackend().prepare(model, example, cell, ctx).step
+
+        def step():
+            _LEAKED.append(os.urandom(64 * 1024))  # random: pages really get touched
+            return inner()
+
+        return Prepared(step)
+
+
+class BusyBackend(Backend):
+    """Eager plus a busy-wait of STACKCOST_TEST_BUSY_US microseconds (default 200) per step.
+
+    The backend string, and so the cell key, stays the same whatever the delay: a
+    baseline and a slowed-down candidate are the same cell, as a regression would be.
+    """
+
+    name = "busy"
+    description = "eager plus a fixed busy-wait"
+
+    def prepare(self, model, example, cell, ctx):
+        inner = EagerBackend().prepare(model, example, cell, ctx).step
+        delay = float(os.environ.get("STACKCOST_TEST_BUSY_US", "200")) / 1e6
+
+        def step():
+            end = time.perf_counter() + delay
+            while time.perf_counter() < end:
+                pass
+            return inner()
+
+        return Prepared(step, {"busy_us": delay * 1e6})

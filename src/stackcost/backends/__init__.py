@@ -21,6 +21,8 @@ REGISTRY: dict[str, str] = {
     "export-aot": "stackcost.backends.export_aot:ExportAOTBackend",
     "onnxruntime": "stackcost.backends.onnxruntime:OnnxRuntimeBackend",
     "openvino": "stackcost.backends.openvino:OpenVINOBackend",
+    "torchscript-cpp": "stackcost.backends.native:TorchScriptCppBackend",
+    "libtorch": "stackcost.backends.native:LibTorchBackend",
 }
 
 

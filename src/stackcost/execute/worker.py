@@ -27,7 +27,14 @@ def _measure(
 
     from stackcost import zoo
     from stackcost.backends import PrepareContext, load_backend
+    from stackcost.backends.native import (
+        NativeBackend,
+        native_measurement,
+        native_memory,
+        native_prepare_s,
+    )
     from stackcost.measure import memory
+    from stackcost.measure.leak import check_leak
     from stackcost.measure.protocol import measure
     from stackcost.measure.timer import timer_for
     from stackcost.verify import to_numpy, verify
@@ -59,36 +66,40 @@ def _measure(
 
     t = time.perf_counter()
     ctx = PrepareContext(workdir=Path(task.workdir))
-    prepared = backend.prepare(model, example, cell, ctx)
-    phases.prepare_s = time.perf_counter() - t
-    result.details = {
-        **prepared.details,
-        # What the worker actually ran with, next to what the backend set for itself.
-        "torch_threads": torch.get_num_threads(),
-        "torch_interop_threads": torch.get_num_interop_threads(),
-        "thread_env": {k: os.environ.get(k) for k in task.thread_env()},
-    }
-
-    m = measure(prepared.step, timer_for(cell.device), task.protocol)
-    result.verification = verify(m.output, reference, task.tolerance)
-    del m.output
-    phases.warmup_s, phases.timed_s = m.warmup_s, m.timed_s
-
-    peak = memory.peak_rss_bytes()
-    result.memory = Memory(
-        baseline_rss_bytes=baseline,
-        peak_rss_bytes=peak,
-        peak_over_baseline_bytes=peak - baseline,
-        allocator_peak_bytes=(
-            int(torch.cuda.max_memory_allocated()) if cell.device == "cuda" else None
-        ),
-        method="VmHWM after reset" if can_reset else "ru_maxrss (process lifetime)",
-    )
+    thread_env = {k: os.environ.get(k) for k in task.thread_env()}
+    if isinstance(backend, NativeBackend):
+        # A C++ program runs the whole protocol in its own process and reports its own
+        # threads and peak RSS; this process only exports, verifies and summarizes.
+        native = backend.run_native(model, example, cell, ctx, task.protocol, task.timeout_s)
+        m = native_measurement(native, task.protocol)
+        phases.prepare_s = native_prepare_s(native)
+        result.details = {**native["details"], "thread_env": thread_env}
+        result.verification = verify(m.output, reference, task.tolerance)
+        del m.output
+        phases.warmup_s, phases.timed_s = m.warmup_s, m.timed_s
+        result.memory = native_memory(native)
+    else:
+        prepared = backend.prepare(model, example, cell, ctx)
+        phases.prepare_s = time.perf_counter() - t
+        result.details = {
+            **prepared.details,
+            # What the worker actually ran with, next to what the backend set for itself.
+            "torch_threads": torch.get_num_threads(),
+            "torch_interop_threads": torch.get_num_interop_threads(),
+            "thread_env": thread_env,
+        }
+        m = measure(prepared.step, timer_for(cell.device), task.protocol)
+        result.verification = verify(m.output, reference, task.tolerance)
+        del m.output
+        phases.warmup_s, phases.timed_s = m.warmup_s, m.timed_s
+        result.memory = _memory(baseline, can_reset, cell.device)
     result.cold_start_ms = m.cold_ns / 1e6
     result.warmup_iters, result.warmup_settled = m.warmup_iters, m.warmup_settled
     result.stop_reason = m.stop_reason
     result.stats = m.stats
     result.samples_ns = m.samples_ns
+    result.rss_trace_bytes, result.rss_trace_iters = m.rss_trace_bytes, m.rss_trace_iters
+    result.leak = check_leak(m.rss_trace_iters, m.rss_trace_bytes)
     assert m.stats is not None
     result.throughput = cell.batch_size / (m.stats.median_ms / 1e3)
     if not result.verification.ok:
@@ -109,6 +120,21 @@ def _measure(
             result.reason += f"; CI of median +/-{m.stats.ci_half_width_rel:.1%}"
     else:
         result.status = "ok"
+
+
+def _memory(baseline: int, can_reset: bool, device: str) -> Memory:
+    import torch
+
+    from stackcost.measure import memory
+
+    peak = memory.peak_rss_bytes()
+    return Memory(
+        baseline_rss_bytes=baseline,
+        peak_rss_bytes=peak,
+        peak_over_baseline_bytes=peak - baseline,
+        allocator_peak_bytes=int(torch.cuda.max_memory_allocated()) if device == "cuda" else None,
+        method="VmHWM after reset" if can_reset else "ru_maxrss (process lifetime)",
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stackcost.measure.memory import rss_bytes
 from stackcost.measure.stats import Stats, summarize
 from stackcost.measure.timer import CpuTimer, CudaTimer, Step
 
@@ -42,6 +43,9 @@ class Measurement:
     timed_s: float = 0.0
     stats: Stats | None = None
     stop_reason: str = ""
+    # RSS at each stop-rule check and the sample count then: the leak check's input.
+    rss_trace_bytes: list[int] = field(default_factory=list)
+    rss_trace_iters: list[int] = field(default_factory=list)
 
     @property
     def unstable(self) -> bool:
@@ -96,6 +100,8 @@ def timed_loop(step: Step, timer: CpuTimer | CudaTimer, p: Protocol, m: Measurem
         timer.run(step, min(p.max_iters - len(samples), batch), samples)
         elapsed = time.perf_counter() - start
         estimate = statistics.median(samples[-64:])
+        m.rss_trace_bytes.append(rss_bytes())  # ~10 us, between batches only
+        m.rss_trace_iters.append(len(samples))
         at_cap = len(samples) >= p.max_iters
         if len(samples) >= p.min_iters and (elapsed >= p.min_time_s or at_cap):
             stats = summarize(samples, p.confidence)

@@ -86,6 +86,9 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
         status = f"[{style}]{c.status}[/]"
         if c.reason and not c.valid:
             status += f"\n[dim]{c.reason[:60]}[/]"
+        leaks = [r.leak["bytes_per_iter"] for r in c.repetitions if r.leak and r.leak["leak"]]
+        if leaks:  # RSS grew with the iteration count: see measure/leak.py
+            status += f"\n[red]leak {max(leaks) / 1024:.1f} KiB/iter[/]"
         extra = {
             "model": cell.model.name,
             "prec": cell.precision,

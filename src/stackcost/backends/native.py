@@ -1,0 +1,198 @@
+"""Native rungs: a C++ program measures the model out of Python, with the same protocol.
+
+A NativeBackend does not hand the engine a step: the worker calls `run_native`, which
+exports what the program needs (weights or a TorchScript file, and the input, as SCW1
+files), runs it once per repetition, and returns its JSON answer plus the output tensor
+it wrote, which the worker verifies against the eager reference like any other output.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from stackcost.backends.base import Availability, Backend, Capabilities, PrepareContext
+
+if TYPE_CHECKING:
+    import torch
+
+    from stackcost.cell import Cell
+    from stackcost.measure.protocol import Protocol
+
+_ZOO_ARCHS = frozenset({"resnet18", "resnet34", "resnet50", "mnist-cnn"})
+
+
+class NativeBackend(Backend):
+    target: ClassVar[str]  # the build target in stackcost.native.build
+    # None: the default cache (~/.cache/stackcost/native). Tests point it elsewhere.
+    cache_dir: ClassVar[Path | None] = None
+
+    def available(self) -> Availability:
+        from stackcost.native.build import toolchain_problem
+
+        problem = toolchain_problem(self.target, shutil.which)
+        return Availability(problem is None, problem or "")
+
+    def prepare(self, model, example, cell, ctx):
+        raise NotImplementedError(f"{self.name} runs out of process: the worker calls run_native")
+
+    def export(self, model: torch.nn.Module, example: torch.Tensor, cell: Cell, workdir: Path):
+        """Write the model's files into `workdir`; return the program's extra key=values."""
+        raise NotImplementedError
+
+    def run_native(
+        self,
+        model: torch.nn.Module,
+        example: torch.Tensor,
+        cell: Cell,
+        ctx: PrepareContext,
+        protocol: Protocol,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Build (or reuse) the program, export, run one repetition, read its answer back."""
+        import time
+
+        from scipy.special import ndtri
+
+        from stackcost.native.build import ensure_built
+        from stackcost.native.tensors import read_tensors, write_tensors
+
+        if cell.device != "cpu":
+            # CUDA: the C++ side would move module and input with .to(kCUDA); not built here.
+            raise NotImplementedError(f"{self.name} on {cell.device} is not wired yet")
+        build = ensure_built(self.target, self.cache_dir)
+        workdir = Path(ctx.workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        write_tensors(workdir / "input.scw", {"input": example})
+        extra = self.export(model, example, cell, workdir)
+        export_s = time.perf_counter() - t
+        p = protocol
+        args = {
+            **extra,
+            "input": workdir / "input.scw",
+            "output": workdir / "output.scw",
+            "threads": cell.threads,
+            "min_time_s": p.min_time_s,
+            "min_iters": p.min_iters,
+            "max_time_s": p.max_time_s,
+            "max_iters": p.max_iters,
+            "target_ci": p.target_ci,
+            "z": float(ndtri(1 - (1 - p.confidence) / 2)),
+            "warmup_tolerance": p.warmup_tolerance,
+            "warmup_max_time_s": p.warmup_max_time_s,
+            "check_interval_s": p.check_interval_s,
+        }
+        cmd = [str(build.executable), "run", *(f"{k}={v}" for k, v in args.items())]
+        t = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+        if out.returncode != 0:
+            tail = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+            raise RuntimeError(f"{build.executable.name}: {tail}")
+        answer = json.loads(out.stdout.strip().splitlines()[-1])
+        answer["process_s"] = time.perf_counter() - t
+        answer["output"] = read_tensors(workdir / "output.scw")["output"]
+        answer["details"].update(
+            build_key=build.key,
+            build_compiled=build.compiled,
+            build_s=round(build.seconds, 3),
+            export_s=round(export_s, 3),
+            executable=str(build.executable),
+        )
+        return answer
+
+
+def _cell_args(cell: Cell) -> dict[str, Any]:
+    ref = cell.model
+    return {
+        "arch": ref.name,
+        "num_classes": ref.num_classes,
+        "in_channels": ref.in_channels,
+        "conv_bias": int(ref.conv_bias),
+        "resolution": cell.resolution,
+    }
+
+
+class LibTorchBackend(NativeBackend):
+    name = "libtorch"
+    description = "LibTorch C++: the zoo architectures re-defined with torch::nn, no Python"
+    capabilities = Capabilities()  # infer, cpu, fp32
+    target = "libtorch"
+
+    def export(self, model, example, cell, workdir):
+        from stackcost.native.tensors import write_tensors
+
+        if cell.model.is_factory or cell.model.name not in _ZOO_ARCHS:
+            known = ", ".join(sorted(_ZOO_ARCHS))
+            raise ValueError(f"libtorch has no C++ definition of {cell.model.name} ({known})")
+        write_tensors(workdir / "weights.scw", model.state_dict())
+        return {"kind": "nn", "weights": workdir / "weights.scw", **_cell_args(cell)}
+
+
+class TorchScriptCppBackend(NativeBackend):
+    name = "torchscript-cpp"
+    description = "TorchScript exported from Python (trace, freeze), run by torch::jit from C++"
+    capabilities = Capabilities()
+    target = "libtorch"
+    options = {"freeze": "true"}
+
+    def export(self, model, example, cell, workdir):
+        import warnings
+
+        import torch
+
+        freeze = self.option(cell, "freeze")
+        if freeze not in ("true", "false"):
+            raise ValueError(f"torchscript-cpp freeze {freeze!r}: use true or false")
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated
+            module = torch.jit.trace(model, example)
+            if freeze == "true":
+                module = torch.jit.freeze(module)
+            module.save(str(workdir / "model.pt"))
+        return {"kind": "jit", "module": workdir / "model.pt"}
+
+
+# -- turning the program's answer into the engine's records -----------------------------------
+
+
+def native_measurement(answer: dict[str, Any], protocol: Protocol):
+    """The C++ JSON as a protocol Measurement; stats recomputed here (exact binomial CI)."""
+    from stackcost.measure.protocol import Measurement
+    from stackcost.measure.stats import summarize
+
+    samples = [int(s) for s in answer["samples_ns"]]
+    return Measurement(
+        cold_ns=int(answer["cold_ns"]),
+        output=answer["output"],
+        warmup_iters=int(answer["warmup_iters"]),
+        warmup_s=float(answer["warmup_s"]),
+        warmup_settled=bool(answer["warmup_settled"]),
+        samples_ns=samples,
+        timed_s=float(answer["timed_s"]),
+        stats=summarize(samples, protocol.confidence),
+        stop_reason=str(answer["stop_reason"]),
+    )
+
+
+def native_prepare_s(answer: dict[str, Any]) -> float:
+    """Time to the first call, cold call excluded: build lookup (or compile), export, and the
+    program's own start (loading libtorch, the module and the weights)."""
+    d = answer["details"]
+    measured = answer["cold_ns"] / 1e9 + answer["warmup_s"] + answer["timed_s"]
+    return d["build_s"] + d["export_s"] + max(0.0, answer["process_s"] - measured)
+
+
+def native_memory(answer: dict[str, Any]):
+    from stackcost.result import Memory
+
+    baseline, peak = int(answer["baseline_rss_bytes"]), int(answer["peak_rss_bytes"])
+    return Memory(
+        baseline_rss_bytes=baseline,
+        peak_rss_bytes=peak,
+        peak_over_baseline_bytes=peak - baseline,
+        method="VmHWM of the C++ process (baseline: RSS after libtorch loaded)",
+    )

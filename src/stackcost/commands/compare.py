@@ -1,0 +1,82 @@
+"""`stackcost compare BASELINE CANDIDATE`: verdicts per cell; exit 1 on a regression (CI gate)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from stackcost.compare.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+from stackcost.spec import SpecError
+
+METRIC_NAMES = ("latency", "throughput", "peak_memory", "cold_start")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="compare two runs cell by cell; exit 1 when something regressed",
+        description="Each side is a run id (in --db), a DB file (its latest run) or a JSON "
+        "with per-repetition samples. Exit status: 0 no regression, 1 regression or a cell "
+        "that newly fails, 2 bad input.",
+    )
+    p.add_argument("baseline", metavar="BASELINE")
+    p.add_argument("candidate", metavar="CANDIDATE")
+    p.add_argument(
+        "--db", default="stackcost.db", help="store holding run ids (default ./stackcost.db)"
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"relative change that counts, for every metric (default {DEFAULT_THRESHOLD})",
+    )
+    p.add_argument(
+        "--threshold-metric",
+        action="append",
+        default=[],
+        metavar="METRIC=REL",
+        help=f"per-metric threshold, e.g. latency=0.05 ({', '.join(METRIC_NAMES)})",
+    )
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="significance level")
+    p.add_argument("--markdown", metavar="FILE", help="also write a summary for a PR comment")
+
+
+def thresholds(default: float, items: list[str]) -> dict[str, float]:
+    out = {"default": default}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in METRIC_NAMES:
+            raise SpecError(
+                f"--threshold-metric: unknown metric {name!r} ({', '.join(METRIC_NAMES)})"
+            )
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise SpecError(f"--threshold-metric {item!r}: expected METRIC=NUMBER") from None
+    if any(v < 0 for v in out.values()):
+        raise SpecError("thresholds must be >= 0")
+    return out
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from stackcost.compare.diff import compare_sides, load_side
+    from stackcost.compare.render import markdown, summary_line, table
+
+    if not 0 < args.alpha < 1:
+        raise SpecError(f"--alpha must be in (0, 1), got {args.alpha}")
+    limits = thresholds(args.threshold, args.threshold_metric)
+    cmp = compare_sides(
+        load_side(args.baseline, args.db), load_side(args.candidate, args.db), limits, args.alpha
+    )
+    console.print(table(cmp))
+    console.print(summary_line(cmp))
+    for c in cmp.cells:  # one plain line per failing cell: greppable in CI logs
+        if c.verdict in ("regressed", "newly failing"):
+            console.print(f"{c.verdict}: {c.cell.label()}", highlight=False, soft_wrap=True)
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(cmp, limits, args.alpha), encoding="utf-8")
+        console.print(f"wrote {args.markdown}")
+    return 1 if cmp.failed else 0

@@ -1,0 +1,82 @@
+"""`stackcost history`: a metric over stored runs, with the change points where it stepped."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from stackcost.spec import SpecError
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("history", help="a metric over runs, with detected regressions")
+    p.add_argument(
+        "--metric",
+        default="latency",
+        choices=["latency", "throughput", "peak_memory", "cold_start"],
+    )
+    p.add_argument("--model", help="only cells of this model")
+    p.add_argument("--backend", help="only cells of this backend")
+    p.add_argument("--batch-size", type=int, help="only cells of this batch size")
+    p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
+    p.add_argument(
+        "--label", default="commit", help="x labels: commit (default), run, or version:PKG"
+    )
+    p.add_argument("--alpha", type=float, default=0.01, help="step significance (Bonferroni)")
+    p.add_argument("--min-change", type=float, default=0.02, help="ignore smaller steps")
+    p.add_argument("-o", "--output", help="write a self-contained HTML page")
+    p.add_argument("--figure", help="write the plot as an image (PNG, PDF, SVG)")
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from stackcost.compare.history import figure, html, load_history
+
+    if not Path(args.db).is_file():
+        raise SpecError(f"no database at {args.db!r}")
+    if not (args.label in ("commit", "run") or args.label.startswith("version:")):
+        raise SpecError(f"--label must be commit, run or version:PKG, got {args.label!r}")
+
+    def where(cell: Any) -> bool:
+        return (
+            (args.model is None or cell.model.name == args.model)
+            and (args.backend is None or cell.backend == args.backend)
+            and (args.batch_size is None or cell.batch_size == args.batch_size)
+        )
+
+    series = load_history(
+        args.db, args.metric, where, args.label, alpha=args.alpha, min_change=args.min_change
+    )
+    if not series:
+        raise SpecError(f"no valid cells in {args.db!r} match the filters")
+    t = Table(title=f"{args.metric}: change points", title_justify="left")
+    for col in ("cell", "runs", "starts at", "run", "level", "change", "kind"):
+        t.add_column(col)
+    for s in series:
+        for st in s.steps:
+            p = s.points[st.index]
+            kind = "[red]regression[/]" if st in s.regressions else "[green]improvement[/]"
+            level = f"{st.before:.4g} → {st.after:.4g}"
+            t.add_row(
+                s.cell.label(),
+                str(len(s.points)),
+                p.label,
+                p.run_id,
+                level,
+                f"{st.change:+.1%}",
+                kind,
+            )
+    if t.row_count:
+        console.print(t)
+    else:
+        console.print(f"no change points in {len(series)} series")
+    if args.output:
+        Path(args.output).write_text(html(series, args.metric), encoding="utf-8")
+        console.print(f"wrote {args.output}")
+    if args.figure:
+        figure(series, args.metric, Path(args.figure))
+        console.print(f"wrote {args.figure}")
+    return 0

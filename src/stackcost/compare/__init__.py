@@ -1,0 +1,1 @@
+"""Catching regressions: verdicts between runs, change points over history, bisection."""

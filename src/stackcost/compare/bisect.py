@@ -1,0 +1,226 @@
+"""Bisection to the first bad point: git commits or package versions.
+
+The measurement contract is deliberately small: a shell command that exits 0 and
+prints a line `value=<float>` (the last such line counts; lower is better unless told
+otherwise). A point whose build, install or command fails is skipped, as `git bisect
+skip` would. A point whose value lands near the middle between good and bad is
+measured again before it is called, and its median decides.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VALUE = re.compile(r"^\s*value\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$", re.M)
+
+Measure = Callable[[str], "float | None"]
+
+
+class BisectError(Exception):
+    """The endpoints cannot be measured or do not differ: nothing to bisect."""
+
+
+@dataclass
+class Probe:
+    point: str
+    values: list[float] = field(default_factory=list)
+    verdict: str = ""  # good, bad, skipped (failed to build/install/measure)
+    note: str = ""
+
+    @property
+    def value(self) -> float | None:
+        return statistics.median(self.values) if self.values else None
+
+
+@dataclass
+class BisectResult:
+    points: list[str]
+    first_bad: str | None  # None when skipped points leave it ambiguous
+    candidates: list[str]  # the range the culprit is in (one point when found)
+    probes: list[Probe]
+    good_value: float
+    bad_value: float
+
+
+def parse_value(stdout: str) -> float | None:
+    found = VALUE.findall(stdout)
+    return float(found[-1]) if found else None
+
+
+def run_command(
+    command: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
+) -> float | None:
+    """One measurement by the contract; None when the command fails or prints no value."""
+    try:
+        proc = subprocess.run(
+            command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return parse_value(proc.stdout) if proc.returncode == 0 else None
+
+
+def bisect(
+    points: Sequence[str],
+    measure: Measure,
+    *,
+    repeats: int = 1,
+    max_remeasure: int = 2,
+    margin: float = 0.25,
+    higher_is_better: bool = False,
+    log: Callable[[str], None] = lambda s: None,
+) -> BisectResult:
+    """Find the first bad point in `points` (first known good, last known bad)."""
+    if len(points) < 2:
+        raise BisectError("need a good and a bad point")
+    sign = -1.0 if higher_is_better else 1.0
+    probes: list[Probe] = []
+
+    def probe(i: int, n: int) -> Probe:
+        p = Probe(points[i])
+        for _ in range(n):
+            v = measure(points[i])
+            if v is None:
+                p.verdict, p.note = "skipped", "failed to build, install or measure"
+                break
+            p.values.append(v)
+        probes.append(p)
+        log(f"{points[i]}: {p.value if p.value is not None else p.note}")
+        return p
+
+    good, bad = probe(0, repeats), probe(len(points) - 1, repeats)
+    if good.value is None or bad.value is None:
+        raise BisectError(
+            f"cannot measure the endpoints ({good.point}: {good.value}, {bad.point}: {bad.value})"
+        )
+    gap = sign * (bad.value - good.value)
+    if gap <= 0:
+        raise BisectError(f"bad ({bad.value:.4g}) is not worse than good ({good.value:.4g})")
+    good.verdict, bad.verdict = "good", "bad"
+    middle = (good.value + bad.value) / 2
+
+    lo, hi, skipped = 0, len(points) - 1, set[int]()
+    while hi - lo > 1:
+        inside = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not inside:
+            break
+        m = min(inside, key=lambda i: abs(i - (lo + hi) / 2))
+        p = probe(m, repeats)
+        # Too close to the middle to call: measure again, the median decides.
+        extra = 0
+        while (
+            p.value is not None and abs(p.value - middle) < margin * gap and extra < max_remeasure
+        ):
+            v = measure(points[m])
+            if v is None:
+                break
+            p.values.append(v)
+            extra += 1
+        if extra:
+            p.note = f"re-measured {extra}x (near the middle)"
+        if p.value is None:
+            skipped.add(m)
+            continue
+        if sign * (p.value - middle) > 0:
+            p.verdict, hi = "bad", m
+        else:
+            p.verdict, lo = "good", m
+    candidates = [points[i] for i in range(lo + 1, hi + 1)]
+    return BisectResult(
+        list(points),
+        candidates[0] if len(candidates) == 1 else None,
+        candidates,
+        probes,
+        good.value,
+        bad.value,
+    )
+
+
+# -- git ------------------------------------------------------------------------------
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def git_points(repo: Path, good: str, bad: str) -> list[str]:
+    """good, then every commit on the ancestry path to bad, oldest first."""
+    try:
+        good_sha, bad_sha = _git(repo, "rev-parse", good), _git(repo, "rev-parse", bad)
+        path = _git(repo, "rev-list", "--reverse", "--ancestry-path", f"{good_sha}..{bad_sha}")
+    except subprocess.CalledProcessError as exc:
+        raise BisectError(f"git: {exc.stderr.strip() or exc}") from None
+    return [good_sha, *path.split()]
+
+
+def git_measure(repo: Path, command: str, timeout: float = 600) -> Measure:
+    """Measure a commit in a temporary detached worktree (the user's checkout is untouched)."""
+
+    def measure(sha: str) -> float | None:
+        with tempfile.TemporaryDirectory(prefix="stackcost-bisect-") as tmp:
+            tree = Path(tmp) / "tree"
+            try:
+                _git(repo, "worktree", "add", "--detach", "--quiet", str(tree), sha)
+            except subprocess.CalledProcessError:
+                return None
+            try:
+                return run_command(command, tree, timeout=timeout)
+            finally:
+                subprocess.run(
+                    ["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
+                    capture_output=True,
+                )
+
+    return measure
+
+
+# -- package versions (needs a package index, or --pip-arg --find-links DIR) --------------
+
+
+def version_measure(
+    command: str, root: Path, pip_args: Sequence[str] = (), timeout: float = 600
+) -> Measure:
+    """Install PKG==V into its own fresh venv under `root`, then run the command with it
+    on PATH. Each venv is built once and reused when the point is re-measured."""
+    venvs: dict[str, Path | None] = {}
+
+    def venv_for(spec: str) -> Path | None:
+        if spec not in venvs:
+            d = root / re.sub(r"[^A-Za-z0-9_.-]", "_", spec)
+            ok = (
+                subprocess.run(
+                    [sys.executable, "-m", "venv", str(d)], capture_output=True
+                ).returncode
+                == 0
+                and subprocess.run(
+                    [str(d / "bin" / "python"), "-m", "pip", "install", "-q", spec, *pip_args],
+                    capture_output=True,
+                ).returncode
+                == 0
+            )
+            venvs[spec] = d if ok else None
+        return venvs[spec]
+
+    def measure(spec: str) -> float | None:
+        d = venv_for(spec)
+        if d is None:
+            return None
+        env = {
+            **os.environ,
+            "VIRTUAL_ENV": str(d),
+            "PATH": f"{d / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        env.pop("PYTHONHOME", None)
+        return run_command(command, Path.cwd(), env=env, timeout=timeout)
+
+    return measure

@@ -1,0 +1,169 @@
+"""Verdicts between two runs: load each side, match cells by key, compare each metric."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stackcost.cell import Cell
+from stackcost.compare.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_THRESHOLD,
+    MetricComparison,
+    compare_metric,
+    status_verdict,
+    worst,
+)
+from stackcost.result import RepetitionResult
+from stackcost.runs import CellResult, RunResult
+from stackcost.spec import SpecError
+
+# metric -> (values of one valid repetition, higher is better)
+Extractor = Callable[[RepetitionResult], list[float]]
+
+
+def _latency(r: RepetitionResult) -> list[float]:
+    if r.samples_ns:
+        return [ns / 1e6 for ns in r.samples_ns]
+    return [r.stats.median_ms] if r.stats else []
+
+
+METRICS: dict[str, tuple[Extractor, bool]] = {
+    "latency": (_latency, False),
+    "throughput": (lambda r: [r.throughput] if r.throughput else [], True),
+    "peak_memory": (lambda r: [float(r.memory.peak_rss_bytes)] if r.memory else [], False),
+    "cold_start": (lambda r: [r.cold_start_ms] if r.cold_start_ms is not None else [], False),
+}
+
+
+@dataclass
+class Side:
+    """One side of a comparison: where it came from and its cells by key."""
+
+    label: str
+    cells: dict[str, CellResult]
+
+
+@dataclass
+class CellComparison:
+    cell: Cell
+    verdict: str
+    metrics: list[MetricComparison] = field(default_factory=list)
+    note: str = ""
+
+    def metric(self, name: str) -> MetricComparison | None:
+        return next((m for m in self.metrics if m.metric == name), None)
+
+
+@dataclass
+class Comparison:
+    baseline: str
+    candidate: str
+    cells: list[CellComparison]
+
+    def count(self, verdict: str) -> int:
+        return sum(c.verdict == verdict for c in self.cells)
+
+    @property
+    def failed(self) -> bool:
+        """What the CI gate fails on: a regression, or a cell that stopped working."""
+        return any(c.verdict in ("regressed", "newly failing") for c in self.cells)
+
+
+def _from_run(run: RunResult, label: str) -> Side:
+    return Side(label, {c.cell.key(): c for c in run.cells()})
+
+
+def _from_json(path: Path) -> Side:
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    records = payload.get("records") if isinstance(payload, dict) else None
+    if not records:
+        raise SpecError(
+            f"{path} has per-cell summaries only; compare needs per-repetition samples: "
+            "pass the .db file or a run id instead"
+        )
+    run = RunResult(
+        run_id=payload.get("run_id", path.stem),
+        db_path=path,
+        env=payload.get("env", {}),
+        spec=payload.get("spec", {}),
+        records=[
+            (Cell.model_validate(r["cell"]), RepetitionResult.model_validate(r["result"]))
+            for r in records
+        ],
+    )
+    return _from_run(run, f"{path.name} ({run.run_id})")
+
+
+def run_to_json(run: RunResult) -> str:
+    """A self-contained JSON of a run, samples included, that `load_side` reads back."""
+    return json.dumps(
+        {
+            "run_id": run.run_id,
+            "env": run.env,
+            "spec": run.spec,
+            "records": [
+                {"cell": c.model_dump(mode="json"), "result": r.model_dump(mode="json")}
+                for c, r in run.records
+            ],
+        },
+        default=str,
+    )
+
+
+def load_side(ref: str, db: str | Path) -> Side:
+    """A run id in `db`, a DB file (its latest run) or a JSON written by run_to_json."""
+    from stackcost.api import load_runs
+
+    path = Path(ref)
+    if path.suffix == ".json" and path.is_file():
+        return _from_json(path)
+    if path.is_file():
+        run = load_runs(path, [])[0]
+        return _from_run(run, f"{path.name} ({run.run_id})")
+    if not Path(db).is_file():
+        raise SpecError(f"{ref!r} is neither a file nor a run id in {str(db)!r} (no such DB)")
+    return _from_run(load_runs(db, [ref])[0], ref)
+
+
+def _values(cell: CellResult, metric: str) -> list[list[float]]:
+    extract, _ = METRICS[metric]
+    return [v for r in cell.repetitions if r.valid and (v := extract(r))]
+
+
+def compare_cells(
+    base: CellResult | None,
+    cand: CellResult | None,
+    thresholds: Mapping[str, float],
+    alpha: float,
+) -> CellComparison:
+    cell = (cand or base).cell  # type: ignore[union-attr]
+    early = status_verdict(base and base.valid, cand and cand.valid)
+    if early is not None:
+        who = cand if early in ("newly failing",) else base if early == "fixed" else None
+        note = f"{who.status}: {who.reason}" if who is not None else ""
+        return CellComparison(cell, early, note=note.strip(": "))
+    assert base is not None and cand is not None
+    metrics = []
+    for name, (_, higher) in METRICS.items():
+        b, c = _values(base, name), _values(cand, name)
+        if b and c:
+            t = thresholds.get(name, thresholds.get("default", DEFAULT_THRESHOLD))
+            metrics.append(
+                compare_metric(name, b, c, higher_is_better=higher, threshold=t, alpha=alpha)
+            )
+    return CellComparison(cell, worst([m.verdict for m in metrics]), metrics)
+
+
+def compare_sides(
+    base: Side,
+    cand: Side,
+    thresholds: Mapping[str, float] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+) -> Comparison:
+    thresholds = dict(thresholds or {})
+    keys = list(base.cells) + [k for k in cand.cells if k not in base.cells]
+    cells = [compare_cells(base.cells.get(k), cand.cells.get(k), thresholds, alpha) for k in keys]
+    return Comparison(base.label, cand.label, cells)

@@ -1,0 +1,482 @@
+// stackcost's LibTorch rungs: one program, two ways to run the same network.
+//
+//   stackcost_libtorch echo IN.scw OUT.scw         read a tensor file, write it back
+//   stackcost_libtorch run key=value ...            measure one repetition
+//
+// run keys: kind=jit|nn, module=PATH.pt (jit), arch=resnet18|resnet34|resnet50|mnist-cnn,
+// weights=PATH.scw, num_classes, in_channels, conv_bias, resolution (nn), input=PATH.scw,
+// output=PATH.scw, threads, and the protocol: min_time_s, min_iters, max_time_s, max_iters,
+// target_ci, z (normal quantile of the confidence), warmup_tolerance, warmup_max_time_s,
+// check_interval_s. Answers with one JSON line on stdout; errors go to stderr, exit 1.
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Step = std::function<torch::Tensor()>;
+using Named = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// ---- SCW1 tensor files (see native/README.md) -------------------------------------------
+
+constexpr char kMagic[4] = {'S', 'C', 'W', '1'};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& path) : path_(path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open " + path);
+    data_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  void bytes(void* dst, size_t n) {
+    if (n > data_.size() - pos_) {
+      throw std::runtime_error(path_ + ": truncated at byte " + std::to_string(pos_));
+    }
+    std::memcpy(dst, data_.data() + pos_, n);
+    pos_ += n;
+  }
+  template <typename T>
+  T scalar() {
+    T v;
+    bytes(&v, sizeof v);
+    return v;
+  }
+  size_t left() const { return data_.size() - pos_; }
+
+ private:
+  std::string path_;
+  std::vector<char> data_;
+  size_t pos_ = 0;
+};
+
+Named read_tensors(const std::string& path) {
+  static_assert(sizeof(float) == 4, "float32 expected");
+  Reader r(path);
+  char magic[4];
+  r.bytes(magic, 4);
+  if (std::memcmp(magic, kMagic, 4) != 0) throw std::runtime_error(path + ": not an SCW1 file");
+  const auto count = r.scalar<uint32_t>();
+  Named out;
+  for (uint32_t i = 0; i < count; ++i) {
+    const auto name_len = r.scalar<uint32_t>();
+    if (name_len > r.left()) throw std::runtime_error(path + ": truncated name");
+    std::string name(name_len, '\0');
+    r.bytes(name.data(), name_len);
+    const auto ndim = r.scalar<uint32_t>();
+    if (ndim > 16) throw std::runtime_error(path + ": " + name + " has ndim " + std::to_string(ndim));
+    std::vector<int64_t> dims(ndim);
+    uint64_t numel = 1;
+    for (auto& d : dims) {
+      d = r.scalar<int64_t>();
+      if (d < 0) throw std::runtime_error(path + ": " + name + " has a negative dimension");
+      numel *= static_cast<uint64_t>(d);
+      if (numel > r.left()) throw std::runtime_error(path + ": truncated data for " + name);
+    }
+    auto t = torch::empty(dims, torch::kFloat32);
+    r.bytes(t.data_ptr<float>(), numel * sizeof(float));
+    out.emplace_back(std::move(name), std::move(t));
+  }
+  if (r.left() != 0) throw std::runtime_error(path + ": trailing bytes after the last tensor");
+  return out;
+}
+
+void write_tensors(const std::string& path, const Named& tensors) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  auto put = [&](const void* p, size_t n) { out.write(static_cast<const char*>(p), n); };
+  put(kMagic, 4);
+  const auto count = static_cast<uint32_t>(tensors.size());
+  put(&count, 4);
+  for (const auto& [name, tensor] : tensors) {
+    const auto t = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    const auto name_len = static_cast<uint32_t>(name.size());
+    put(&name_len, 4);
+    put(name.data(), name.size());
+    const auto ndim = static_cast<uint32_t>(t.dim());
+    put(&ndim, 4);
+    for (const auto d : t.sizes()) {
+      const int64_t v = d;
+      put(&v, 8);
+    }
+    put(t.data_ptr<float>(), t.numel() * sizeof(float));
+  }
+  if (!out) throw std::runtime_error("write failed: " + path);
+}
+
+// ---- the architectures, named so state_dict keys map 1:1 to the Python zoo ----------------
+
+torch::nn::Conv2d conv(int64_t cin, int64_t cout, int64_t k, int64_t stride, bool bias) {
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(cin, cout, k).stride(stride).padding(k / 2).bias(bias));
+}
+
+// BasicBlock (two 3x3) or Bottleneck v1.5 (1x1, strided 3x3, 1x1), with a projection
+// shortcut only where the shape changes, as in stackcost.zoo.resnet.
+struct BlockImpl : torch::nn::Module {
+  BlockImpl(int64_t cin, int64_t width, int64_t stride, bool bias, bool bottleneck)
+      : bottleneck(bottleneck) {
+    const int64_t cout = width * (bottleneck ? 4 : 1);
+    if (bottleneck) {
+      conv1 = register_module("conv1", conv(cin, width, 1, 1, bias));
+      bn1 = register_module("bn1", torch::nn::BatchNorm2d(width));
+      conv2 = register_module("conv2", conv(width, width, 3, stride, bias));
+      bn2 = register_module("bn2", torch::nn::BatchNorm2d(width));
+      conv3 = register_module("conv3", conv(width, cout, 1, 1, bias));
+      bn3 = register_module("bn3", torch::nn::BatchNorm2d(cout));
+    } else {
+      conv1 = register_module("conv1", conv(cin, width, 3, stride, bias));
+      bn1 = register_module("bn1", torch::nn::BatchNorm2d(width));
+      conv2 = register_module("conv2", conv(width, cout, 3, 1, bias));
+      bn2 = register_module("bn2", torch::nn::BatchNorm2d(cout));
+    }
+    if (stride != 1 || cin != cout) {
+      downsample = register_module(
+          "downsample", torch::nn::Sequential(conv(cin, cout, 1, stride, bias),
+                                              torch::nn::BatchNorm2d(cout)));
+    }
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto identity = downsample ? downsample->forward(x) : x;
+    auto out = bn1(conv1(x)).relu_();
+    if (bottleneck) {
+      out = bn2(conv2(out)).relu_();
+      out = bn3(conv3(out));
+    } else {
+      out = bn2(conv2(out));
+    }
+    return (out + identity).relu_();
+  }
+
+  bool bottleneck;
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  torch::nn::Sequential downsample{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct ResNetImpl : torch::nn::Module {
+  ResNetImpl(std::vector<int64_t> depths, bool bottleneck, int64_t num_classes,
+             int64_t in_channels, bool bias) {
+    conv1 = register_module(
+        "conv1", torch::nn::Conv2d(
+                     torch::nn::Conv2dOptions(in_channels, 64, 7).stride(2).padding(3).bias(bias)));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(64));
+    int64_t cin = 64;
+    for (size_t i = 0; i < depths.size(); ++i) {
+      const int64_t width = 64LL << i;
+      torch::nn::Sequential stage;
+      for (int64_t j = 0; j < depths[i]; ++j) {
+        const int64_t stride = (i > 0 && j == 0) ? 2 : 1;
+        stage->push_back(Block(cin, width, stride, bias, bottleneck));
+        cin = width * (bottleneck ? 4 : 1);
+      }
+      layers.push_back(register_module("layer" + std::to_string(i + 1), stage));
+    }
+    fc = register_module("fc", torch::nn::Linear(cin, num_classes));
+  }
+
+  torch::Tensor forward(const torch::Tensor& input) {
+    auto x = torch::max_pool2d(bn1(conv1(input)).relu_(), 3, 2, 1);
+    for (auto& stage : layers) x = stage->forward(x);
+    x = torch::adaptive_avg_pool2d(x, {1, 1});
+    return fc(torch::flatten(x, 1));
+  }
+
+  torch::nn::Conv2d conv1{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr};
+  std::vector<torch::nn::Sequential> layers;
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ResNet);
+
+// Koehler's MNIST CNN (dropouts are identities in eval mode and hold no tensors).
+struct MnistCNNImpl : torch::nn::Module {
+  MnistCNNImpl(int64_t num_classes, int64_t in_channels, bool bias, int64_t resolution) {
+    const int64_t side = ((resolution - 4) / 2 - 4) / 2;
+    conv1 = register_module(
+        "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_channels, 10, 5).bias(bias)));
+    conv2 = register_module("conv2",
+                            torch::nn::Conv2d(torch::nn::Conv2dOptions(10, 20, 5).bias(bias)));
+    fc1 = register_module("fc1", torch::nn::Linear(side * side * 20, 50));
+    fc2 = register_module("fc2", torch::nn::Linear(50, num_classes));
+  }
+
+  torch::Tensor forward(const torch::Tensor& input) {
+    auto x = torch::relu(torch::max_pool2d(conv1(input), 2));
+    x = torch::relu(torch::max_pool2d(conv2(x), 2));
+    x = torch::relu(fc1(torch::flatten(x, 1)));
+    return torch::log_softmax(fc2(x), 1);
+  }
+
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(MnistCNN);
+
+// Copy every parameter and buffer from the file by its state_dict name; any missing,
+// extra or mis-shaped tensor is an error naming it (a mismatched file must not run).
+void load_state(torch::nn::Module& module, const Named& tensors) {
+  std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
+  torch::NoGradGuard no_grad;
+  auto assign = [&](const std::string& name, torch::Tensor& dst) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) throw std::runtime_error("weights file has no tensor " + name);
+    if (it->second.sizes() != dst.sizes()) {
+      std::ostringstream msg;
+      msg << "shape mismatch for " << name << ": file " << it->second.sizes() << ", model "
+          << dst.sizes();
+      throw std::runtime_error(msg.str());
+    }
+    dst.copy_(it->second);  // also casts num_batches_tracked back to int64
+    by_name.erase(it);
+  };
+  for (auto& item : module.named_parameters(true)) assign(item.key(), item.value());
+  for (auto& item : module.named_buffers(true)) assign(item.key(), item.value());
+  if (!by_name.empty()) {
+    throw std::runtime_error("weights file has a tensor the model lacks: " + by_name.begin()->first);
+  }
+}
+
+// ---- the protocol: the same rule as stackcost.measure.protocol -------------------------
+
+using Args = std::map<std::string, std::string>;
+
+struct Protocol {
+  double min_time_s, max_time_s, target_ci, z, warmup_tolerance, warmup_max_time_s,
+      check_interval_s;
+  int64_t min_iters, max_iters;
+};
+
+std::string arg(const Args& args, const std::string& key) {
+  const auto it = args.find(key);
+  if (it == args.end()) throw std::runtime_error("missing argument " + key + "=");
+  return it->second;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+int64_t time_once(const Step& step, torch::Tensor* out = nullptr) {
+  const auto t0 = Clock::now();
+  auto y = step();
+  const auto t1 = Clock::now();
+  if (out != nullptr) *out = std::move(y);
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+}
+
+void run_n(const Step& step, int64_t n, std::vector<int64_t>& samples) {
+  for (int64_t i = 0; i < n; ++i) samples.push_back(time_once(step));
+}
+
+double median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  const double hi = static_cast<double>(v[mid]);
+  if (v.size() % 2 == 1) return hi;
+  return (static_cast<double>(*std::max_element(v.begin(), v.begin() + mid)) + hi) / 2;
+}
+
+int64_t window(double estimate_ns, double seconds, int64_t floor) {
+  return std::max<int64_t>(floor,
+                           static_cast<int64_t>(std::ceil(seconds * 1e9 / std::max(estimate_ns, 1.0))));
+}
+
+// Half-width of the median's CI relative to the median: order statistics with the normal
+// approximation of Bin(n, 1/2). Only the stop decision uses it; Python recomputes the
+// stored statistics with the exact binomial from the samples.
+double ci_half_width_rel(std::vector<int64_t> v, double z) {
+  const double n = static_cast<double>(v.size());
+  const auto k = static_cast<int64_t>(std::floor((n - z * std::sqrt(n)) / 2.0 - 0.5));
+  if (k < 0) return INFINITY;
+  std::sort(v.begin(), v.end());
+  const double m = median(v);
+  if (m <= 0) return INFINITY;
+  return static_cast<double>(v[v.size() - 1 - k] - v[k]) / 2.0 / m;
+}
+
+int64_t vm_kib(const char* key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  const size_t len = std::strlen(key);
+  while (std::getline(status, line)) {
+    if (line.compare(0, len, key) == 0) return std::stoll(line.substr(len + 1)) * 1024;
+  }
+  return -1;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+int run(const Args& args) {
+  const Protocol p{std::stod(arg(args, "min_time_s")),       std::stod(arg(args, "max_time_s")),
+                   std::stod(arg(args, "target_ci")),        std::stod(arg(args, "z")),
+                   std::stod(arg(args, "warmup_tolerance")), std::stod(arg(args, "warmup_max_time_s")),
+                   std::stod(arg(args, "check_interval_s")), std::stoll(arg(args, "min_iters")),
+                   std::stoll(arg(args, "max_iters"))};
+  at::set_num_threads(static_cast<int>(std::stoll(arg(args, "threads"))));
+  const int64_t baseline_rss = vm_kib("VmRSS:");
+
+  const auto kind = arg(args, "kind");
+  const auto input = read_tensors(arg(args, "input"));
+  if (input.size() != 1) throw std::runtime_error("input file must hold exactly one tensor");
+  const torch::Tensor x = input[0].second;
+
+  torch::jit::Module scripted;
+  std::shared_ptr<torch::nn::Module> net;
+  Step step;
+  std::string arch;
+  if (kind == "jit") {
+    scripted = torch::jit::load(arg(args, "module"));
+    scripted.eval();
+    step = [&] { return scripted.forward({x}).toTensor(); };
+  } else if (kind == "nn") {
+    arch = arg(args, "arch");
+    const auto classes = std::stoll(arg(args, "num_classes"));
+    const auto channels = std::stoll(arg(args, "in_channels"));
+    const bool bias = arg(args, "conv_bias") == "1";
+    if (arch == "resnet18" || arch == "resnet34" || arch == "resnet50") {
+      const std::vector<int64_t> depths =
+          arch == "resnet18" ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
+      auto m = ResNet(depths, arch == "resnet50", classes, channels, bias);
+      net = m.ptr();
+      step = [m, &x]() mutable { return m->forward(x); };
+    } else if (arch == "mnist-cnn") {
+      auto m = MnistCNN(classes, channels, bias, std::stoll(arg(args, "resolution")));
+      net = m.ptr();
+      step = [m, &x]() mutable { return m->forward(x); };
+    } else {
+      throw std::runtime_error("libtorch has no C++ definition of " + arch);
+    }
+    load_state(*net, read_tensors(arg(args, "weights")));
+    net->eval();
+  } else {
+    throw std::runtime_error("kind must be jit or nn, not " + kind);
+  }
+
+  // No autograd bookkeeping anywhere below, as the Python backends' inference_mode.
+  c10::InferenceMode guard;
+  torch::Tensor output;
+  const int64_t cold_ns = time_once(step, &output);
+
+  // Warmup: windows of iterations until two consecutive window medians agree.
+  auto start = Clock::now();
+  double estimate = static_cast<double>(cold_ns), previous = -1;
+  int64_t warmup_iters = 0;
+  bool settled = false;
+  while (true) {
+    std::vector<int64_t> w;
+    run_n(step, window(estimate, p.check_interval_s, 2), w);
+    warmup_iters += static_cast<int64_t>(w.size());
+    const double current = median(w);
+    estimate = current;
+    if (previous >= 0 && std::abs(current - previous) <= p.warmup_tolerance * previous) {
+      settled = true;
+      break;
+    }
+    previous = current;
+    if (seconds_since(start) >= p.warmup_max_time_s) break;
+  }
+  const double warmup_s = seconds_since(start);
+
+  // Timed batches; the stop rule is evaluated between batches only.
+  std::vector<int64_t> samples;
+  std::string stop_reason;
+  start = Clock::now();
+  estimate = static_cast<double>(cold_ns);
+  while (true) {
+    const auto n = static_cast<int64_t>(samples.size());
+    int64_t batch = std::max(window(estimate, p.check_interval_s, 1), n / 4);
+    const double left = p.max_time_s - seconds_since(start);
+    batch = std::min(batch, std::max<int64_t>(
+                                1, static_cast<int64_t>(std::ceil(left * 1e9 / std::max(estimate, 1.0)))));
+    run_n(step, std::min(p.max_iters - n, batch), samples);
+    const double elapsed = seconds_since(start);
+    const auto size = static_cast<int64_t>(samples.size());
+    estimate = median(std::vector<int64_t>(samples.end() - std::min<int64_t>(size, 64), samples.end()));
+    const bool at_cap = size >= p.max_iters;
+    if (size >= p.min_iters && (elapsed >= p.min_time_s || at_cap) &&
+        ci_half_width_rel(samples, p.z) <= p.target_ci) {
+      stop_reason = "converged";
+      break;
+    }
+    if (at_cap) {
+      stop_reason = "iteration cap";
+      break;
+    }
+    if (elapsed >= p.max_time_s && size >= std::min<int64_t>(p.min_iters, 3)) {
+      stop_reason = "time cap";
+      break;
+    }
+  }
+  const double timed_s = seconds_since(start);
+
+  write_tensors(arg(args, "output"), {{"output", output}});
+
+  std::ostringstream js;
+  js << "{\"cold_ns\":" << cold_ns << ",\"samples_ns\":[";
+  for (size_t i = 0; i < samples.size(); ++i) js << (i ? "," : "") << samples[i];
+  js << "],\"warmup_iters\":" << warmup_iters << ",\"warmup_settled\":" << (settled ? "true" : "false")
+     << ",\"warmup_s\":" << warmup_s << ",\"timed_s\":" << timed_s
+     << ",\"peak_rss_bytes\":" << vm_kib("VmHWM:") << ",\"baseline_rss_bytes\":" << baseline_rss
+     << ",\"stop_reason\":" << json_string(stop_reason) << ",\"details\":{"
+     << "\"kind\":" << json_string(kind) << ",\"arch\":" << json_string(arch)
+     << ",\"libtorch\":" << json_string(TORCH_VERSION) << ",\"torch_threads\":" << at::get_num_threads()
+     << ",\"torch_interop_threads\":" << at::get_num_interop_threads()
+     << ",\"grad_mode\":\"inference_mode\",\"clock\":\"std::chrono::steady_clock\""
+     << ",\"stop_ci\":\"order statistics, normal approximation\"}}";
+  std::cout << js.str() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::vector<std::string> argv_(argv + 1, argv + argc);
+    if (argv_.size() == 3 && argv_[0] == "echo") {
+      write_tensors(argv_[2], read_tensors(argv_[1]));
+      return 0;
+    }
+    if (!argv_.empty() && argv_[0] == "run") {
+      Args args;
+      for (size_t i = 1; i < argv_.size(); ++i) {
+        const auto eq = argv_[i].find('=');
+        if (eq == std::string::npos) throw std::runtime_error("expected key=value: " + argv_[i]);
+        args[argv_[i].substr(0, eq)] = argv_[i].substr(eq + 1);
+      }
+      return run(args);
+    }
+    std::cerr << "usage: stackcost_libtorch echo IN OUT | run key=value ...\n";
+    return 2;
+  } catch (const c10::Error& e) {
+    std::cerr << "error: " << e.what_without_backtrace() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  }
+  return 1;
+}

@@ -1,0 +1,59 @@
+"""`stackcost history` over a store of synthetic runs with a slowdown from the 8th run."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stackcost.cli import main
+from stackcost.compare.history import load_history
+from stackcost.measure.stats import summarize
+from stackcost.result import RepetitionResult
+from stackcost.store import Store
+from tests.conftest import tiny_cell
+
+
+def fill(db, n_runs: int = 12, step_at: int = 7) -> list[str]:
+    rng = np.random.default_rng(0)
+    commits = [f"{i:02d}" + "ab" * 19 for i in range(n_runs)]
+    with Store(db) as store:
+        for i, commit in enumerate(commits):
+            env = {
+                "project_git": {"commit": commit, "dirty": False},
+                "versions": {"torch": f"2.{i}"},
+            }
+            run_id = store.create_run({}, env)
+            for backend, slow in (("eager", i >= step_at), ("onnxruntime", False)):
+                cell_id = store.add_cell(run_id, tiny_cell(backend))
+                base = 1e6 * (1.3 if slow else 1.0) * (1 + rng.normal(0, 0.01))
+                samples = [int(base * (1 + rng.normal(0, 0.05))) for _ in range(50)]
+                rep = RepetitionResult(
+                    status="ok", stats=summarize(samples), samples_ns=samples, throughput=1.0
+                )
+                store.add_repetition(cell_id, rep)
+            store.finish_run(run_id)
+    return commits
+
+
+def test_history_finds_the_step_and_its_commit(tmp_path, capsys):
+    db = tmp_path / "h.db"
+    commits = fill(db)
+    series = {s.cell.backend: s for s in load_history(db, "latency")}
+    assert [st.index for st in series["eager"].regressions] == [7]
+    assert series["eager"].points[7].label == commits[7][:8]
+    assert series["onnxruntime"].steps == []
+
+    html, png = tmp_path / "h.html", tmp_path / "h.png"
+    argv = ["history", "--metric", "latency", "--db", str(db), "--backend", "eager"]
+    assert main([*argv, "-o", str(html), "--figure", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "regression" in out and commits[7][:8] in out
+    assert html.read_text().startswith("<!doctype html>") and png.stat().st_size > 1000
+    assert main([*argv, "--label", "version:torch"]) == 0
+    assert "2.7" in capsys.readouterr().out
+
+
+def test_history_usage_errors(tmp_path):
+    assert main(["history", "--db", str(tmp_path / "none.db")]) == 2
+    db = tmp_path / "h.db"
+    fill(db, n_runs=3)
+    assert main(["history", "--db", str(db), "--model", "resnet18"]) == 2

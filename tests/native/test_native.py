@@ -1,0 +1,122 @@
+"""The LibTorch rungs: build cache, the C++ reader/writer, and equivalence with eager."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from stackcost import zoo
+from stackcost.backends import PrepareContext, load_backend
+from stackcost.cell import Cell, ModelRef
+from stackcost.execute.task import RepetitionTask
+from stackcost.execute.worker import run_task
+from stackcost.measure.protocol import Protocol
+from stackcost.native.build import BuildError, ensure_built, toolchain_problem
+from stackcost.native.tensors import write_tensors
+
+# Short phases: these tests check the plumbing and the numbers' agreement, not speed.
+QUICK = Protocol(min_time_s=0.05, min_iters=5, max_time_s=2, warmup_max_time_s=1)
+MODELS = {
+    "resnet18": (ModelRef(name="resnet18"), 32),
+    "mnist-cnn": (ModelRef(name="mnist-cnn", num_classes=10, in_channels=1), 28),
+}
+
+
+def without(tool: str):
+    """A `which` that finds everything shutil.which finds, except `tool`."""
+    return lambda name: None if name == tool else shutil.which(name)
+
+
+def test_unavailable_names_the_fix():
+    assert toolchain_problem("libtorch", without("cmake")) == (
+        "cmake not found: apt-get install cmake g++"
+    )
+    assert "g++ not found" in toolchain_problem("libtorch", without("g++"))
+    with pytest.raises(BuildError, match="apt-get install cmake g\\+\\+"):
+        ensure_built("libtorch", None, without("cmake"))
+
+
+@pytest.mark.slow
+def test_build_cache_reuses_the_build(native_build):
+    again = ensure_built("libtorch", native_build.executable.parent.parent)
+    assert not again.compiled
+    assert again.executable == native_build.executable
+    assert again.key == native_build.key
+    assert again.seconds < 5  # a hash and a stat, not a compile
+
+
+@pytest.mark.slow
+def test_cpp_echo_is_bit_exact(native_build, tmp_path):
+    g = torch.Generator().manual_seed(3)
+    write_tensors(
+        tmp_path / "in.scw", {"a.b": torch.randn(2, 3, 4, generator=g), "s": torch.ones(())}
+    )
+    subprocess.run(
+        [str(native_build.executable), "echo", tmp_path / "in.scw", tmp_path / "out.scw"],
+        check=True,
+    )
+    assert (tmp_path / "out.scw").read_bytes() == (tmp_path / "in.scw").read_bytes()
+
+
+@pytest.mark.slow
+def test_cpp_rejects_a_truncated_file(native_build, tmp_path):
+    write_tensors(tmp_path / "in.scw", {"x": torch.ones(8)})
+    (tmp_path / "cut.scw").write_bytes((tmp_path / "in.scw").read_bytes()[:-4])
+    out = subprocess.run(
+        [str(native_build.executable), "echo", tmp_path / "cut.scw", tmp_path / "out.scw"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1
+    assert "truncated" in out.stderr
+
+
+def task(tmp_path, backend: str, model: str, batch: int = 2) -> RepetitionTask:
+    ref, resolution = MODELS[model]
+    cell = Cell(model=ref, backend=backend, batch_size=batch, resolution=resolution, threads=2)
+    return RepetitionTask(cell=cell, protocol=QUICK, workdir=str(tmp_path))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("backend", ["libtorch", "torchscript-cpp"])
+def test_matches_eager(native_build, tmp_path, backend, model):
+    result = run_task(task(tmp_path, backend, model))
+    assert result.status in ("ok", "unstable"), (result.reason, result.log_tail)
+    assert result.verification.ok and result.verification.max_rel_err <= 1e-4
+    assert result.stats.n >= QUICK.min_iters and len(result.samples_ns) == result.stats.n
+    assert result.cold_start_ms > 0 and result.throughput > 0
+    assert result.memory.peak_rss_bytes >= result.memory.baseline_rss_bytes > 0
+    assert result.details["torch_threads"] == 2
+    assert result.details["libtorch"] == torch.__version__.split("+")[0]
+    assert result.details["build_compiled"] is False  # the session's build, reused
+
+
+@pytest.mark.slow
+def test_mismatched_weights_fail_with_the_name(native_build, tmp_path):
+    # A weights file lacking one tensor: the program refuses it and names the tensor.
+    backend = load_backend("libtorch")
+    original = backend.export
+
+    def drop_one(model, example, cell, workdir):
+        args = original(model, example, cell, workdir)
+        state = dict(model.state_dict())
+        del state["fc2.bias"]
+        write_tensors(workdir / "weights.scw", state)
+        return args
+
+    backend.export = drop_one
+    ref, resolution = MODELS["mnist-cnn"]
+    cell = Cell(model=ref, backend="libtorch", batch_size=1, resolution=resolution, threads=1)
+    model = zoo.build_model(ref, resolution)
+    with pytest.raises(RuntimeError, match="no tensor fc2.bias"):
+        backend.run_native(model, torch.zeros(1, 1, 28, 28), cell, PrepareContext(tmp_path), QUICK)
+
+
+def test_libtorch_refuses_a_model_it_has_no_definition_of(tmp_path):
+    cell = Cell(model=ModelRef(name="mlp", num_classes=10, in_channels=1), backend="libtorch")
+    with pytest.raises(ValueError, match="no C\\+\\+ definition of mlp"):
+        load_backend("libtorch").export(None, None, cell, tmp_path)
