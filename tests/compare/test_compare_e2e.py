@@ -72,6 +72,10 @@ def test_sides_from_db_file_and_json(runs, capsys, tmp_path):
     path = tmp_path / "slow.json"
     path.write_text(run_to_json(load(db, slow)))
     assert main(["compare", base, str(path), "--db", str(db)]) == 1
+    # the same JSON through the command line: stackcost report --format run-json
+    exported = tmp_path / "exported.json"
+    assert main(["report", slow, "--db", str(db), "--format", "run-json", "-o", str(exported)]) == 0
+    assert main(["compare", base, str(exported), "--db", str(db)]) == 1
     assert load_side(str(db), db).label.endswith(f"({slow})")  # a DB file: its latest run
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps({"cells": [{"model": "mlp"}]}))

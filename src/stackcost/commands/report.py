@@ -8,6 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
+from stackcost.spec import SpecError
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="HTML report, md/csv/json export or figures of stored runs")
@@ -16,7 +18,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "-o", "--output", help="output file (default report.html, or stdout for --format)"
     )
-    p.add_argument("--format", choices=["html", "md", "csv", "json"], default="html")
+    p.add_argument(
+        "--format",
+        choices=["html", "md", "csv", "json", "run-json"],
+        default="html",
+        help="run-json: one run with every repetition and sample, for `stackcost compare`",
+    )
     p.add_argument("--baseline", default="eager", help="backend the ratios are taken to")
     p.add_argument("--figures", metavar="DIR", help="also write matplotlib figures (PNG, PDF)")
 
@@ -34,7 +41,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         from stackcost.report.export import export
 
-        text = export(runs, args.format)
+        if args.format == "run-json":
+            from stackcost.compare.diff import run_to_json
+
+            if len(runs) != 1:
+                raise SpecError(f"--format run-json takes one run, not {len(runs)}")
+            text = run_to_json(runs[0])
+        else:
+            text = export(runs, args.format)
         if args.output:
             Path(args.output).write_text(text, encoding="utf-8")
             console.print(f"wrote {args.output}")
