@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/stackcost run resnet18 --batch-size 1,8 --resolution 64 --threads 2
+	$(VENV)/bin/stackcost run resnet18 --batch-size 1,8 --resolution 64 --threads 2 \
+		--backends eager,torchscript,inductor,export-aot,onnxruntime,openvino
 
 # The HTML report is tested in a real browser: Debian's chromium, driven by playwright
 # (no browser download). Installing it needs root, as on CI machines.
