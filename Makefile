@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo test lint bench clean browser native-deps
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,11 @@ demo: $(STAMP)
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
-test: $(STAMP) browser
+# The native rungs compile C++ on first use: cmake, g++, and oneDNN for the onednn backend.
+native-deps:
+	@dpkg -s libdnnl-dev >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq libdnnl-dev cmake g++)
+
+test: $(STAMP) browser native-deps
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(PY) -m pytest -q
 

@@ -23,6 +23,7 @@ REGISTRY: dict[str, str] = {
     "openvino": "stackcost.backends.openvino:OpenVINOBackend",
     "torchscript-cpp": "stackcost.backends.native:TorchScriptCppBackend",
     "libtorch": "stackcost.backends.native:LibTorchBackend",
+    "onednn": "stackcost.backends.native:OneDNNBackend",
 }
 
 

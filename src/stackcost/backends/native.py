@@ -156,6 +156,67 @@ class TorchScriptCppBackend(NativeBackend):
         return {"kind": "jit", "module": workdir / "model.pt"}
 
 
+def folded_state(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], int]:
+    """The tensors stackcost_onednn reads: each Conv2d as "<conv>.folded_weight" and
+    "<conv>.folded_bias" with its eval-mode BatchNorm folded in (computed in float64), and
+    every Linear's weight and bias under its state_dict name.
+
+    The BatchNorm that follows a conv is found by the zoo's naming: "...convN" -> "...bnN",
+    "...downsample.0" -> "...downsample.1". A conv without one (mnist-cnn) gets its own
+    bias, or zeros. Also returns how many BatchNorms were folded.
+    """
+    import torch
+    from torch import nn
+
+    modules = dict(model.named_modules())
+    out: dict[str, torch.Tensor] = {}
+    folded = 0
+    for name, module in modules.items():
+        if isinstance(module, nn.Linear):
+            out[f"{name}.weight"] = module.weight.detach().clone()
+            out[f"{name}.bias"] = module.bias.detach().clone()
+        if not isinstance(module, nn.Conv2d):
+            continue
+        head, _, leaf = name.rpartition(".")
+        bn_leaf = "1" if leaf == "0" else leaf.replace("conv", "bn", 1)
+        bn = modules.get(f"{head}.{bn_leaf}" if head else bn_leaf)
+        w = module.weight.detach().double()
+        b = (
+            module.bias.detach().double()
+            if module.bias is not None
+            else torch.zeros(w.shape[0], dtype=torch.float64)
+        )
+        if isinstance(bn, nn.BatchNorm2d):
+            assert bn.running_mean is not None and bn.running_var is not None
+            scale = bn.weight.detach().double() / torch.sqrt(bn.running_var.double() + bn.eps)
+            w = w * scale[:, None, None, None]
+            b = (b - bn.running_mean.double()) * scale + bn.bias.detach().double()
+            folded += 1
+        out[f"{name}.folded_weight"] = w.float()
+        out[f"{name}.folded_bias"] = b.float()
+    return out, folded
+
+
+class OneDNNBackend(NativeBackend):
+    name = "onednn"
+    description = (
+        "oneDNN primitives from C++: BN folded into conv, ReLU/residual as post-ops, "
+        "layouts chosen by oneDNN"
+    )
+    capabilities = Capabilities()  # infer, cpu, fp32
+    target = "onednn"
+
+    def export(self, model, example, cell, workdir):
+        from stackcost.native.tensors import write_tensors
+
+        if cell.model.is_factory or cell.model.name not in _ZOO_ARCHS:
+            known = ", ".join(sorted(_ZOO_ARCHS))
+            raise ValueError(f"onednn has no definition of {cell.model.name} ({known})")
+        state, folded = folded_state(model)
+        write_tensors(workdir / "weights.scw", state)
+        return {"weights": workdir / "weights.scw", "folded_bn": folded, **_cell_args(cell)}
+
+
 # -- turning the program's answer into the engine's records -----------------------------------
 
 
@@ -194,5 +255,5 @@ def native_memory(answer: dict[str, Any]):
         baseline_rss_bytes=baseline,
         peak_rss_bytes=peak,
         peak_over_baseline_bytes=peak - baseline,
-        method="VmHWM of the C++ process (baseline: RSS after libtorch loaded)",
+        method="VmHWM of the C++ process (baseline: RSS before the model is built)",
     )

@@ -13,7 +13,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("build", help="prebuild the native (C++) backends into the build cache")
     p.add_argument(
         "--backends",
-        default="libtorch,torchscript-cpp",
+        default="libtorch,torchscript-cpp,onednn",
         help="comma-separated native backends (default: all of them)",
     )
     p.add_argument(

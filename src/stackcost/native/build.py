@@ -1,7 +1,7 @@
 """Build the C++ programs on first use, into a cache keyed by what they are built from.
 
 The key hashes the sources, the compiler's version line, cmake's version and the torch
-version, so a new compiler or a torch upgrade rebuilds while everything else reuses the
+version (the oneDNN version for the onednn target), so a new compiler or a torch upgrade rebuilds while everything else reuses the
 binary. Builds take a file lock (two workers never compile the same key at once) and are
 renamed into place only when complete, so a crashed build never looks like a cached one.
 """
@@ -22,8 +22,13 @@ Which = Callable[[str], "str | None"]
 
 SOURCE_ROOT = Path(__file__).resolve().parent
 # target -> (source folder under native/, executable name)
-TARGETS: dict[str, tuple[str, str]] = {"libtorch": ("libtorch", "stackcost_libtorch")}
+TARGETS: dict[str, tuple[str, str]] = {
+    "libtorch": ("libtorch", "stackcost_libtorch"),
+    "onednn": ("onednn", "stackcost_onednn"),
+}
 _FIX_TOOLS = "apt-get install cmake g++"
+# Debian's libdnnl-dev: headers here, CMake config under /usr/lib/<triplet>/cmake/dnnl.
+DNNL_VERSION_HEADER = Path("/usr/include/oneapi/dnnl/dnnl_version.h")
 
 
 class BuildError(RuntimeError):
@@ -49,7 +54,24 @@ def toolchain_problem(target: str = "libtorch", which: Which = shutil.which) -> 
         return f"{' and '.join(missing)} not found: {_FIX_TOOLS}"
     if target == "libtorch" and _torch_cmake_dir() is None:
         return "libtorch (the CMake config inside the torch wheel) not found: pip install torch"
+    if target == "onednn" and onednn_version() is None:
+        return f"oneDNN ({DNNL_VERSION_HEADER}) not found: apt-get install libdnnl-dev"
     return None
+
+
+def onednn_version(header: Path | None = None) -> str | None:
+    """The installed oneDNN's version, "2.6.3", from its version header; None if absent."""
+    import re
+
+    header = header or DNNL_VERSION_HEADER
+    try:
+        text = header.read_text()
+    except OSError:
+        return None
+    parts = [
+        re.search(rf"#define DNNL_VERSION_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")
+    ]
+    return ".".join(m.group(1) for m in parts) if all(parts) else None  # type: ignore[union-attr]
 
 
 def _torch_cmake_dir() -> Path | None:
@@ -67,8 +89,6 @@ def _version_line(tool: str) -> str:
 
 
 def build_key(target: str, which: Which = shutil.which) -> str:
-    import torch
-
     folder, _ = TARGETS[target]
     h = hashlib.sha256()
     for path in sorted((SOURCE_ROOT / folder).iterdir()):
@@ -76,7 +96,12 @@ def build_key(target: str, which: Which = shutil.which) -> str:
             h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     for tool in ("g++", "cmake"):
         h.update(_version_line(which(tool) or tool).encode() + b"\0")
-    h.update(torch.__version__.encode())
+    if target == "onednn":
+        h.update(f"onednn {onednn_version()}".encode())
+    else:
+        import torch
+
+        h.update(torch.__version__.encode())
     return h.hexdigest()[:16]
 
 
@@ -119,8 +144,10 @@ def _compile(source: Path, work: Path, which: Which) -> None:
         cmake, "-S", str(source), "-B", str(work), *generator,
         "-DCMAKE_BUILD_TYPE=Release",
         f"-DCMAKE_CXX_COMPILER={cxx}",
-        f"-DCMAKE_PREFIX_PATH={_torch_cmake_dir()}",
     ]  # fmt: skip
+    torch_dir = _torch_cmake_dir()
+    if torch_dir is not None:  # the onednn target finds dnnl in the system paths
+        configure.append(f"-DCMAKE_PREFIX_PATH={torch_dir}")
     # One translation unit: more jobs would not help, and the machine is shared.
     for cmd in (configure, [cmake, "--build", str(work), "--parallel", "1"]):
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -1,0 +1,639 @@
+// stackcost's oneDNN rung: the zoo's networks built directly from oneDNN primitives.
+//
+//   stackcost_onednn echo IN.scw OUT.scw         read a tensor file, write it back
+//   stackcost_onednn run key=value ...            measure one repetition
+//
+// run keys: arch=resnet18|resnet34|resnet50|mnist-cnn, weights=PATH.scw, folded_bn, num_classes,
+// in_channels, resolution, input=PATH.scw, output=PATH.scw, threads, and the protocol:
+// min_time_s, min_iters, max_time_s, max_iters, target_ci, z, warmup_tolerance,
+// warmup_max_time_s, check_interval_s. Same answer as stackcost_libtorch (native/README.md).
+//
+// The weights file is prepared by Python (stackcost.backends.native.OneDNNBackend): every
+// convolution comes with BatchNorm already folded in, as "<conv>.folded_weight" and
+// "<conv>.folded_bias"; linear layers keep their state_dict names. The SCW1 reader and the
+// protocol loop are copied from stackcost_libtorch.cpp (minus torch), not shared.
+#include <oneapi/dnnl/dnnl.hpp>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Step = std::function<void()>;
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+// ---- SCW1 tensor files (see native/README.md) -------------------------------------------
+
+struct Tensor {
+  std::vector<int64_t> dims;
+  std::vector<float> data;
+};
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+constexpr char kMagic[4] = {'S', 'C', 'W', '1'};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& path) : path_(path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open " + path);
+    data_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  void bytes(void* dst, size_t n) {
+    if (n > data_.size() - pos_) {
+      throw std::runtime_error(path_ + ": truncated at byte " + std::to_string(pos_));
+    }
+    std::memcpy(dst, data_.data() + pos_, n);
+    pos_ += n;
+  }
+  template <typename T>
+  T scalar() {
+    T v;
+    bytes(&v, sizeof v);
+    return v;
+  }
+  size_t left() const { return data_.size() - pos_; }
+
+ private:
+  std::string path_;
+  std::vector<char> data_;
+  size_t pos_ = 0;
+};
+
+Named read_tensors(const std::string& path) {
+  static_assert(sizeof(float) == 4, "float32 expected");
+  Reader r(path);
+  char magic[4];
+  r.bytes(magic, 4);
+  if (std::memcmp(magic, kMagic, 4) != 0) throw std::runtime_error(path + ": not an SCW1 file");
+  const auto count = r.scalar<uint32_t>();
+  Named out;
+  for (uint32_t i = 0; i < count; ++i) {
+    const auto name_len = r.scalar<uint32_t>();
+    if (name_len > r.left()) throw std::runtime_error(path + ": truncated name");
+    std::string name(name_len, '\0');
+    r.bytes(name.data(), name_len);
+    const auto ndim = r.scalar<uint32_t>();
+    if (ndim > 16) throw std::runtime_error(path + ": " + name + " has ndim " + std::to_string(ndim));
+    Tensor t;
+    t.dims.resize(ndim);
+    uint64_t numel = 1;
+    for (auto& d : t.dims) {
+      d = r.scalar<int64_t>();
+      if (d < 0) throw std::runtime_error(path + ": " + name + " has a negative dimension");
+      numel *= static_cast<uint64_t>(d);
+      if (numel > r.left()) throw std::runtime_error(path + ": truncated data for " + name);
+    }
+    t.data.resize(numel);
+    r.bytes(t.data.data(), numel * sizeof(float));
+    out.emplace_back(std::move(name), std::move(t));
+  }
+  if (r.left() != 0) throw std::runtime_error(path + ": trailing bytes after the last tensor");
+  return out;
+}
+
+void write_tensors(const std::string& path, const Named& tensors) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  auto put = [&](const void* p, size_t n) { out.write(static_cast<const char*>(p), n); };
+  put(kMagic, 4);
+  const auto count = static_cast<uint32_t>(tensors.size());
+  put(&count, 4);
+  for (const auto& [name, t] : tensors) {
+    const auto name_len = static_cast<uint32_t>(name.size());
+    put(&name_len, 4);
+    put(name.data(), name.size());
+    const auto ndim = static_cast<uint32_t>(t.dims.size());
+    put(&ndim, 4);
+    for (const int64_t d : t.dims) put(&d, 8);
+    put(t.data.data(), t.data.size() * sizeof(float));
+  }
+  if (!out) throw std::runtime_error("write failed: " + path);
+}
+
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Tensors by name; every one must be taken exactly once with the expected shape.
+class Weights {
+ public:
+  explicit Weights(Named tensors) {
+    for (auto& [name, t] : tensors) by_name_.emplace(name, std::move(t));
+  }
+  Tensor take(const std::string& name, const std::vector<int64_t>& dims) {
+    const auto it = by_name_.find(name);
+    if (it == by_name_.end()) throw std::runtime_error("weights file has no tensor " + name);
+    Tensor t = std::move(it->second);
+    by_name_.erase(it);
+    if (t.dims != dims) {
+      throw std::runtime_error("shape mismatch for " + name + ": file " + dims_str(t.dims) +
+                               ", model " + dims_str(dims));
+    }
+    return t;
+  }
+  void check_all_used() const {
+    if (!by_name_.empty()) {
+      throw std::runtime_error("weights file has a tensor the model lacks: " + by_name_.begin()->first);
+    }
+  }
+
+ private:
+  std::map<std::string, Tensor> by_name_;
+};
+
+// ---- format names, for the details ------------------------------------------------------
+
+// oneDNN's own spelling of a blocked layout ("aBcd16b" = nChw16c), or a familiar tag name.
+std::string format_name(const memory::desc& md) {
+  const auto& d = md.data;
+  const memory::dims dims(d.dims, d.dims + d.ndims);
+  static const std::vector<std::pair<tag, const char*>> known = {
+      {tag::nchw, "nchw"},       {tag::nhwc, "nhwc"},         {tag::nChw8c, "nChw8c"},
+      {tag::nChw16c, "nChw16c"}, {tag::oihw, "oihw"},         {tag::hwio, "hwio"},
+      {tag::ohwi, "ohwi"},       {tag::Ohwi8o, "Ohwi8o"},     {tag::Ohwi16o, "Ohwi16o"},
+      {tag::OIhw8i8o, "OIhw8i8o"}, {tag::OIhw16i16o, "OIhw16i16o"}, {tag::Oihw16o, "Oihw16o"},
+      {tag::nc, "nc"}};
+  for (const auto& [t, name] : known) {
+    try {
+      if (md == memory::desc(dims, dt::f32, t)) return name;
+    } catch (const dnnl::error&) {  // tag of another rank
+    }
+  }
+  if (d.format_kind != dnnl_blocked) return "format_kind " + std::to_string(d.format_kind);
+  const auto& b = d.format_desc.blocking;
+  std::vector<int> order(d.ndims);
+  for (int i = 0; i < d.ndims; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int c) { return b.strides[a] > b.strides[c]; });
+  std::string s;
+  for (const int i : order) {
+    bool blocked = false;
+    for (int k = 0; k < b.inner_nblks; ++k) blocked = blocked || b.inner_idxs[k] == i;
+    s += static_cast<char>((blocked ? 'A' : 'a') + i);
+  }
+  for (int k = 0; k < b.inner_nblks; ++k) {
+    s += std::to_string(b.inner_blks[k]) + static_cast<char>('a' + b.inner_idxs[k]);
+  }
+  return s;
+}
+
+// ---- the network as a list of primitives ------------------------------------------------
+
+struct Act {  // an activation: its memory (whose desc is the layout oneDNN chose)
+  memory mem;
+  memory::dims dims;  // logical NCHW (or NC)
+};
+
+class Net {
+ public:
+  explicit Net(Weights& weights) : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), w_(weights) {}
+
+  // The input: a plain nchw buffer the caller fills; the first consumer reorders it if it
+  // picked another layout.
+  Act input(const memory::dims& dims, float* data) {
+    input_ = memory({dims, dt::f32, tag::nchw}, engine_, data);
+    return {input_, dims};
+  }
+
+  // Convolution with folded BN: weights "<name>.folded_weight", bias "<name>.folded_bias".
+  // Post-ops: sum (residual: `residual` is added, its buffer becomes the output), then ReLU.
+  Act conv(const std::string& name, const Act& x, int64_t cout, int64_t k, int64_t stride,
+           int64_t pad, bool relu, const std::optional<Act>& residual = std::nullopt) {
+    const int64_t n = x.dims[0], cin = x.dims[1];
+    const int64_t oh = (x.dims[2] + 2 * pad - k) / stride + 1, ow = (x.dims[3] + 2 * pad - k) / stride + 1;
+    const memory::dims wdims{cout, cin, k, k}, odims{n, cout, oh, ow};
+    dnnl::post_ops ops;
+    if (residual) ops.append_sum(1.f);
+    if (relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    const dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        {x.dims, dt::f32, tag::any}, {wdims, dt::f32, tag::any}, {{cout}, dt::f32, tag::x},
+        {odims, dt::f32, tag::any}, {stride, stride}, {pad, pad}, {pad, pad});
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine_);
+    if (first_conv_src_.empty()) {
+      first_conv_src_ = format_name(pd.src_desc());
+      first_conv_weights_ = format_name(pd.weights_desc());
+    }
+    const memory src = to_layout(x.mem, pd.src_desc());
+    const memory wts = constant(w_.take(name + ".folded_weight", wdims), wdims, tag::oihw, pd.weights_desc());
+    const memory bias = constant(w_.take(name + ".folded_bias", {cout}), {cout}, tag::x, pd.bias_desc());
+    memory dst;
+    if (residual) {
+      // In place: the identity's buffer receives conv + identity (nothing reads it later).
+      if (residual->mem.get_desc() == pd.dst_desc()) {
+        dst = residual->mem;
+      } else {
+        dst = memory(pd.dst_desc(), engine_);
+        add(dnnl::reorder(residual->mem, dst), {{DNNL_ARG_FROM, residual->mem}, {DNNL_ARG_TO, dst}});
+      }
+    } else {
+      dst = memory(pd.dst_desc(), engine_);
+    }
+    add(dnnl::convolution_forward(pd), {{DNNL_ARG_SRC, src},
+                                        {DNNL_ARG_WEIGHTS, wts},
+                                        {DNNL_ARG_BIAS, bias},
+                                        {DNNL_ARG_DST, dst}});
+    return {dst, odims};
+  }
+
+  Act pool(const Act& x, dnnl::algorithm alg, int64_t k, int64_t stride, int64_t pad) {
+    const int64_t oh = (x.dims[2] + 2 * pad - k) / stride + 1, ow = (x.dims[3] + 2 * pad - k) / stride + 1;
+    const memory::dims odims{x.dims[0], x.dims[1], oh, ow};
+    const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, x.mem.get_desc(),
+                                           {odims, dt::f32, tag::any}, {stride, stride}, {k, k},
+                                           {pad, pad}, {pad, pad});
+    const dnnl::pooling_forward::primitive_desc pd(desc, engine_);
+    memory dst(pd.dst_desc(), engine_);
+    add(dnnl::pooling_forward(pd), {{DNNL_ARG_SRC, x.mem}, {DNNL_ARG_DST, dst}});
+    return {dst, odims};
+  }
+
+  // Inner product over all of x's non-batch dims (flatten in C,H,W order, as torch does);
+  // the weight [out, C*H*W] is viewed as oihw. Output: plain nc.
+  Act linear(const std::string& name, const Act& x, int64_t out, bool relu) {
+    memory::dims wdims = x.dims;
+    wdims[0] = out;
+    int64_t in = 1;
+    for (size_t i = 1; i < x.dims.size(); ++i) in *= x.dims[i];
+    const tag plain = x.dims.size() == 4 ? tag::oihw : tag::oi;
+    dnnl::post_ops ops;
+    if (relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    const memory::dims odims{x.dims[0], out};
+    const dnnl::inner_product_forward::desc desc(
+        dnnl::prop_kind::forward_inference, {x.dims, dt::f32, tag::any}, {wdims, dt::f32, tag::any},
+        {{out}, dt::f32, tag::x}, {odims, dt::f32, tag::nc});
+    const dnnl::inner_product_forward::primitive_desc pd(desc, attr, engine_);
+    const memory src = to_layout(x.mem, pd.src_desc());
+    const memory wts = constant(w_.take(name + ".weight", {out, in}), wdims, plain, pd.weights_desc());
+    const memory bias = constant(w_.take(name + ".bias", {out}), {out}, tag::x, pd.bias_desc());
+    memory dst(pd.dst_desc(), engine_);
+    add(dnnl::inner_product_forward(pd),
+        {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}});
+    return {dst, odims};
+  }
+
+  Act log_softmax(const Act& x) {
+    const dnnl::logsoftmax_forward::desc desc(dnnl::prop_kind::forward_inference, x.mem.get_desc(), 1);
+    const dnnl::logsoftmax_forward::primitive_desc pd(desc, engine_);
+    memory dst(pd.dst_desc(), engine_);
+    add(dnnl::logsoftmax_forward(pd), {{DNNL_ARG_SRC, x.mem}, {DNNL_ARG_DST, dst}});
+    return {dst, x.dims};
+  }
+
+  // The network's answer as a plain nc buffer.
+  void output(const Act& y) {
+    output_ = to_layout(y.mem, memory::desc(y.dims, dt::f32, tag::nc));
+    output_dims_ = y.dims;
+  }
+
+  void execute() {
+    for (auto& [prim, args] : steps_) prim.execute(stream_, args);
+    stream_.wait();
+  }
+
+  Tensor result() const {
+    Tensor t;
+    t.dims.assign(output_dims_.begin(), output_dims_.end());
+    const auto* p = static_cast<const float*>(output_.get_data_handle());
+    t.data.assign(p, p + output_.get_desc().get_size() / sizeof(float));
+    return t;
+  }
+
+  size_t primitives() const { return steps_.size(); }
+  size_t reorders() const { return reorders_; }
+  const std::string& first_conv_src() const { return first_conv_src_; }
+  const std::string& first_conv_weights() const { return first_conv_weights_; }
+
+ private:
+  void add(dnnl::primitive p, std::unordered_map<int, memory> args) {
+    steps_.emplace_back(std::move(p), std::move(args));
+  }
+
+  // `m` in layout `md`: itself when it already is, else a reorder added to every call.
+  memory to_layout(const memory& m, const memory::desc& md) {
+    if (m.get_desc() == md) return m;
+    memory out(md, engine_);
+    add(dnnl::reorder(m, out), {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, out}});
+    ++reorders_;
+    return out;
+  }
+
+  // A weight in the layout the primitive chose, reordered once, now.
+  memory constant(Tensor t, const memory::dims& dims, tag plain, const memory::desc& md) {
+    memory user({dims, dt::f32, plain}, engine_, t.data.data());
+    if (user.get_desc() == md) {
+      memory own(md, engine_);
+      std::memcpy(own.get_data_handle(), t.data.data(), md.get_size());
+      return own;
+    }
+    memory out(md, engine_);
+    dnnl::reorder(user, out).execute(stream_, user, out);
+    stream_.wait();
+    return out;
+  }
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  Weights& w_;
+  std::vector<std::pair<dnnl::primitive, std::unordered_map<int, memory>>> steps_;
+  memory input_, output_;
+  memory::dims output_dims_;
+  size_t reorders_ = 0;
+  std::string first_conv_src_, first_conv_weights_;
+};
+
+void build_resnet(Net& net, Act x, const std::string& arch, int64_t classes) {
+  const bool bottleneck = arch == "resnet50";
+  const std::vector<int64_t> depths =
+      arch == "resnet18" ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
+  x = net.conv("conv1", x, 64, 7, 2, 3, true);
+  x = net.pool(x, dnnl::algorithm::pooling_max, 3, 2, 1);
+  int64_t cin = 64;
+  for (size_t i = 0; i < depths.size(); ++i) {
+    const int64_t width = 64LL << i;
+    for (int64_t j = 0; j < depths[i]; ++j) {
+      const std::string p = "layer" + std::to_string(i + 1) + "." + std::to_string(j) + ".";
+      const int64_t stride = (i > 0 && j == 0) ? 2 : 1;
+      const int64_t cout = width * (bottleneck ? 4 : 1);
+      // The projection first, so the block's last conv can add into its buffer.
+      const Act identity =
+          (stride != 1 || cin != cout) ? net.conv(p + "downsample.0", x, cout, 1, stride, 0, false) : x;
+      Act y;
+      if (bottleneck) {
+        y = net.conv(p + "conv1", x, width, 1, 1, 0, true);
+        y = net.conv(p + "conv2", y, width, 3, stride, 1, true);
+        y = net.conv(p + "conv3", y, cout, 1, 1, 0, true, identity);
+      } else {
+        y = net.conv(p + "conv1", x, width, 3, stride, 1, true);
+        y = net.conv(p + "conv2", y, cout, 3, 1, 1, true, identity);
+      }
+      x = y;
+      cin = cout;
+    }
+  }
+  x = net.pool(x, dnnl::algorithm::pooling_avg_exclude_padding, x.dims[2], 1, 0);
+  net.output(net.linear("fc", x, classes, false));
+}
+
+// conv -> max pool 2 -> relu is computed as conv+relu -> max pool 2: max and relu commute.
+void build_mnist(Net& net, Act x, int64_t classes) {
+  x = net.conv("conv1", x, 10, 5, 1, 0, true);
+  x = net.pool(x, dnnl::algorithm::pooling_max, 2, 2, 0);
+  x = net.conv("conv2", x, 20, 5, 1, 0, true);
+  x = net.pool(x, dnnl::algorithm::pooling_max, 2, 2, 0);
+  x = net.linear("fc1", x, 50, true);
+  net.output(net.log_softmax(net.linear("fc2", x, classes, false)));
+}
+
+// ---- the protocol: the same rule as stackcost.measure.protocol -------------------------
+
+using Args = std::map<std::string, std::string>;
+
+struct Protocol {
+  double min_time_s, max_time_s, target_ci, z, warmup_tolerance, warmup_max_time_s,
+      check_interval_s;
+  int64_t min_iters, max_iters;
+};
+
+std::string arg(const Args& args, const std::string& key) {
+  const auto it = args.find(key);
+  if (it == args.end()) throw std::runtime_error("missing argument " + key + "=");
+  return it->second;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+int64_t time_once(const Step& step) {
+  const auto t0 = Clock::now();
+  step();
+  const auto t1 = Clock::now();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+}
+
+void run_n(const Step& step, int64_t n, std::vector<int64_t>& samples) {
+  for (int64_t i = 0; i < n; ++i) samples.push_back(time_once(step));
+}
+
+double median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  const double hi = static_cast<double>(v[mid]);
+  if (v.size() % 2 == 1) return hi;
+  return (static_cast<double>(*std::max_element(v.begin(), v.begin() + mid)) + hi) / 2;
+}
+
+int64_t window(double estimate_ns, double seconds, int64_t floor) {
+  return std::max<int64_t>(floor,
+                           static_cast<int64_t>(std::ceil(seconds * 1e9 / std::max(estimate_ns, 1.0))));
+}
+
+double ci_half_width_rel(std::vector<int64_t> v, double z) {
+  const double n = static_cast<double>(v.size());
+  const auto k = static_cast<int64_t>(std::floor((n - z * std::sqrt(n)) / 2.0 - 0.5));
+  if (k < 0) return INFINITY;
+  std::sort(v.begin(), v.end());
+  const double m = median(v);
+  if (m <= 0) return INFINITY;
+  return static_cast<double>(v[v.size() - 1 - k] - v[k]) / 2.0 / m;
+}
+
+int64_t vm_kib(const char* key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  const size_t len = std::strlen(key);
+  while (std::getline(status, line)) {
+    if (line.compare(0, len, key) == 0) return std::stoll(line.substr(len + 1)) * 1024;
+  }
+  return -1;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string runtime_name(unsigned runtime) {
+  switch (runtime) {
+    case DNNL_RUNTIME_SEQ: return "sequential";
+    case DNNL_RUNTIME_OMP: return "openmp";
+    case DNNL_RUNTIME_TBB: return "tbb";
+    case DNNL_RUNTIME_THREADPOOL: return "threadpool";
+    default: return std::to_string(runtime);
+  }
+}
+
+int run(const Args& args) {
+  const Protocol p{std::stod(arg(args, "min_time_s")),       std::stod(arg(args, "max_time_s")),
+                   std::stod(arg(args, "target_ci")),        std::stod(arg(args, "z")),
+                   std::stod(arg(args, "warmup_tolerance")), std::stod(arg(args, "warmup_max_time_s")),
+                   std::stod(arg(args, "check_interval_s")), std::stoll(arg(args, "min_iters")),
+                   std::stoll(arg(args, "max_iters"))};
+  const int threads = static_cast<int>(std::stoll(arg(args, "threads")));
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+  const int omp_threads = omp_get_max_threads();
+#else
+  const int omp_threads = -1;
+#endif
+  const auto* version = dnnl::version();
+  const int64_t baseline_rss = vm_kib("VmRSS:");
+
+  const auto arch = arg(args, "arch");
+  const auto folded_bn = std::stoll(arg(args, "folded_bn"));  // BatchNorms Python folded
+  const auto classes = std::stoll(arg(args, "num_classes"));
+  auto input = read_tensors(arg(args, "input"));
+  if (input.size() != 1) throw std::runtime_error("input file must hold exactly one tensor");
+  Tensor& x = input[0].second;
+  if (x.dims.size() != 4) throw std::runtime_error("input must be NCHW, got " + dims_str(x.dims));
+
+  Weights weights(read_tensors(arg(args, "weights")));
+  Net net(weights);
+  const Act in = net.input({x.dims[0], x.dims[1], x.dims[2], x.dims[3]}, x.data.data());
+  if (arch == "resnet18" || arch == "resnet34" || arch == "resnet50") {
+    build_resnet(net, in, arch, classes);
+  } else if (arch == "mnist-cnn") {
+    build_mnist(net, in, classes);
+  } else {
+    throw std::runtime_error("onednn has no definition of " + arch);
+  }
+  weights.check_all_used();
+  const Step step = [&net] { net.execute(); };
+
+  const int64_t cold_ns = time_once(step);
+  const Tensor output = net.result();
+
+  auto start = Clock::now();
+  double estimate = static_cast<double>(cold_ns), previous = -1;
+  int64_t warmup_iters = 0;
+  bool settled = false;
+  while (true) {
+    std::vector<int64_t> w;
+    run_n(step, window(estimate, p.check_interval_s, 2), w);
+    warmup_iters += static_cast<int64_t>(w.size());
+    const double current = median(w);
+    estimate = current;
+    if (previous >= 0 && std::abs(current - previous) <= p.warmup_tolerance * previous) {
+      settled = true;
+      break;
+    }
+    previous = current;
+    if (seconds_since(start) >= p.warmup_max_time_s) break;
+  }
+  const double warmup_s = seconds_since(start);
+
+  std::vector<int64_t> samples;
+  std::string stop_reason;
+  start = Clock::now();
+  estimate = static_cast<double>(cold_ns);
+  while (true) {
+    const auto n = static_cast<int64_t>(samples.size());
+    int64_t batch = std::max(window(estimate, p.check_interval_s, 1), n / 4);
+    const double left = p.max_time_s - seconds_since(start);
+    batch = std::min(batch, std::max<int64_t>(
+                                1, static_cast<int64_t>(std::ceil(left * 1e9 / std::max(estimate, 1.0)))));
+    run_n(step, std::min(p.max_iters - n, batch), samples);
+    const double elapsed = seconds_since(start);
+    const auto size = static_cast<int64_t>(samples.size());
+    estimate = median(std::vector<int64_t>(samples.end() - std::min<int64_t>(size, 64), samples.end()));
+    const bool at_cap = size >= p.max_iters;
+    if (size >= p.min_iters && (elapsed >= p.min_time_s || at_cap) &&
+        ci_half_width_rel(samples, p.z) <= p.target_ci) {
+      stop_reason = "converged";
+      break;
+    }
+    if (at_cap) {
+      stop_reason = "iteration cap";
+      break;
+    }
+    if (elapsed >= p.max_time_s && size >= std::min<int64_t>(p.min_iters, 3)) {
+      stop_reason = "time cap";
+      break;
+    }
+  }
+  const double timed_s = seconds_since(start);
+
+  write_tensors(arg(args, "output"), {{"output", output}});
+
+  std::ostringstream js;
+  js << "{\"cold_ns\":" << cold_ns << ",\"samples_ns\":[";
+  for (size_t i = 0; i < samples.size(); ++i) js << (i ? "," : "") << samples[i];
+  js << "],\"warmup_iters\":" << warmup_iters << ",\"warmup_settled\":" << (settled ? "true" : "false")
+     << ",\"warmup_s\":" << warmup_s << ",\"timed_s\":" << timed_s
+     << ",\"peak_rss_bytes\":" << vm_kib("VmHWM:") << ",\"baseline_rss_bytes\":" << baseline_rss
+     << ",\"stop_reason\":" << json_string(stop_reason) << ",\"details\":{"
+     << "\"arch\":" << json_string(arch) << ",\"onednn\":\"" << version->major << "." << version->minor
+     << "." << version->patch << "\",\"onednn_cpu_runtime\":" << json_string(runtime_name(version->cpu_runtime))
+     << ",\"omp_threads\":" << omp_threads << ",\"bn_folded\":" << (folded_bn > 0 ? "true" : "false")
+     << ",\"bn_folded_count\":" << folded_bn
+     << ",\"primitives\":" << net.primitives() << ",\"per_call_reorders\":" << net.reorders()
+     << ",\"first_conv_src_format\":" << json_string(net.first_conv_src())
+     << ",\"first_conv_weights_format\":" << json_string(net.first_conv_weights())
+     << ",\"conv_algorithm\":\"convolution_direct\""
+     << ",\"clock\":\"std::chrono::steady_clock\""
+     << ",\"stop_ci\":\"order statistics, normal approximation\"}}";
+  std::cout << js.str() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::vector<std::string> argv_(argv + 1, argv + argc);
+    if (argv_.size() == 3 && argv_[0] == "echo") {
+      write_tensors(argv_[2], read_tensors(argv_[1]));
+      return 0;
+    }
+    if (!argv_.empty() && argv_[0] == "run") {
+      Args args;
+      for (size_t i = 1; i < argv_.size(); ++i) {
+        const auto eq = argv_[i].find('=');
+        if (eq == std::string::npos) throw std::runtime_error("expected key=value: " + argv_[i]);
+        args[argv_[i].substr(0, eq)] = argv_[i].substr(eq + 1);
+      }
+      return run(args);
+    }
+    std::cerr << "usage: stackcost_onednn echo IN OUT | run key=value ...\n";
+    return 2;
+  } catch (const dnnl::error& e) {
+    std::cerr << "error: oneDNN: " << e.what() << " (status " << e.status << ")\n";
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  }
+  return 1;
+}
