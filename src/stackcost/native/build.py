@@ -91,7 +91,8 @@ def _version_line(tool: str) -> str:
 def build_key(target: str, which: Which = shutil.which) -> str:
     folder, _ = TARGETS[target]
     h = hashlib.sha256()
-    for path in sorted((SOURCE_ROOT / folder).iterdir()):
+    # The program's folder and the header every program shares.
+    for path in sorted([*(SOURCE_ROOT / folder).iterdir(), *(SOURCE_ROOT / "common").iterdir()]):
         if path.is_file():
             h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     for tool in ("g++", "cmake"):

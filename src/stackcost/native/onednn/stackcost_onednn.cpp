@@ -13,6 +13,8 @@
 // "<conv>.folded_bias"; linear layers keep their state_dict names. The SCW1 reader and the
 // protocol loop are copied from stackcost_libtorch.cpp (minus torch), not shared.
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "common/protocol.hpp"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -36,8 +38,7 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Step = std::function<void()>;
+using namespace stackcost;  // the shared protocol (common/protocol.hpp)
 using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
@@ -412,81 +413,6 @@ void build_mnist(Net& net, Act x, int64_t classes) {
   net.output(net.log_softmax(net.linear("fc2", x, classes, false)));
 }
 
-// ---- the protocol: the same rule as stackcost.measure.protocol -------------------------
-
-using Args = std::map<std::string, std::string>;
-
-struct Protocol {
-  double min_time_s, max_time_s, target_ci, z, warmup_tolerance, warmup_max_time_s,
-      check_interval_s;
-  int64_t min_iters, max_iters;
-};
-
-std::string arg(const Args& args, const std::string& key) {
-  const auto it = args.find(key);
-  if (it == args.end()) throw std::runtime_error("missing argument " + key + "=");
-  return it->second;
-}
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-int64_t time_once(const Step& step) {
-  const auto t0 = Clock::now();
-  step();
-  const auto t1 = Clock::now();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
-}
-
-void run_n(const Step& step, int64_t n, std::vector<int64_t>& samples) {
-  for (int64_t i = 0; i < n; ++i) samples.push_back(time_once(step));
-}
-
-double median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  const double hi = static_cast<double>(v[mid]);
-  if (v.size() % 2 == 1) return hi;
-  return (static_cast<double>(*std::max_element(v.begin(), v.begin() + mid)) + hi) / 2;
-}
-
-int64_t window(double estimate_ns, double seconds, int64_t floor) {
-  return std::max<int64_t>(floor,
-                           static_cast<int64_t>(std::ceil(seconds * 1e9 / std::max(estimate_ns, 1.0))));
-}
-
-double ci_half_width_rel(std::vector<int64_t> v, double z) {
-  const double n = static_cast<double>(v.size());
-  const auto k = static_cast<int64_t>(std::floor((n - z * std::sqrt(n)) / 2.0 - 0.5));
-  if (k < 0) return INFINITY;
-  std::sort(v.begin(), v.end());
-  const double m = median(v);
-  if (m <= 0) return INFINITY;
-  return static_cast<double>(v[v.size() - 1 - k] - v[k]) / 2.0 / m;
-}
-
-int64_t vm_kib(const char* key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  const size_t len = std::strlen(key);
-  while (std::getline(status, line)) {
-    if (line.compare(0, len, key) == 0) return std::stoll(line.substr(len + 1)) * 1024;
-  }
-  return -1;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string runtime_name(unsigned runtime) {
   switch (runtime) {
     case DNNL_RUNTIME_SEQ: return "sequential";
@@ -498,11 +424,7 @@ std::string runtime_name(unsigned runtime) {
 }
 
 int run(const Args& args) {
-  const Protocol p{std::stod(arg(args, "min_time_s")),       std::stod(arg(args, "max_time_s")),
-                   std::stod(arg(args, "target_ci")),        std::stod(arg(args, "z")),
-                   std::stod(arg(args, "warmup_tolerance")), std::stod(arg(args, "warmup_max_time_s")),
-                   std::stod(arg(args, "check_interval_s")), std::stoll(arg(args, "min_iters")),
-                   std::stoll(arg(args, "max_iters"))};
+  const Protocol p = parse_protocol(args);
   const int threads = static_cast<int>(std::stoll(arg(args, "threads")));
 #ifdef _OPENMP
   omp_set_num_threads(threads);
@@ -511,7 +433,7 @@ int run(const Args& args) {
   const int omp_threads = -1;
 #endif
   const auto* version = dnnl::version();
-  const int64_t baseline_rss = vm_kib("VmRSS:");
+  const int64_t baseline_rss = vm_bytes("VmRSS:");
 
   const auto arch = arg(args, "arch");
   const auto folded_bn = std::stoll(arg(args, "folded_bn"));  // BatchNorms Python folded
@@ -536,77 +458,22 @@ int run(const Args& args) {
 
   const int64_t cold_ns = time_once(step);
   const Tensor output = net.result();
-
-  auto start = Clock::now();
-  double estimate = static_cast<double>(cold_ns), previous = -1;
-  int64_t warmup_iters = 0;
-  bool settled = false;
-  while (true) {
-    std::vector<int64_t> w;
-    run_n(step, window(estimate, p.check_interval_s, 2), w);
-    warmup_iters += static_cast<int64_t>(w.size());
-    const double current = median(w);
-    estimate = current;
-    if (previous >= 0 && std::abs(current - previous) <= p.warmup_tolerance * previous) {
-      settled = true;
-      break;
-    }
-    previous = current;
-    if (seconds_since(start) >= p.warmup_max_time_s) break;
-  }
-  const double warmup_s = seconds_since(start);
-
-  std::vector<int64_t> samples;
-  std::string stop_reason;
-  start = Clock::now();
-  estimate = static_cast<double>(cold_ns);
-  while (true) {
-    const auto n = static_cast<int64_t>(samples.size());
-    int64_t batch = std::max(window(estimate, p.check_interval_s, 1), n / 4);
-    const double left = p.max_time_s - seconds_since(start);
-    batch = std::min(batch, std::max<int64_t>(
-                                1, static_cast<int64_t>(std::ceil(left * 1e9 / std::max(estimate, 1.0)))));
-    run_n(step, std::min(p.max_iters - n, batch), samples);
-    const double elapsed = seconds_since(start);
-    const auto size = static_cast<int64_t>(samples.size());
-    estimate = median(std::vector<int64_t>(samples.end() - std::min<int64_t>(size, 64), samples.end()));
-    const bool at_cap = size >= p.max_iters;
-    if (size >= p.min_iters && (elapsed >= p.min_time_s || at_cap) &&
-        ci_half_width_rel(samples, p.z) <= p.target_ci) {
-      stop_reason = "converged";
-      break;
-    }
-    if (at_cap) {
-      stop_reason = "iteration cap";
-      break;
-    }
-    if (elapsed >= p.max_time_s && size >= std::min<int64_t>(p.min_iters, 3)) {
-      stop_reason = "time cap";
-      break;
-    }
-  }
-  const double timed_s = seconds_since(start);
+  const Measured m = measure_after_cold(step, p, cold_ns);
 
   write_tensors(arg(args, "output"), {{"output", output}});
 
-  std::ostringstream js;
-  js << "{\"cold_ns\":" << cold_ns << ",\"samples_ns\":[";
-  for (size_t i = 0; i < samples.size(); ++i) js << (i ? "," : "") << samples[i];
-  js << "],\"warmup_iters\":" << warmup_iters << ",\"warmup_settled\":" << (settled ? "true" : "false")
-     << ",\"warmup_s\":" << warmup_s << ",\"timed_s\":" << timed_s
-     << ",\"peak_rss_bytes\":" << vm_kib("VmHWM:") << ",\"baseline_rss_bytes\":" << baseline_rss
-     << ",\"stop_reason\":" << json_string(stop_reason) << ",\"details\":{"
-     << "\"arch\":" << json_string(arch) << ",\"onednn\":\"" << version->major << "." << version->minor
-     << "." << version->patch << "\",\"onednn_cpu_runtime\":" << json_string(runtime_name(version->cpu_runtime))
-     << ",\"omp_threads\":" << omp_threads << ",\"bn_folded\":" << (folded_bn > 0 ? "true" : "false")
-     << ",\"bn_folded_count\":" << folded_bn
-     << ",\"primitives\":" << net.primitives() << ",\"per_call_reorders\":" << net.reorders()
-     << ",\"first_conv_src_format\":" << json_string(net.first_conv_src())
-     << ",\"first_conv_weights_format\":" << json_string(net.first_conv_weights())
-     << ",\"conv_algorithm\":\"convolution_direct\""
-     << ",\"clock\":\"std::chrono::steady_clock\""
-     << ",\"stop_ci\":\"order statistics, normal approximation\"}}";
-  std::cout << js.str() << std::endl;
+  std::ostringstream details;
+  details << "\"arch\":" << json_string(arch) << ",\"onednn\":\"" << version->major << "."
+          << version->minor << "." << version->patch
+          << "\",\"onednn_cpu_runtime\":" << json_string(runtime_name(version->cpu_runtime))
+          << ",\"omp_threads\":" << omp_threads
+          << ",\"bn_folded\":" << (folded_bn > 0 ? "true" : "false")
+          << ",\"bn_folded_count\":" << folded_bn << ",\"primitives\":" << net.primitives()
+          << ",\"per_call_reorders\":" << net.reorders()
+          << ",\"first_conv_src_format\":" << json_string(net.first_conv_src())
+          << ",\"first_conv_weights_format\":" << json_string(net.first_conv_weights())
+          << ",\"conv_algorithm\":\"convolution_direct\"";
+  std::cout << answer_json(m, baseline_rss, details.str()) << std::endl;
   return 0;
 }
 
@@ -620,13 +487,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!argv_.empty() && argv_[0] == "run") {
-      Args args;
-      for (size_t i = 1; i < argv_.size(); ++i) {
-        const auto eq = argv_[i].find('=');
-        if (eq == std::string::npos) throw std::runtime_error("expected key=value: " + argv_[i]);
-        args[argv_[i].substr(0, eq)] = argv_[i].substr(eq + 1);
-      }
-      return run(args);
+      return run(parse_args(argv_));
     }
     std::cerr << "usage: stackcost_onednn echo IN OUT | run key=value ...\n";
     return 2;

@@ -1,0 +1,199 @@
+// The measurement protocol every native program follows: the same rule as
+// stackcost.measure.protocol (cold call apart, warmup until two window medians agree,
+// timed batches until min time and count and the median's CI target, or a cap), and the
+// one-line JSON answer described in native/README.md. Header-only, standard C++17.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace stackcost {
+
+using Clock = std::chrono::steady_clock;
+using Args = std::map<std::string, std::string>;
+using Step = std::function<void()>;
+
+struct Protocol {
+  double min_time_s, max_time_s, target_ci, z, warmup_tolerance, warmup_max_time_s,
+      check_interval_s;
+  int64_t min_iters, max_iters;
+};
+
+inline std::string arg(const Args& args, const std::string& key) {
+  const auto it = args.find(key);
+  if (it == args.end()) throw std::runtime_error("missing argument " + key + "=");
+  return it->second;
+}
+
+// `run key=value ...`: everything after the command word.
+inline Args parse_args(const std::vector<std::string>& words) {
+  Args args;
+  for (size_t i = 1; i < words.size(); ++i) {
+    const auto eq = words[i].find('=');
+    if (eq == std::string::npos) throw std::runtime_error("expected key=value: " + words[i]);
+    args[words[i].substr(0, eq)] = words[i].substr(eq + 1);
+  }
+  return args;
+}
+
+inline Protocol parse_protocol(const Args& args) {
+  return Protocol{std::stod(arg(args, "min_time_s")),       std::stod(arg(args, "max_time_s")),
+                  std::stod(arg(args, "target_ci")),        std::stod(arg(args, "z")),
+                  std::stod(arg(args, "warmup_tolerance")), std::stod(arg(args, "warmup_max_time_s")),
+                  std::stod(arg(args, "check_interval_s")), std::stoll(arg(args, "min_iters")),
+                  std::stoll(arg(args, "max_iters"))};
+}
+
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+inline int64_t time_once(const Step& step) {
+  const auto t0 = Clock::now();
+  step();
+  const auto t1 = Clock::now();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+}
+
+inline void run_n(const Step& step, int64_t n, std::vector<int64_t>& samples) {
+  for (int64_t i = 0; i < n; ++i) samples.push_back(time_once(step));
+}
+
+inline double median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  const double hi = static_cast<double>(v[mid]);
+  if (v.size() % 2 == 1) return hi;
+  return (static_cast<double>(*std::max_element(v.begin(), v.begin() + mid)) + hi) / 2;
+}
+
+inline int64_t window(double estimate_ns, double seconds, int64_t floor) {
+  return std::max<int64_t>(
+      floor, static_cast<int64_t>(std::ceil(seconds * 1e9 / std::max(estimate_ns, 1.0))));
+}
+
+// Half-width of the median's CI relative to the median: order statistics with the normal
+// approximation of Bin(n, 1/2). Only the stop decision uses it; Python recomputes the
+// stored statistics with the exact binomial from the samples.
+inline double ci_half_width_rel(std::vector<int64_t> v, double z) {
+  const double n = static_cast<double>(v.size());
+  const auto k = static_cast<int64_t>(std::floor((n - z * std::sqrt(n)) / 2.0 - 0.5));
+  if (k < 0) return INFINITY;
+  std::sort(v.begin(), v.end());
+  const double m = median(v);
+  if (m <= 0) return INFINITY;
+  return static_cast<double>(v[v.size() - 1 - k] - v[k]) / 2.0 / m;
+}
+
+// A /proc/self/status field in bytes (VmRSS:, VmHWM:), -1 where there is none.
+inline int64_t vm_bytes(const char* key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  const size_t len = std::strlen(key);
+  while (std::getline(status, line)) {
+    if (line.compare(0, len, key) == 0) return std::stoll(line.substr(len + 1)) * 1024;
+  }
+  return -1;
+}
+
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+struct Measured {
+  int64_t cold_ns = 0;
+  std::vector<int64_t> samples;
+  int64_t warmup_iters = 0;
+  bool settled = false;
+  double warmup_s = 0, timed_s = 0;
+  std::string stop_reason;
+};
+
+// Warmup and the timed loop, after the caller has timed the cold call itself (it may
+// want that call's output).
+inline Measured measure_after_cold(const Step& step, const Protocol& p, int64_t cold_ns) {
+  Measured m;
+  m.cold_ns = cold_ns;
+  auto start = Clock::now();
+  double estimate = static_cast<double>(cold_ns), previous = -1;
+  while (true) {  // windows until two consecutive window medians agree
+    std::vector<int64_t> w;
+    run_n(step, window(estimate, p.check_interval_s, 2), w);
+    m.warmup_iters += static_cast<int64_t>(w.size());
+    const double current = median(w);
+    estimate = current;
+    if (previous >= 0 && std::abs(current - previous) <= p.warmup_tolerance * previous) {
+      m.settled = true;
+      break;
+    }
+    previous = current;
+    if (seconds_since(start) >= p.warmup_max_time_s) break;
+  }
+  m.warmup_s = seconds_since(start);
+
+  auto& samples = m.samples;  // timed batches; the stop rule runs between batches only
+  start = Clock::now();
+  estimate = static_cast<double>(cold_ns);
+  while (true) {
+    const auto n = static_cast<int64_t>(samples.size());
+    int64_t batch = std::max(window(estimate, p.check_interval_s, 1), n / 4);
+    const double left = p.max_time_s - seconds_since(start);
+    batch = std::min(batch, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(
+                                                     left * 1e9 / std::max(estimate, 1.0)))));
+    run_n(step, std::min(p.max_iters - n, batch), samples);
+    const double elapsed = seconds_since(start);
+    const auto size = static_cast<int64_t>(samples.size());
+    estimate = median(
+        std::vector<int64_t>(samples.end() - std::min<int64_t>(size, 64), samples.end()));
+    const bool at_cap = size >= p.max_iters;
+    if (size >= p.min_iters && (elapsed >= p.min_time_s || at_cap) &&
+        ci_half_width_rel(samples, p.z) <= p.target_ci) {
+      m.stop_reason = "converged";
+      break;
+    }
+    if (at_cap) {
+      m.stop_reason = "iteration cap";
+      break;
+    }
+    if (elapsed >= p.max_time_s && size >= std::min<int64_t>(p.min_iters, 3)) {
+      m.stop_reason = "time cap";
+      break;
+    }
+  }
+  m.timed_s = seconds_since(start);
+  return m;
+}
+
+// The answer's common fields; `details` is a JSON object's body written by the program.
+inline std::string answer_json(const Measured& m, int64_t baseline_rss, const std::string& details) {
+  std::ostringstream js;
+  js << "{\"cold_ns\":" << m.cold_ns << ",\"samples_ns\":[";
+  for (size_t i = 0; i < m.samples.size(); ++i) js << (i ? "," : "") << m.samples[i];
+  js << "],\"warmup_iters\":" << m.warmup_iters
+     << ",\"warmup_settled\":" << (m.settled ? "true" : "false") << ",\"warmup_s\":" << m.warmup_s
+     << ",\"timed_s\":" << m.timed_s << ",\"peak_rss_bytes\":" << vm_bytes("VmHWM:")
+     << ",\"baseline_rss_bytes\":" << baseline_rss
+     << ",\"stop_reason\":" << json_string(m.stop_reason) << ",\"details\":{" << details
+     << ",\"clock\":\"std::chrono::steady_clock\""
+     << ",\"stop_ci\":\"order statistics, normal approximation\"}}";
+  return js.str();
+}
+
+}  // namespace stackcost
