@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "common/protocol.hpp"
+#include "common/scw1.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -36,88 +37,22 @@ using Named = std::vector<std::pair<std::string, torch::Tensor>>;
 
 // ---- SCW1 tensor files (see native/README.md) -------------------------------------------
 
-constexpr char kMagic[4] = {'S', 'C', 'W', '1'};
-
-class Reader {
- public:
-  explicit Reader(const std::string& path) : path_(path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + path);
-    data_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  void bytes(void* dst, size_t n) {
-    if (n > data_.size() - pos_) {
-      throw std::runtime_error(path_ + ": truncated at byte " + std::to_string(pos_));
-    }
-    std::memcpy(dst, data_.data() + pos_, n);
-    pos_ += n;
-  }
-  template <typename T>
-  T scalar() {
-    T v;
-    bytes(&v, sizeof v);
-    return v;
-  }
-  size_t left() const { return data_.size() - pos_; }
-
- private:
-  std::string path_;
-  std::vector<char> data_;
-  size_t pos_ = 0;
-};
-
 Named read_tensors(const std::string& path) {
-  static_assert(sizeof(float) == 4, "float32 expected");
-  Reader r(path);
-  char magic[4];
-  r.bytes(magic, 4);
-  if (std::memcmp(magic, kMagic, 4) != 0) throw std::runtime_error(path + ": not an SCW1 file");
-  const auto count = r.scalar<uint32_t>();
-  Named out;
-  for (uint32_t i = 0; i < count; ++i) {
-    const auto name_len = r.scalar<uint32_t>();
-    if (name_len > r.left()) throw std::runtime_error(path + ": truncated name");
-    std::string name(name_len, '\0');
-    r.bytes(name.data(), name_len);
-    const auto ndim = r.scalar<uint32_t>();
-    if (ndim > 16) throw std::runtime_error(path + ": " + name + " has ndim " + std::to_string(ndim));
-    std::vector<int64_t> dims(ndim);
-    uint64_t numel = 1;
-    for (auto& d : dims) {
-      d = r.scalar<int64_t>();
-      if (d < 0) throw std::runtime_error(path + ": " + name + " has a negative dimension");
-      numel *= static_cast<uint64_t>(d);
-      if (numel > r.left()) throw std::runtime_error(path + ": truncated data for " + name);
-    }
+  return read_scw1<torch::Tensor>(path, [](const std::string&, const std::vector<int64_t>& dims) {
     auto t = torch::empty(dims, torch::kFloat32);
-    r.bytes(t.data_ptr<float>(), numel * sizeof(float));
-    out.emplace_back(std::move(name), std::move(t));
-  }
-  if (r.left() != 0) throw std::runtime_error(path + ": trailing bytes after the last tensor");
-  return out;
+    return std::pair{t, t.data_ptr<float>()};
+  });
 }
 
 void write_tensors(const std::string& path, const Named& tensors) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write " + path);
-  auto put = [&](const void* p, size_t n) { out.write(static_cast<const char*>(p), n); };
-  put(kMagic, 4);
-  const auto count = static_cast<uint32_t>(tensors.size());
-  put(&count, 4);
+  std::vector<torch::Tensor> keep;  // contiguous float32 copies alive while writing
+  std::vector<ScwView> views;
   for (const auto& [name, tensor] : tensors) {
-    const auto t = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-    const auto name_len = static_cast<uint32_t>(name.size());
-    put(&name_len, 4);
-    put(name.data(), name.size());
-    const auto ndim = static_cast<uint32_t>(t.dim());
-    put(&ndim, 4);
-    for (const auto d : t.sizes()) {
-      const int64_t v = d;
-      put(&v, 8);
-    }
-    put(t.data_ptr<float>(), t.numel() * sizeof(float));
+    keep.push_back(tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous());
+    const auto& t = keep.back();
+    views.push_back({name, t.sizes().vec(), t.data_ptr<float>(), static_cast<size_t>(t.numel())});
   }
-  if (!out) throw std::runtime_error("write failed: " + path);
+  write_scw1(path, views);
 }
 
 // ---- the architectures, named so state_dict keys map 1:1 to the Python zoo ----------------
