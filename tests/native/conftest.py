@@ -7,21 +7,41 @@ Each session compiles once (~20-25 s on this machine) rather than touching the u
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 
 import pytest
 
 from stackcost.backends.native import NativeBackend
+from stackcost.cell import ModelRef
+from stackcost.measure.protocol import Protocol
 from stackcost.native.build import Build, ensure_built, toolchain_problem
+
+# Shared by the native tests: a short protocol and tiny models at their smallest inputs.
+QUICK = Protocol(min_time_s=0.05, min_iters=5, max_time_s=2, warmup_max_time_s=1)
+MODELS = {
+    "resnet18": (ModelRef(name="resnet18"), 32),
+    "mnist-cnn": (ModelRef(name="mnist-cnn", num_classes=10, in_channels=1), 28),
+}
+
+
+def _cached_build(target: str, tmp_path_factory) -> Iterator[Build]:
+    """Build `target` once into a temporary cache that backends built by name use too."""
+    problem = toolchain_problem(target, shutil.which)
+    if problem:
+        pytest.skip(problem)
+    cache = tmp_path_factory.mktemp(f"{target}-cache")
+    build = ensure_built(target, cache)
+    previous = NativeBackend.cache_dir
+    NativeBackend.cache_dir = cache
+    yield build
+    NativeBackend.cache_dir = previous
 
 
 @pytest.fixture(scope="session")
-def native_build(tmp_path_factory) -> Build:
-    problem = toolchain_problem("libtorch", shutil.which)
-    if problem:
-        pytest.skip(problem)
-    cache = tmp_path_factory.mktemp("native-cache")
-    build = ensure_built("libtorch", cache)
-    previous = NativeBackend.cache_dir
-    NativeBackend.cache_dir = cache  # backends built through load_backend use it too
-    yield build
-    NativeBackend.cache_dir = previous
+def native_build(tmp_path_factory) -> Iterator[Build]:
+    yield from _cached_build("libtorch", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def onednn_build(tmp_path_factory) -> Iterator[Build]:
+    yield from _cached_build("onednn", tmp_path_factory)

@@ -13,16 +13,9 @@ from stackcost.backends import PrepareContext, load_backend
 from stackcost.cell import Cell, ModelRef
 from stackcost.execute.task import RepetitionTask
 from stackcost.execute.worker import run_task
-from stackcost.measure.protocol import Protocol
 from stackcost.native.build import BuildError, ensure_built, toolchain_problem
 from stackcost.native.tensors import write_tensors
-
-# Short phases: these tests check the plumbing and the numbers' agreement, not speed.
-QUICK = Protocol(min_time_s=0.05, min_iters=5, max_time_s=2, warmup_max_time_s=1)
-MODELS = {
-    "resnet18": (ModelRef(name="resnet18"), 32),
-    "mnist-cnn": (ModelRef(name="mnist-cnn", num_classes=10, in_channels=1), 28),
-}
+from tests.native.conftest import MODELS, QUICK
 
 
 def without(tool: str):

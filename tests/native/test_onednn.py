@@ -10,31 +10,12 @@ import torch
 
 from stackcost import zoo
 from stackcost.backends import load_backend
-from stackcost.backends.native import NativeBackend, folded_state
+from stackcost.backends.native import folded_state
 from stackcost.cell import Cell, ModelRef
 from stackcost.execute.task import RepetitionTask
 from stackcost.execute.worker import run_task
-from stackcost.measure.protocol import Protocol
-from stackcost.native.build import Build, ensure_built, onednn_version, toolchain_problem
-
-QUICK = Protocol(min_time_s=0.05, min_iters=5, max_time_s=2, warmup_max_time_s=1)
-MODELS = {
-    "resnet18": (ModelRef(name="resnet18"), 32),
-    "mnist-cnn": (ModelRef(name="mnist-cnn", num_classes=10, in_channels=1), 28),
-}
-
-
-@pytest.fixture(scope="module")
-def onednn_build(tmp_path_factory) -> Build:
-    problem = toolchain_problem("onednn", shutil.which)
-    if problem:
-        pytest.skip(problem)
-    cache = tmp_path_factory.mktemp("onednn-cache")
-    build = ensure_built("onednn", cache)
-    previous = NativeBackend.cache_dir
-    NativeBackend.cache_dir = cache
-    yield build
-    NativeBackend.cache_dir = previous
+from stackcost.native.build import ensure_built, onednn_version, toolchain_problem
+from tests.native.conftest import MODELS, QUICK
 
 
 def test_missing_onednn_names_the_package(monkeypatch, tmp_path):
