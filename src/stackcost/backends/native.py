@@ -60,9 +60,6 @@ class NativeBackend(Backend):
         from stackcost.native.build import ensure_built
         from stackcost.native.tensors import read_tensors, write_tensors
 
-        if cell.device != "cpu":
-            # CUDA: the C++ side would move module and input with .to(kCUDA); not built here.
-            raise NotImplementedError(f"{self.name} on {cell.device} is not wired yet")
         build = ensure_built(self.target, self.cache_dir)
         workdir = Path(ctx.workdir)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -76,6 +73,7 @@ class NativeBackend(Backend):
             "input": workdir / "input.scw",
             "output": workdir / "output.scw",
             "threads": cell.threads,
+            "device": cell.device,
             "min_time_s": p.min_time_s,
             "min_iters": p.min_iters,
             "max_time_s": p.max_time_s,
@@ -86,23 +84,75 @@ class NativeBackend(Backend):
             "warmup_max_time_s": p.warmup_max_time_s,
             "check_interval_s": p.check_interval_s,
         }
-        cmd = [str(build.executable), "run", *(f"{k}={v}" for k, v in args.items())]
+        answer = self._invoke(build.executable, "run", args, timeout_s)
+        answer["output"] = read_tensors(workdir / "output.scw")["output"]
+        answer["details"].update(_build_details(build, export_s))
+        return answer
+
+    def _invoke(
+        self, executable: Path, command: str, args: dict[str, Any], timeout_s: float | None
+    ) -> dict[str, Any]:
+        """Run `executable command key=value...`; its last stdout line is the JSON answer.
+
+        A non-zero exit raises with the program's last stderr line (it prints one line,
+        "error: ...", for anything it rejects), so the cell fails with that reason.
+        """
+        import time
+
+        cmd = [str(executable), command, *(f"{k}={v}" for k, v in args.items())]
         t = time.perf_counter()
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
         if out.returncode != 0:
             tail = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
-            raise RuntimeError(f"{build.executable.name}: {tail}")
+            raise RuntimeError(f"{executable.name}: {tail}")
         answer = json.loads(out.stdout.strip().splitlines()[-1])
         answer["process_s"] = time.perf_counter() - t
-        answer["output"] = read_tensors(workdir / "output.scw")["output"]
-        answer["details"].update(
-            build_key=build.key,
-            build_compiled=build.compiled,
-            build_s=round(build.seconds, 3),
-            export_s=round(export_s, 3),
-            executable=str(build.executable),
-        )
         return answer
+
+    def run_native_train(
+        self,
+        model: torch.nn.Module,
+        train: tuple[Any, Any],
+        test: tuple[Any, Any],
+        cell: Cell,
+        ctx: PrepareContext,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Build (or reuse) the program, write its training files, run the whole loop."""
+        import time
+
+        from stackcost.native.build import ensure_built
+        from stackcost.native.training import epoch_orders, train_args, write_train_files
+
+        assert cell.train is not None
+        self.check_arch(cell)
+        build = ensure_built(self.target, self.cache_dir)
+        workdir = Path(ctx.workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        orders = epoch_orders(len(train[1]), cell.train.epochs, cell.train.data_seed)
+        files = write_train_files(workdir, model.state_dict(), train, test, orders)
+        export_s = time.perf_counter() - t
+        args = {**train_args(cell, files), "device": cell.device}
+        answer = self._invoke(build.executable, "train", args, timeout_s)
+        answer["details"].update(_build_details(build, export_s))
+        return answer
+
+    def check_arch(self, cell: Cell) -> None:
+        """Raise unless the program has its own definition of the cell's network."""
+        if cell.model.is_factory or cell.model.name not in _ZOO_ARCHS:
+            known = ", ".join(sorted(_ZOO_ARCHS))
+            raise ValueError(f"{self.name} has no C++ definition of {cell.model.name} ({known})")
+
+
+def _build_details(build: Any, export_s: float) -> dict[str, Any]:
+    return {
+        "build_key": build.key,
+        "build_compiled": build.compiled,
+        "build_s": round(build.seconds, 3),
+        "export_s": round(export_s, 3),
+        "executable": str(build.executable),
+    }
 
 
 def _cell_args(cell: Cell) -> dict[str, Any]:
@@ -119,15 +169,16 @@ def _cell_args(cell: Cell) -> dict[str, Any]:
 class LibTorchBackend(NativeBackend):
     name = "libtorch"
     description = "LibTorch C++: the zoo architectures re-defined with torch::nn, no Python"
-    capabilities = Capabilities()  # infer, cpu, fp32
+    # CUDA where torch::cuda::is_available(): the program moves module and data to the GPU.
+    capabilities = Capabilities(
+        modes=frozenset({"infer", "train"}), devices=frozenset({"cpu", "cuda"})
+    )
     target = "libtorch"
 
     def export(self, model, example, cell, workdir):
         from stackcost.native.tensors import write_tensors
 
-        if cell.model.is_factory or cell.model.name not in _ZOO_ARCHS:
-            known = ", ".join(sorted(_ZOO_ARCHS))
-            raise ValueError(f"libtorch has no C++ definition of {cell.model.name} ({known})")
+        self.check_arch(cell)
         write_tensors(workdir / "weights.scw", model.state_dict())
         return {"kind": "nn", "weights": workdir / "weights.scw", **_cell_args(cell)}
 
@@ -135,7 +186,7 @@ class LibTorchBackend(NativeBackend):
 class TorchScriptCppBackend(NativeBackend):
     name = "torchscript-cpp"
     description = "TorchScript exported from Python (trace, freeze), run by torch::jit from C++"
-    capabilities = Capabilities()
+    capabilities = Capabilities(devices=frozenset({"cpu", "cuda"}))
     target = "libtorch"
     options = {"freeze": "true"}
 
@@ -203,15 +254,13 @@ class OneDNNBackend(NativeBackend):
         "oneDNN primitives from C++: BN folded into conv, ReLU/residual as post-ops, "
         "layouts chosen by oneDNN"
     )
-    capabilities = Capabilities()  # infer, cpu, fp32
+    capabilities = Capabilities(modes=frozenset({"infer", "train"}))  # cpu, fp32
     target = "onednn"
 
     def export(self, model, example, cell, workdir):
         from stackcost.native.tensors import write_tensors
 
-        if cell.model.is_factory or cell.model.name not in _ZOO_ARCHS:
-            known = ", ".join(sorted(_ZOO_ARCHS))
-            raise ValueError(f"onednn has no definition of {cell.model.name} ({known})")
+        self.check_arch(cell)
         state, folded = folded_state(model)
         write_tensors(workdir / "weights.scw", state)
         return {"weights": workdir / "weights.scw", "folded_bn": folded, **_cell_args(cell)}

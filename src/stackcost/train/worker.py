@@ -10,7 +10,6 @@ then an evaluation pass on the held-out split.
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from stackcost.execute.process import guarded, serve
 from stackcost.result import EpochRecord, Memory, Phases, RepetitionResult
+from stackcost.train.native import train_native
+from stackcost.train.record import run_details, set_step_stats
 from stackcost.train.task import TrainTask
 
 if TYPE_CHECKING:
@@ -105,9 +106,9 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
 
     from stackcost import zoo
     from stackcost.backends import PrepareContext, load_backend
+    from stackcost.backends.native import NativeBackend
     from stackcost.data import load_dataset
     from stackcost.measure import memory
-    from stackcost.measure.stats import summarize
 
     cell, cfg = task.cell, task.cell.train
     if cfg is None:
@@ -140,6 +141,11 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
         raise RuntimeError(
             f"loaded weights hash to {result.weights_digest}, expected {task.weights_digest}"
         )
+    if isinstance(backend, NativeBackend):
+        # The C++ program runs every epoch itself; this process only writes its files.
+        phases.build_s = time.perf_counter() - t
+        train_native(backend, model, splits, task, result, phases)
+        return
     device = torch.device(cell.device)
     cuda = cell.device == "cuda"
     model = model.to(device).train()
@@ -165,21 +171,7 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
         **prepared.details,
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
-        "thread_env": {k: os.environ.get(k) for k in task.thread_env()},
-        "lr_schedule": cfg.schedule,
-        "seeds": {
-            "model": cell.model.seed,
-            "torch_numpy_random": cell.model.seed,
-            "shuffle": f"torch.Generator().manual_seed({cfg.data_seed} + epoch)",
-        },
-        "data": {
-            "dataset": cfg.dataset,
-            "source": splits["train"].source,
-            "train_samples": len(splits["train"]),
-            "test_samples": len(splits["test"]),
-            "drop_last": True,
-            "scale": "uint8 / 255" if train.uint8 else "as stored",
-        },
+        **run_details(task, splits),
     }
 
     def sync() -> None:
@@ -291,10 +283,7 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
         allocator_peak_bytes=int(torch.cuda.max_memory_allocated()) if cuda else None,
         method="VmHWM after reset" if can_reset else "ru_maxrss (process lifetime)",
     )
-    result.samples_ns = samples_ns
-    if samples_ns:  # per-step times: the stats and throughput machinery reads these
-        result.stats = summarize(samples_ns)
-        result.throughput = cell.batch_size / (result.stats.median_ms / 1e3)
+    set_step_stats(result, samples_ns, cell.batch_size)
     result.stop_reason = f"{len(result.epochs)} epochs"
     if result.status != "diverged":
         result.status = "ok"
