@@ -38,6 +38,8 @@ def run_cli(capsys, *argv):
         ),
         (["run", "--model", "tests.factories:tiny"], "--input-shape"),
         (["list", "gadgets"], "gadgets"),
+        (["run", "mlp", "--profile", "--sample-interval", "0"], "sample-interval '0' must be"),
+        (["run", "mlp", "--sample-interval", "fast"], "sample-interval 'fast' is not a number"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(

@@ -109,6 +109,10 @@ class RunSpec(BaseModel):
     # improving, memory or time runs out, or max_batch is reached.
     find_max_batch: bool = False
     max_batch: int = Field(1024, ge=1)
+    # Where the time goes (issue 6): after the timed loop, a profiled pass (breakdown),
+    # FLOPs, and a side-channel sampler (utilization, energy) during the timed loop.
+    profile: bool = False
+    sample_interval_ms: float = Field(10.0, gt=0)
 
     def digest(self) -> str:
         """Identity of the spec, for resume."""

@@ -52,6 +52,8 @@ class SweepFile(BaseModel):
     backend_options: dict[str, dict[str, str]] = Field(default_factory=dict)
     find_max_batch: bool = False
     max_batch: int = Field(1024, ge=1)
+    profile: bool = False
+    sample_interval_ms: float = Field(10.0, gt=0)
 
     @field_validator("models", mode="before")
     @classmethod

@@ -55,6 +55,15 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         help="doubling search from batch 1 for the best-throughput batch size",
     )
     p.add_argument("--max-batch", help="upper bound of --find-max-batch (default 1024)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="where the time goes: breakdown, FLOPs vs measured peak, utilization, energy",
+    )
+    p.add_argument(
+        "--sample-interval",
+        help="side-channel sampling interval with --profile, in ms (default 10)",
+    )
     p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
     p.add_argument("--quiet", action="store_true", help="no live progress")
 
@@ -112,6 +121,10 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["tolerance"] = {p: tol for p in ("fp32", "bf16", "fp16")}
     if args.find_max_batch:
         fields["find_max_batch"] = True
+    if args.profile:
+        fields["profile"] = True
+    if args.sample_interval is not None:
+        fields["sample_interval_ms"] = number(args.sample_interval, "sample-interval")
     if args.max_batch is not None:
         fields["max_batch"] = parse_positive_ints(args.max_batch, "max-batch")[0]
     return fields

@@ -62,6 +62,16 @@ def why_not_runnable(
     return ("unavailable", device) if device else None
 
 
+def machine_peaks(env_fp: str, threads: list[int]) -> dict[str, dict]:
+    """This machine's measured FLOP/s and bandwidth per thread count, stored with the run's
+    environment (measured once per environment, then read from the cache)."""
+    from stackcost.measure.peaks import load_or_measure
+
+    return {
+        str(t): load_or_measure(env_fp, t).model_dump(mode="json") for t in sorted(set(threads))
+    }
+
+
 class Runner:
     """One execution of a spec against a store; holds the run's bookkeeping."""
 
@@ -89,6 +99,8 @@ class Runner:
         spec_hash, env_fp = self.spec.digest(), fingerprint(env)
         run_id = self.store.find_run(spec_hash, env_fp) if resume else None
         if run_id is None:
+            if getattr(self.spec, "profile", False):
+                env["peaks"] = machine_peaks(env_fp, self.spec.threads)
             spec_json = self.spec.model_dump(mode="json")
             return self.store.create_run(spec_json, env, command, spec_hash, env_fp), False
         for cell, result in self.store.repetitions(run_id, with_samples=False):
@@ -141,6 +153,8 @@ class Runner:
             tolerance=self.spec.tolerance.get(cell.precision, 1e-4),
             timeout_s=self.spec.timeout_s,
             workdir=workdir,
+            profile=self.spec.profile,
+            sample_interval_s=self.spec.sample_interval_ms / 1e3,
         )
 
     def run(self, run_id: str) -> bool:

@@ -21,6 +21,9 @@ class RepetitionTask(BaseModel):
     tolerance: float = 1e-4
     timeout_s: float = 600.0
     workdir: str  # artifacts (ONNX files, compiled packages) for this repetition
+    # --profile: breakdown, FLOPs and a side-channel sampler at this interval.
+    profile: bool = False
+    sample_interval_s: float = 0.01
 
     def thread_env(self) -> dict[str, str]:
         """Variables that pin framework threads; they must exist before any import."""

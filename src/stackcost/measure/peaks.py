@@ -1,0 +1,180 @@
+"""The machine's measured peaks: GEMM GFLOP/s and STREAM-like bandwidth, per thread count.
+
+The roofline needs a ceiling for each resource. Datasheet peaks (cores x clock x FMA
+width) are not what torch can reach on this box under its turbo, thermal and memory
+configuration, so the ceilings are measured here, with torch itself: the best of a few
+square fp32 matmuls (what a convolution lowers to) and a triad over arrays too large for
+the caches. "Peak" means the best run, not the typical one: a ceiling, not a forecast.
+
+Measuring takes seconds, so each (environment, thread count) is measured once and cached
+as JSON; the caller's fingerprint (stackcost.env.fingerprint) keys the file, so a torch
+upgrade or a different machine measures afresh.
+
+torch is imported inside the functions: the CLI imports this module without paying for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from stackcost.env import cpu_info, now
+
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+GEMM_N, GEMM_N_QUICK = 2048, 512
+STREAM_N, STREAM_N_QUICK = 64 << 20, 4 << 20  # float32 elements per array
+WARMUP, GEMM_RUNS, STREAM_RUNS = 2, 5, 10
+
+
+class Peaks(BaseModel):
+    """Best-case throughput of this machine at `threads` intra-op threads."""
+
+    threads: int
+    fp32_gflops: float
+    bf16_gflops: float | None  # None: no native bf16 GEMM, so no peak to compare against
+    bf16_note: str
+    stream_gbs: float  # 1e9 bytes/s
+    gemm_method: str
+    stream_method: str
+    measured_at: str  # ISO 8601, UTC
+    seconds: float  # how long measuring took
+    quick: bool = False  # small sizes: fast, but the stream arrays may sit in L3
+
+
+def default_cache_dir() -> Path:
+    return Path.home() / ".cache" / "stackcost" / "peaks"
+
+
+def _best_seconds(fn: Callable[[], object], runs: int) -> float:
+    """Shortest of `runs` timed calls after WARMUP untimed ones.
+
+    The minimum, because interference (other jobs, interrupts) only ever adds time:
+    the fastest run is the closest to what the hardware can do.
+    """
+    for _ in range(WARMUP):
+        fn()
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _gemm_gflops(n: int, dtype: object) -> float:
+    import torch
+
+    g = torch.Generator().manual_seed(0)  # a private RNG: the caller's global state is theirs
+    a = torch.randn(n, n, generator=g).to(dtype)  # type: ignore[arg-type]
+    b = torch.randn(n, n, generator=g).to(dtype)  # type: ignore[arg-type]
+    out = torch.empty(n, n, dtype=dtype)  # type: ignore[arg-type]
+    t = _best_seconds(lambda: torch.mm(a, b, out=out), GEMM_RUNS)
+    return 2 * n**3 / t / 1e9
+
+
+def _stream_gbs(n: int) -> float:
+    import torch
+
+    # Filled, not empty: every page is touched before timing, so page faults don't count.
+    a, b, c = torch.zeros(n), torch.full((n,), 1.0), torch.full((n,), 2.0)
+    t = _best_seconds(lambda: torch.add(b, c, alpha=3.0, out=a), STREAM_RUNS)
+    return 3 * a.numel() * a.element_size() / t / 1e9
+
+
+def _bf16_support() -> tuple[bool, str]:
+    flags = [f for f in BF16_FLAGS if f in cpu_info()["flags"]]
+    if flags:
+        return True, f"CPU has {', '.join(flags)}: bf16 GEMM runs on native instructions"
+    return False, (
+        f"CPU lacks {'/'.join(BF16_FLAGS)}: bf16 GEMM would be emulated (converted to fp32), "
+        "not a peak"
+    )
+
+
+def measure_peaks(threads: int, quick: bool = False) -> Peaks:
+    """Measure the GEMM and bandwidth ceilings with torch at `threads` intra-op threads.
+
+    ~3 s on 2 cores (quick: well under 1 s). The caller's thread setting is restored.
+    """
+    import torch
+
+    start = time.perf_counter()
+    n = GEMM_N_QUICK if quick else GEMM_N
+    elements = STREAM_N_QUICK if quick else STREAM_N
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        fp32 = _gemm_gflops(n, torch.float32)
+        bf16_ok, bf16_note = _bf16_support()
+        bf16 = _gemm_gflops(n, torch.bfloat16) if bf16_ok else None
+        stream = _stream_gbs(elements)
+    finally:
+        torch.set_num_threads(previous)
+    mib = elements * 4 / 2**20
+    return Peaks(
+        threads=threads,
+        fp32_gflops=fp32,
+        bf16_gflops=bf16,
+        bf16_note=bf16_note,
+        stream_gbs=stream,
+        gemm_method=(
+            f"torch.mm of two {n}x{n} matrices (out= preallocated), 2*n^3 FLOPs per call; "
+            f"best of {GEMM_RUNS} timed calls after {WARMUP} warmup, time.perf_counter"
+        ),
+        stream_method=(
+            f"STREAM triad a = b + 3*c via torch.add(b, c, alpha=3, out=a) on float32 arrays "
+            f"of {elements:,} elements ({mib:,.0f} MiB each); 3 x array bytes per call "
+            f"(2 reads + 1 write, write-allocate traffic not counted); best of {STREAM_RUNS} "
+            f"timed calls after {WARMUP} warmup"
+            + (
+                "; quick: arrays this small can fit in a large L3, so this may be cache bandwidth"
+                if quick
+                else ""
+            )
+        ),
+        measured_at=now(),
+        seconds=time.perf_counter() - start,
+        quick=quick,
+    )
+
+
+def load_or_measure(
+    fingerprint: str, threads: int, cache_dir: Path | None = None, quick: bool = False
+) -> Peaks:
+    """This environment's peaks at `threads`, from the cache or measured once and stored.
+
+    An unreadable or invalid cache file is measured over, not an error: it is only a cache.
+    A cached quick measurement does not satisfy a full request (its sizes are too small
+    to be a ceiling); a full one satisfies both.
+    """
+    path = (cache_dir or default_cache_dir()) / f"{fingerprint}-t{threads}.json"
+    try:
+        cached = Peaks.model_validate_json(path.read_text())
+        if cached.threads == threads and (quick or not cached.quick):
+            return cached
+    except (OSError, ValidationError):
+        pass
+    peaks = measure_peaks(threads, quick=quick)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Write then rename: a concurrent reader sees the old file or the new one, not half.
+        tmp = path.with_suffix(f".tmp{time.monotonic_ns()}")
+        tmp.write_text(peaks.model_dump_json(indent=2))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only cache only costs the next caller a re-measure
+    return peaks
+
+
+def percent_of_peak(gflops: float, peaks: Peaks, precision: str) -> float | None:
+    """`gflops` as a percentage of the GEMM peak at `precision`; None where there is none.
+
+    fp16 is not measured, and bf16 only where the CPU has bf16 instructions.
+    """
+    peak = {"fp32": peaks.fp32_gflops, "bf16": peaks.bf16_gflops}.get(precision)
+    if not peak:
+        return None
+    return 100.0 * gflops / peak

@@ -1,0 +1,74 @@
+import time
+
+import pytest
+
+from stackcost.env import cpu_info
+from stackcost.measure import peaks as peaks_mod
+from stackcost.measure.peaks import Peaks, load_or_measure, measure_peaks, percent_of_peak
+
+
+def test_quick_peaks_are_positive_and_bf16_follows_the_cpu_flags():
+    import torch
+
+    threads_before = torch.get_num_threads()
+    p = measure_peaks(1, quick=True)
+    assert torch.get_num_threads() == threads_before
+    assert p.threads == 1 and p.quick
+    assert p.fp32_gflops > 0 and p.stream_gbs > 0 and p.seconds > 0
+    assert "2 reads + 1 write" in p.stream_method and "torch.mm" in p.gemm_method
+    has_bf16 = bool({"avx512_bf16", "amx_bf16"} & set(cpu_info()["flags"]))
+    assert (p.bf16_gflops is not None) == has_bf16
+    assert p.bf16_note
+    if has_bf16:
+        assert p.bf16_gflops > 0
+    else:
+        assert "lacks" in p.bf16_note
+
+
+def test_cache_round_trip(tmp_path):
+    first = load_or_measure("fp", 1, cache_dir=tmp_path, quick=True)
+    assert (tmp_path / "fp-t1.json").is_file()
+    t0 = time.perf_counter()
+    second = load_or_measure("fp", 1, cache_dir=tmp_path, quick=True)
+    assert time.perf_counter() - t0 < 0.05
+    assert second == first  # same measured_at, same figures: read back, not re-measured
+
+
+def test_corrupt_cache_is_measured_over(tmp_path):
+    path = tmp_path / "fp-t1.json"
+    path.write_text("{not json")
+    p = load_or_measure("fp", 1, cache_dir=tmp_path, quick=True)
+    assert p.fp32_gflops > 0
+    assert Peaks.model_validate_json(path.read_text()) == p
+
+
+def _fake(threads: int, quick: bool) -> Peaks:
+    return Peaks(
+        threads=threads,
+        fp32_gflops=100.0,
+        bf16_gflops=None,
+        bf16_note="n/a",
+        stream_gbs=10.0,
+        gemm_method="fake",
+        stream_method="fake",
+        measured_at=f"quick={quick}",
+        seconds=0.0,
+        quick=quick,
+    )
+
+
+def test_a_quick_cache_entry_does_not_satisfy_a_full_request(tmp_path, monkeypatch):
+    monkeypatch.setattr(peaks_mod, "measure_peaks", lambda t, quick=False: _fake(t, quick))
+    assert load_or_measure("fp", 2, cache_dir=tmp_path, quick=True).quick
+    full = load_or_measure("fp", 2, cache_dir=tmp_path)
+    assert not full.quick
+    assert load_or_measure("fp", 2, cache_dir=tmp_path, quick=True) == full  # full serves both
+
+
+def test_percent_of_peak():
+    p = _fake(1, True)
+    assert percent_of_peak(25.0, p, "fp32") == pytest.approx(25.0)
+    assert percent_of_peak(25.0, p, "bf16") is None  # no bf16 peak
+    assert percent_of_peak(25.0, p, "fp16") is None  # not measured
+    with_bf16 = p.model_copy(update={"bf16_gflops": 400.0})
+    assert percent_of_peak(100.0, with_bf16, "bf16") == pytest.approx(25.0)
