@@ -6,7 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stackcost.measure.energy import Energy
+from stackcost.measure.flops import Work
+from stackcost.measure.sampler import Telemetry
 from stackcost.measure.stats import Stats
+from stackcost.profile.breakdown import Breakdown
 from stackcost.verify import Verification
 
 Status = Literal[
@@ -103,6 +107,13 @@ class RepetitionResult(BaseModel):
     rss_trace_bytes: list[int] = Field(default_factory=list)
     rss_trace_iters: list[int] = Field(default_factory=list)
     leak: dict[str, Any] | None = None  # measure.leak.check_leak: slope, CI, flag
+    # --profile (issue 6): where the time goes, how much work, utilization and energy.
+    breakdown: Breakdown | None = None  # a separate profiled pass after the timed loop
+    work: Work | None = None  # FLOPs and estimated bytes of one call (one batch)
+    achieved_gflops: float | None = None  # work.flops / median step time
+    telemetry: Telemetry | None = None  # side-channel sampler over the timed loop
+    energy: Energy | None = None  # measured or estimated: always labelled with its method
+    profile_notes: list[str] = Field(default_factory=list)  # what could not be profiled, why
 
     @property
     def leak_bytes_per_iter(self) -> float | None:

@@ -60,6 +60,9 @@ class Prepared:
 
     step: Callable[[], Any]  # one forward (or train step) on the already-placed input
     details: dict[str, Any] = field(default_factory=dict)  # variant, options: recorded
+    # --profile: where one step's time goes, by the backend's own profiler (ONNX Runtime's).
+    # None: a torch-based step is profiled with torch.profiler by the engine.
+    breakdown: Callable[[int], Any] | None = None
 
 
 @dataclass
@@ -87,6 +90,9 @@ class Backend(ABC):
     capabilities: ClassVar[Capabilities] = Capabilities()
     # Option names this backend reads from cell.backend_options, with their defaults.
     options: ClassVar[dict[str, str]] = {}
+    # Whether torch.profiler sees this backend's work (its kernels are aten ops). A backend
+    # that runs elsewhere supplies Prepared.breakdown, or gets no breakdown with a note.
+    torch_profiled: ClassVar[bool] = True
 
     def available(self) -> Availability:
         return Availability(True)

@@ -20,6 +20,7 @@ class OnnxRuntimeBackend(Backend):
     # fp32 only: a bf16/fp16 rung would need a converted graph, a different model to compare.
     capabilities = Capabilities(devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32"}))
     options = {"exporter": "dynamo", "opt_level": "all"}
+    torch_profiled = False  # its own profiler: Prepared.breakdown
 
     def available(self) -> Availability:
         return Availability.needs_modules(
@@ -70,6 +71,16 @@ class OnnxRuntimeBackend(Backend):
         def step():
             return sess.run(None, {name: x})[0]
 
+        def breakdown(iters: int):
+            # A second session with the same settings and profiling on: the measured
+            # session stays unprofiled.
+            from stackcost.profile import profile_ort
+
+            return profile_ort(
+                path, {name: x}, cell.threads, ctx.workdir / "profile", iters=iters,
+                providers=(provider,), opt_level=opt_level,
+            )  # fmt: skip
+
         details.update(
             {
                 "opt_level": opt_level,
@@ -81,4 +92,4 @@ class OnnxRuntimeBackend(Backend):
                 "onnxruntime": ort.__version__,
             }
         )
-        return Prepared(step, details)
+        return Prepared(step, details, breakdown=breakdown)

@@ -71,6 +71,7 @@ def measure_and_show(
     Shared by run, sweep and train; `table` and `make_task` are where train differs.
     """
     from stackcost.execute.runner import execute
+    from stackcost.report.profile_table import profile_table
     from stackcost.report.progress import LiveProgress
     from stackcost.report.table import results_table
     from stackcost.store import Store
@@ -101,6 +102,9 @@ def measure_and_show(
             **({"make_task": make_task} if make_task else {}),
         )
     console.print((table or results_table)(result))
+    profile = profile_table(result)
+    if profile is not None:
+        console.print(profile)
     console.print(f"stored run [bold]{result.run_id}[/] in {args.db}")
     return 1 if result.failed else 0
 

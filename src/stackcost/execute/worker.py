@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from stackcost.execute import profiling
 from stackcost.execute.process import guarded, serve
 from stackcost.execute.task import RepetitionTask
 from stackcost.result import Memory, Phases, RepetitionResult
@@ -67,32 +68,35 @@ def _measure(
     t = time.perf_counter()
     ctx = PrepareContext(workdir=Path(task.workdir))
     thread_env = {k: os.environ.get(k) for k in task.thread_env()}
-    if isinstance(backend, NativeBackend):
-        # A C++ program runs the whole protocol in its own process and reports its own
-        # threads and peak RSS; this process only exports, verifies and summarizes.
-        native = backend.run_native(model, example, cell, ctx, task.protocol, task.timeout_s)
-        m = native_measurement(native, task.protocol)
-        phases.prepare_s = native_prepare_s(native)
-        result.details = {**native["details"], "thread_env": thread_env}
-        result.verification = verify(m.output, reference, task.tolerance)
-        del m.output
-        phases.warmup_s, phases.timed_s = m.warmup_s, m.timed_s
-        result.memory = native_memory(native)
-    else:
-        prepared = backend.prepare(model, example, cell, ctx)
-        phases.prepare_s = time.perf_counter() - t
-        result.details = {
-            **prepared.details,
-            # What the worker actually ran with, next to what the backend set for itself.
-            "torch_threads": torch.get_num_threads(),
-            "torch_interop_threads": torch.get_num_interop_threads(),
-            "thread_env": thread_env,
-        }
-        m = measure(prepared.step, timer_for(cell.device), task.protocol)
-        result.verification = verify(m.output, reference, task.tolerance)
-        del m.output
-        phases.warmup_s, phases.timed_s = m.warmup_s, m.timed_s
-        result.memory = _memory(baseline, can_reset, cell.device)
+    prepared = None
+    with profiling.sampling(task) as sampler:
+        if isinstance(backend, NativeBackend):
+            # A C++ program runs the whole protocol in its own process and reports its own
+            # threads and peak RSS; this process only exports, verifies and summarizes.
+            native = backend.run_native(model, example, cell, ctx, task.protocol, task.timeout_s)
+            m = native_measurement(native, task.protocol)
+            phases.prepare_s = native_prepare_s(native)
+            result.details = {**native["details"], "thread_env": thread_env}
+            result.memory = native_memory(native)
+        else:
+            prepared = backend.prepare(model, example, cell, ctx)
+            phases.prepare_s = time.perf_counter() - t
+            result.details = {
+                **prepared.details,
+                # What the worker actually ran with, next to what the backend set for itself.
+                "torch_threads": torch.get_num_threads(),
+                "torch_interop_threads": torch.get_num_interop_threads(),
+                "thread_env": thread_env,
+            }
+            m = measure(prepared.step, timer_for(cell.device), task.protocol)
+            result.memory = _memory(baseline, can_reset, cell.device)
+        if sampler is not None:
+            sampler.mark("timed_end")
+    if sampler is not None:
+        profiling.record_telemetry(sampler, m.timed_s, len(m.samples_ns), cell, result)
+    result.verification = verify(m.output, reference, task.tolerance)
+    del m.output
+    phases.warmup_s, phases.timed_s = m.warmup_s, m.timed_s
     result.cold_start_ms = m.cold_ns / 1e6
     result.warmup_iters, result.warmup_settled = m.warmup_iters, m.warmup_settled
     result.stop_reason = m.stop_reason
@@ -102,6 +106,9 @@ def _measure(
     result.leak = check_leak(m.rss_trace_iters, m.rss_trace_bytes)
     assert m.stats is not None
     result.throughput = cell.batch_size / (m.stats.median_ms / 1e3)
+    if task.profile:
+        profiling.record_work(model, example, cell, result)
+        profiling.breakdown(backend, prepared, cell, result)
     if not result.verification.ok:
         result.status = "wrong"
         result.reason = (

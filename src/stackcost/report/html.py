@@ -16,7 +16,7 @@ from matplotlib.colors import LinearSegmentedColormap, to_hex
 from plotly.offline import get_plotlyjs
 
 from stackcost.env import now
-from stackcost.report import data, plots, training
+from stackcost.report import costs, data, plots, training
 from stackcost.report.style import PALETTE, series_colors
 from stackcost.report.template import PAGE
 from stackcost.report.units import num
@@ -256,6 +256,23 @@ def _best_batches(summ: pd.DataFrame, run_ids: list[str]) -> tuple[list[str], li
     return header, rows
 
 
+def _costs(
+    runs: list[RunResult], summ: pd.DataFrame, colors: dict[str, str], figs: _Figures
+) -> dict[str, Any]:
+    """The "where the time goes" section: its figures registered, its tables as rows."""
+    sec = costs.section(runs, summ, colors)
+    return {
+        "profiled": sec.profiled,
+        "note": sec.note,
+        "plots": {k: figs.add(p.fig, p.note) for k, p in sec.panels.items()},
+        "notes": {k: p.notes for k, p in sec.panels.items()},
+        "op_tables": sec.op_tables,
+        "peak_header": sec.peak_header,
+        "peak_rows": sec.peak_rows,
+        "best_tables": sec.best_tables,
+    }
+
+
 def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "") -> str:
     """The whole report as one HTML string that opens offline."""
     # Training runs have their own section; the inference views see inference cells only.
@@ -286,6 +303,8 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
             "summary": figs.add(training.summary_figure(epochs, list(PALETTE))),
         }
 
+    cost_section = _costs(inference, summ, colors, figs) if len(summ) else None
+
     multi_run = len(runs) > 1
     search_runs = data.wants_batch_search(runs)
     best_header, best_rows = _best_batches(summ, search_runs) if search_runs else ([], None)
@@ -301,6 +320,7 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         ("failures", "failures"),
         *([("best-batch", "best batch")] if search_runs else []),
         ("cells", "all cells"),
+        ("costs", "where the time goes"),
     ]
     nav = [
         *([("training", "training")] if training_slots else []),
@@ -338,6 +358,7 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
             }
             for r in runs
         ],
+        "costs": cost_section,
         "figures": figs.items,
         "plotlyjs": get_plotlyjs(),
     }

@@ -35,6 +35,10 @@ PAGE = r"""<!DOCTYPE html>
   pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; padding: .5rem;
         font-size: .8rem; max-height: 20rem; overflow: auto; }
   .counts span { margin-right: 1.2rem; }
+  ul.notes { font-size: .85rem; color: var(--muted); margin-top: 0; }
+  ul.notes li.busy { color: #a40000; font-weight: bold; }
+  details.ops { margin: .3rem 0; }
+  details.ops > summary { cursor: pointer; }
 </style>
 </head>
 <body data-figure-count="{{ figures|length }}">
@@ -61,6 +65,10 @@ PAGE = r"""<!DOCTYPE html>
 {% macro plot(p) -%}
   {% if p.id %}<div class="sc-plot" id="{{ p.id }}"></div>{% endif %}
   {% if p.note %}<p class="note">{{ p.note }}</p>{% endif %}
+{%- endmacro %}
+
+{% macro notes(items) -%}
+  {% if items %}<ul class="notes">{% for n in items %}<li{% if n.startswith("BUSY MACHINE") %} class="busy"{% endif %}>{{ n }}</li>{% endfor %}</ul>{% endif %}
 {%- endmacro %}
 
 {% if training %}
@@ -168,6 +176,74 @@ PAGE = r"""<!DOCTYPE html>
   {% endfor %}
 </table></div>
 </details>
+
+<h2 id="costs">Where the time goes</h2>
+<p class="muted">From <code>--profile</code> runs: a separate profiled pass after each cell's
+  timed loop splits one iteration into parts; FLOPs and (estimated) bytes of one call place
+  the cell under this machine's measured peaks; a side-channel sampler gives CPU use and
+  energy over the timed loop. Only valid cells appear.</p>
+{% if costs.note %}<p class="note">{{ costs.note }}</p>{% endif %}
+{% if costs.profiled %}
+<h3>Breakdown per iteration</h3>
+{{ plot(costs.plots.breakdown) }}
+{{ notes(costs.notes.breakdown) }}
+
+<h3>Top operators</h3>
+{% for t in costs.op_tables %}
+<details class="ops"><summary>{{ t.title }}: {{ t.summary }}</summary>
+<p class="muted">{{ t.method }}</p>
+<div class="scroll"><table>
+  <tr>{% for h in t.header %}<th{% if loop.first %} class="text"{% endif %}>{{ h }}</th>{% endfor %}</tr>
+  {% for row in t.rows %}
+  <tr>{% for v in row %}<td{% if loop.first %} class="text"{% endif %}>{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{{ notes(t.notes) }}
+</details>
+{% else %}<p class="note">No operator tables: no profiled cell has a breakdown.</p>
+{% endfor %}
+
+<h3>Roofline</h3>
+{{ plot(costs.plots.roofline) }}
+{{ notes(costs.notes.roofline) }}
+
+<h3>Share of the measured peak</h3>
+{% if costs.peak_rows %}
+<p class="muted">Achieved GFLOP/s = FLOPs of one batch / median step time; peak = this
+  machine's best GEMM at the cell's thread count and precision (measured by stackcost, not a
+  datasheet figure).</p>
+<div class="scroll"><table class="peak">
+  <tr>{% for h in costs.peak_header %}<th{% if loop.index <= 3 %} class="text"{% endif %}>{{ h }}</th>{% endfor %}</tr>
+  {% for row in costs.peak_rows %}
+  <tr>{% for v in row %}<td{% if loop.index <= 3 %} class="text"{% endif %}>{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{% else %}<p class="note">No profiled cell has an achieved GFLOP/s.</p>{% endif %}
+
+<h3>CPU utilization</h3>
+{{ plot(costs.plots.utilization) }}
+{{ notes(costs.notes.utilization) }}
+
+<h3>Energy</h3>
+{{ plot(costs.plots.energy) }}
+{{ notes(costs.notes.energy) }}
+{% for t in costs.best_tables %}
+<div class="scroll"><table class="best-backend">
+  <caption class="text">{{ t.title }}</caption>
+  <tr><th class="text" rowspan="2">workload</th>
+    <th colspan="{{ t.columns|length }}">best backend (value) at batch size (samples)</th></tr>
+  <tr>{% for b in t.columns %}<th>{{ b }}</th>{% endfor %}</tr>
+  {% for row in t.rows %}
+  <tr><td class="text">{{ row.label }}</td>
+    {% for c in row.cells %}<td class="text"><b>{{ c.text }}</b>{% if c.value %} {{ c.value }}{% endif %}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{% endfor %}
+{% endif %}
+
+<h3>Thread scaling</h3>
+{{ plot(costs.plots.scaling) }}
+{{ notes(costs.notes.scaling) }}
 {% endif %}
 
 <h2 id="environment">Environment</h2>

@@ -1,0 +1,107 @@
+"""--profile: where a measured cell's time goes, after its timed loop has finished.
+
+The timed loop stays unprofiled (a profiler would change what it measures); the
+breakdown comes from a separate short profiled pass over the same prepared step. FLOPs
+are counted on the eager model with the cell's shapes: every backend runs the same
+network, so the same work, and achieved FLOP/s = FLOPs / the backend's own median.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stackcost.result import RepetitionResult
+
+if TYPE_CHECKING:
+    import torch
+
+    from stackcost.backends.base import Backend, Prepared
+    from stackcost.cell import Cell
+    from stackcost.execute.task import RepetitionTask
+    from stackcost.measure.sampler import Sampler
+
+# Profiled iterations: enough to average over, few enough to add seconds, not minutes.
+PROFILE_ITERS = 10
+
+
+def record_work(
+    model: torch.nn.Module, example: torch.Tensor, cell: Cell, result: RepetitionResult
+) -> None:
+    """FLOPs and estimated bytes of one call, and the achieved rate at the cell's median."""
+    from stackcost.measure.flops import count_work
+
+    result.work = count_work(model, example, cell.mode)
+    if result.stats is not None and result.stats.median_ms > 0:
+        result.achieved_gflops = result.work.flops / (result.stats.median_ms / 1e3) / 1e9
+
+
+def breakdown(
+    backend: Backend, prepared: Prepared | None, cell: Cell, result: RepetitionResult
+) -> None:
+    """The step's time split (kernels vs overhead on CPU), or a note saying why there is none."""
+    from stackcost.profile import profile_step
+
+    if prepared is not None and prepared.breakdown is not None:
+        result.breakdown = prepared.breakdown(PROFILE_ITERS)
+    elif prepared is not None and backend.torch_profiled:
+        result.breakdown = profile_step(prepared.step, iters=PROFILE_ITERS, device=cell.device)
+    elif prepared is None:
+        result.profile_notes.append(
+            f"no breakdown: the {backend.name} program has no per-layer timers yet"
+        )
+    else:
+        result.profile_notes.append(
+            f"no breakdown: torch.profiler cannot see {backend.name}'s kernels and its own "
+            "profiler is not wired"
+        )
+    if result.breakdown is not None and not result.breakdown.check():
+        b = result.breakdown
+        result.profile_notes.append(
+            f"breakdown covers {b.covered():.1%} of the wall time: remainder "
+            f"{b.remainder_ms:.3g} ms is more than 5%"
+        )
+
+
+@contextmanager
+def sampling(task: RepetitionTask) -> Iterator[Sampler | None]:
+    """The side-channel sampler around the measurement (--profile only): a separate
+    process reading this process's (and its children's) CPU time and RSS, and NVML."""
+    if not task.profile:
+        yield None
+        return
+    from stackcost.measure.sampler import Sampler
+
+    Path(task.workdir).mkdir(parents=True, exist_ok=True)
+    with Sampler(
+        os.getpid(),
+        task.sample_interval_s,
+        Path(task.workdir) / "telemetry.jsonl",
+        threads=task.cell.threads,
+    ) as sampler:
+        yield sampler
+
+
+def record_telemetry(
+    sampler: Sampler, timed_s: float, iterations: int, cell: Cell, result: RepetitionResult
+) -> None:
+    """Utilization and energy over the timed loop, which ended at the "timed_end" mark.
+
+    A C++ program's loop ends a little before its process does (it still writes its
+    output), so there the window is approximate by that much.
+    """
+    from stackcost.measure.energy import energy_from_telemetry
+
+    end = sampler.marks["timed_end"]
+    window = (end - int(timed_s * 1e9), end)
+    result.telemetry = sampler.summary(*window, threads=cell.threads)
+    device = "cpu" if cell.device == "cpu" else "cuda:0"
+    try:
+        result.energy = energy_from_telemetry(
+            sampler.samples, window, cell.batch_size * iterations, device
+        )
+    except ValueError as exc:  # e.g. a window shorter than two samples
+        result.profile_notes.append(f"no energy: {exc}")

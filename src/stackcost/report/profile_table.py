@@ -1,0 +1,110 @@
+"""The terminal table `--profile` adds: where each cell's time goes, how close it gets to
+the machine's measured peak, how busy it kept the CPU and what its energy was."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from stackcost.result import RepetitionResult
+from stackcost.runs import CellResult, RunResult
+
+
+def profiled(c: CellResult) -> RepetitionResult | None:
+    """The cell's last valid repetition that carries profile data, if any."""
+    reps = [
+        r
+        for r in c.repetitions
+        if r.valid and (r.work or r.breakdown or r.telemetry or r.profile_notes)
+    ]
+    return reps[-1] if reps else None
+
+
+def percent_of_peak(rep: RepetitionResult, c: CellResult, env: dict) -> float | None:
+    """Achieved FLOP/s as a share of the peak measured for the cell's thread count."""
+    from stackcost.measure.peaks import Peaks, percent_of_peak
+
+    peaks = (env.get("peaks") or {}).get(str(c.cell.threads))
+    if rep.achieved_gflops is None or not peaks:
+        return None
+    return percent_of_peak(rep.achieved_gflops, Peaks(**peaks), c.cell.precision)
+
+
+def _split(rep: RepetitionResult) -> tuple[str, str]:
+    """The parts as shares of the profiled wall (remainder included), and the top op."""
+    b = rep.breakdown
+    if b is None:
+        return "—", "—"
+    parts = [f"{k} {v / b.wall_ms:.0%}" for k, v in b.parts_ms.items()]
+    parts.append(f"rest {b.remainder_ms / b.wall_ms:+.1%}")
+    top = b.top_ops[0] if b.top_ops else None
+    return f"{b.wall_ms:.3g} ms\n" + "\n".join(
+        parts
+    ), f"{top.name}\n{top.share:.0%}" if top else "—"
+
+
+def profile_table(result: RunResult) -> Table | None:
+    rows = [(c, rep) for c in result.cells() if (rep := profiled(c)) is not None]
+    if not rows:
+        return None
+    table = Table(title="where the time goes (--profile)", header_style="bold")
+    notes: list[str] = []
+    for name in (
+        "batch",
+        "res",
+        "thr",
+        "backend",
+        "profiled step",
+        "top op",
+        "GFLOP/s",
+        "% peak",
+        "CPU util",
+        "power",
+        "J/sample",
+        "energy method",
+    ):
+        table.add_column(
+            name, justify="left" if name in ("backend", "profiled step", "top op") else "right"
+        )
+    for c, rep in rows:
+        split, top = _split(rep)
+        notes += [f"{c.cell.backend} b{c.cell.batch_size}: {n}" for n in rep.profile_notes]
+        peak = percent_of_peak(rep, c, result.env)
+        tel, energy = rep.telemetry, rep.energy
+        util = "—"
+        if tel is not None:
+            util = f"{tel.cpu_util_cores_mean:.2f} cores"
+            if tel.busy_machine:
+                util += f"\n[red]busy: others {tel.other_busy_cores_mean:.2f}[/]"
+        table.add_row(
+            str(c.cell.batch_size),
+            str(c.cell.resolution),
+            str(c.cell.threads),
+            c.cell.backend,
+            split,
+            top,
+            f"{rep.achieved_gflops:.1f}" if rep.achieved_gflops is not None else "—",
+            f"{peak:.1f}%" if peak is not None else "—",
+            util,
+            f"{energy.watts:.1f} W" if energy else "—",
+            f"{energy.joules_per_sample:.3g}" if energy else "—",
+            energy.method if energy else "—",
+        )
+    # One line per method and model: the per-cell part of a source (its busy cores) is in the
+    # stored result and the report.
+    notes += sorted(
+        {
+            f"energy, {r.energy.method}: {r.energy.source.rsplit('; ', 1)[0]}"
+            for _, r in rows
+            if r.energy
+        }
+    )
+    table.caption = (
+        "breakdown from a separate profiled pass (torch.profiler or ONNX Runtime's profiler): "
+        "kernels vs overhead (wall not covered by kernels), remainder = wall − parts; "
+        "GFLOP/s = FlopCounterMode FLOPs / median step; % peak of this machine's measured "
+        "GEMM peak at the same threads; CPU util in cores over the timed loop (side-channel "
+        "sampler); energy 'estimated' = a stated power model, 'measured' = RAPL/NVML counters"
+    )
+    if notes:
+        table.caption += "\n" + "\n".join(notes)
+    return table
