@@ -2,6 +2,7 @@
 //
 //   stackcost_onednn echo IN.scw OUT.scw         read a tensor file, write it back
 //   stackcost_onednn run key=value ...            measure one repetition
+//   stackcost_onednn train key=value ...          train in the program's own loop (train.cpp)
 //
 // run keys: arch=resnet18|resnet34|resnet50|mnist-cnn, weights=PATH.scw, folded_bn, num_classes,
 // in_channels, resolution, input=PATH.scw, output=PATH.scw, threads, and the protocol:
@@ -10,12 +11,14 @@
 //
 // The weights file is prepared by Python (stackcost.backends.native.OneDNNBackend): every
 // convolution comes with BatchNorm already folded in, as "<conv>.folded_weight" and
-// "<conv>.folded_bias"; linear layers keep their state_dict names. The SCW1 reader and the
-// protocol loop are copied from stackcost_libtorch.cpp (minus torch), not shared.
+// "<conv>.folded_bias"; linear layers keep their state_dict names. The protocol loop and the
+// SCW1 format are shared with stackcost_libtorch (common/), the tensor helpers with train.cpp
+// (onednn_util.hpp).
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common/protocol.hpp"
-#include "common/scw1.hpp"
+#include "onednn_util.hpp"
+#include "train.hpp"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -40,104 +43,7 @@
 namespace {
 
 using namespace stackcost;  // the shared protocol (common/protocol.hpp)
-using dnnl::memory;
-using tag = memory::format_tag;
-using dt = memory::data_type;
-
-// ---- SCW1 tensor files (see native/README.md) -------------------------------------------
-
-struct Tensor {
-  std::vector<int64_t> dims;
-  std::vector<float> data;
-};
-using Named = std::vector<std::pair<std::string, Tensor>>;
-
-Named read_tensors(const std::string& path) {
-  return read_scw1<Tensor>(path, [](const std::string&, const std::vector<int64_t>& dims) {
-    Tensor t;
-    t.dims = dims;
-    size_t numel = 1;
-    for (const int64_t d : dims) numel *= static_cast<size_t>(d);
-    t.data.resize(numel);
-    float* dst = t.data.data();  // a moved vector keeps its buffer
-    return std::pair{std::move(t), dst};
-  });
-}
-
-void write_tensors(const std::string& path, const Named& tensors) {
-  std::vector<ScwView> views;
-  for (const auto& [name, t] : tensors) views.push_back({name, t.dims, t.data.data(), t.data.size()});
-  write_scw1(path, views);
-}
-
-std::string dims_str(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-// Tensors by name; every one must be taken exactly once with the expected shape.
-class Weights {
- public:
-  explicit Weights(Named tensors) {
-    for (auto& [name, t] : tensors) by_name_.emplace(name, std::move(t));
-  }
-  Tensor take(const std::string& name, const std::vector<int64_t>& dims) {
-    const auto it = by_name_.find(name);
-    if (it == by_name_.end()) throw std::runtime_error("weights file has no tensor " + name);
-    Tensor t = std::move(it->second);
-    by_name_.erase(it);
-    if (t.dims != dims) {
-      throw std::runtime_error("shape mismatch for " + name + ": file " + dims_str(t.dims) +
-                               ", model " + dims_str(dims));
-    }
-    return t;
-  }
-  void check_all_used() const {
-    if (!by_name_.empty()) {
-      throw std::runtime_error("weights file has a tensor the model lacks: " + by_name_.begin()->first);
-    }
-  }
-
- private:
-  std::map<std::string, Tensor> by_name_;
-};
-
-// ---- format names, for the details ------------------------------------------------------
-
-// oneDNN's own spelling of a blocked layout ("aBcd16b" = nChw16c), or a familiar tag name.
-std::string format_name(const memory::desc& md) {
-  const auto& d = md.data;
-  const memory::dims dims(d.dims, d.dims + d.ndims);
-  static const std::vector<std::pair<tag, const char*>> known = {
-      {tag::nchw, "nchw"},       {tag::nhwc, "nhwc"},         {tag::nChw8c, "nChw8c"},
-      {tag::nChw16c, "nChw16c"}, {tag::oihw, "oihw"},         {tag::hwio, "hwio"},
-      {tag::ohwi, "ohwi"},       {tag::Ohwi8o, "Ohwi8o"},     {tag::Ohwi16o, "Ohwi16o"},
-      {tag::OIhw8i8o, "OIhw8i8o"}, {tag::OIhw16i16o, "OIhw16i16o"}, {tag::Oihw16o, "Oihw16o"},
-      {tag::nc, "nc"}};
-  for (const auto& [t, name] : known) {
-    try {
-      if (md == memory::desc(dims, dt::f32, t)) return name;
-    } catch (const dnnl::error&) {  // tag of another rank
-    }
-  }
-  if (d.format_kind != dnnl_blocked) return "format_kind " + std::to_string(d.format_kind);
-  const auto& b = d.format_desc.blocking;
-  std::vector<int> order(d.ndims);
-  for (int i = 0; i < d.ndims; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int c) { return b.strides[a] > b.strides[c]; });
-  std::string s;
-  for (const int i : order) {
-    bool blocked = false;
-    for (int k = 0; k < b.inner_nblks; ++k) blocked = blocked || b.inner_idxs[k] == i;
-    s += static_cast<char>((blocked ? 'A' : 'a') + i);
-  }
-  for (int k = 0; k < b.inner_nblks; ++k) {
-    s += std::to_string(b.inner_blks[k]) + static_cast<char>('a' + b.inner_idxs[k]);
-  }
-  return s;
-}
+using namespace stackcost::onednn;  // tensors, weights, names (onednn_util.hpp)
 
 // ---- the network as a list of primitives ------------------------------------------------
 
@@ -351,16 +257,6 @@ void build_mnist(Net& net, Act x, int64_t classes) {
   net.output(net.log_softmax(net.linear("fc2", x, classes, false)));
 }
 
-std::string runtime_name(unsigned runtime) {
-  switch (runtime) {
-    case DNNL_RUNTIME_SEQ: return "sequential";
-    case DNNL_RUNTIME_OMP: return "openmp";
-    case DNNL_RUNTIME_TBB: return "tbb";
-    case DNNL_RUNTIME_THREADPOOL: return "threadpool";
-    default: return std::to_string(runtime);
-  }
-}
-
 int run(const Args& args) {
   const Protocol p = parse_protocol(args);
   const int threads = static_cast<int>(std::stoll(arg(args, "threads")));
@@ -427,7 +323,10 @@ int main(int argc, char** argv) {
     if (!argv_.empty() && argv_[0] == "run") {
       return run(parse_args(argv_));
     }
-    std::cerr << "usage: stackcost_onednn echo IN OUT | run key=value ...\n";
+    if (!argv_.empty() && argv_[0] == "train") {
+      return stackcost::onednn::train(parse_args(argv_));
+    }
+    std::cerr << "usage: stackcost_onednn echo IN OUT | run key=value ... | train key=value ...\n";
     return 2;
   } catch (const dnnl::error& e) {
     std::cerr << "error: oneDNN: " << e.what() << " (status " << e.status << ")\n";
