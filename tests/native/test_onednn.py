@@ -78,7 +78,7 @@ def test_build_cache_reuses_the_build(onednn_build):
 
 def test_onednn_refuses_a_model_it_has_no_definition_of(tmp_path):
     cell = Cell(model=ModelRef(name="mlp", num_classes=10, in_channels=1), backend="onednn")
-    with pytest.raises(ValueError, match="onednn has no C++ definition of mlp"):
+    with pytest.raises(ValueError, match=r"onednn has no C\+\+ definition of mlp"):
         load_backend("onednn").export(None, None, cell, tmp_path)
 
 
