@@ -42,8 +42,12 @@ def _train(backend: str, tmp_path) -> object:
 
 
 @pytest.mark.slow
-def test_onednn_trains_through_the_worker(onednn_build, tmp_path):
-    native, eager = _train("onednn", tmp_path), _train("eager", tmp_path)
+@pytest.mark.parametrize(
+    "backend, build", [("libtorch", "native_build"), ("onednn", "onednn_build")]
+)
+def test_native_level_trains_through_the_worker(backend, build, request, tmp_path):
+    request.getfixturevalue(build)  # the session's program, in its own cache
+    native, eager = _train(backend, tmp_path), _train("eager", tmp_path)
     assert native.status == "ok", (native.reason, native.log_tail)
     assert [e.epoch for e in native.epochs] == [1, 2]
     for n, e in zip(native.epochs, eager.epochs, strict=True):
