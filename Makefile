@@ -36,6 +36,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/agreement.py
 	$(PY) benchmarks/fixed_cost.py
 	$(PY) benchmarks/train_throughput.py
+	$(PY) benchmarks/peaks.py
+	$(PY) benchmarks/sampler_overhead.py
+	$(PY) benchmarks/native_train_step.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
