@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 Interval = tuple[float, float]
 
-CPU_PARTS = ("kernels", "overhead")
+CPU_PARTS = ("kernels", "overhead", "graph frames (ops not recorded)")
 GPU_PARTS = ("device compute", "host<->device copies", "idle")
 
 

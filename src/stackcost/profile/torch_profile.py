@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stackcost.profile.breakdown import (
+    CPU_PARTS,
     Breakdown,
     Interval,
     intersect,
@@ -138,6 +139,8 @@ WRAPPER_OPS = frozenset(
         "scaled_dot_product_attention",
     )
 )
+# The part for self time of graph frames (TorchScript), whose ops the profiler cannot see.
+UNRECORDED = CPU_PARTS[2]
 # Namespaces of events that are framework code, not operators.
 _FRAMEWORK_NAMESPACES = ("autograd::", "profiler::", "Optimizer.")
 
@@ -289,10 +292,24 @@ def _cpu_parts(
     # but a clock mismatch between threads should not produce kernel time outside a step.
     kernels_us = length(intersect(kernel_ivs, spans))
     span_us = length(spans)
+    # A TorchScript graph runs as a frame named after its method ("forward"); ops it
+    # dispatches without the profiler's hooks (frozen, prepacked oneDNN convolutions) are
+    # invisible and land in that frame's self time. That time is kernels and interpreter
+    # mixed, so it is its own part rather than being called overhead.
+    frames_us = sum(
+        e.self_cpu_time_total
+        for e in cpu
+        if "::" not in e.name and not e.name.startswith(_FRAMEWORK_NAMESPACES)
+    )
+    frames_us = min(frames_us, span_us - kernels_us)
     parts = {
         "kernels": kernels_us / 1e3 / iters,
-        "overhead": (span_us - kernels_us) / 1e3 / iters,
+        "overhead": (span_us - kernels_us - frames_us) / 1e3 / iters,
     }
+    if frames_us > 0.01 * span_us:
+        parts[UNRECORDED] = frames_us / 1e3 / iters
+    else:
+        parts["overhead"] += frames_us / 1e3 / iters
     rows = [(e.name, e.self_cpu_time_total / 1e3) for e in cpu]
     return parts, rows, "torch.profiler, CPU activities"
 

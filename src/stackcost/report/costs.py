@@ -34,6 +34,7 @@ from stackcost.result import RepetitionResult
 from stackcost.runs import RunResult
 
 PART_COLORS = {
+    "graph frames (ops not recorded)": "#CC79A7",
     "kernels": "#0072B2",
     "overhead": "#E69F00",
     "device compute": "#009E73",
