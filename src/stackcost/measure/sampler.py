@@ -6,6 +6,7 @@ nothing but a share of the machine, and that share is measured too (its own CPU 
 recorded and taken out of "other processes' CPU").
 
     python -m stackcost.measure.sampler PID INTERVAL_S OUT_PATH [--rapl-root DIR] [--no-nvml]
+        [--sched-idle]
 
 Every INTERVAL_S the sampler records, for PID and its descendants: CPU time (user + sys)
 and RSS; system-wide: busy CPU time and the 1-minute load average; when NVML works, per
@@ -26,6 +27,13 @@ torch, numpy or pydantic): ~60 ms from spawn to the first sample on a quiet mach
 pydantic summary model below is therefore defined only when this file is imported as a
 module, never when it runs as the sampler.
 
+Cost: ~0.2 ms of CPU per sample (half of it Python waking up), i.e. ~2% of one core at
+10 ms. When the workload's threads fill every core, each wake-up preempts one of them and
+a parallel op waits for the straggler, so the latency cost can exceed that share (see
+benchmarks/sampler_overhead.py). --sched-idle runs the sampler under SCHED_IDLE: it then
+never preempts the workload, at the price of late samples while every core is busy
+(timestamps stay exact; Telemetry.gap_max_s shows how late).
+
 Resolution: Linux accounts CPU time in clock ticks (USER_HZ = 100, i.e. 10 ms), so a
 single 10 ms interval reads 0, 1 or 2 cores of a 1-core load. Means over a window are
 exact to a tick; the peak is taken over spans of at least MAX_SPAN_S (see summarize).
@@ -42,6 +50,7 @@ import sys
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import IO, Any
 
@@ -284,6 +293,7 @@ def run(
     *,
     rapl_root: Path = RAPL_ROOT,
     nvml: bool = True,
+    sched_idle: bool = False,
     ready: IO[str] | None = None,
 ) -> str:
     """Sample until the target exits or SIGTERM/SIGINT arrives; returns why it stopped.
@@ -295,6 +305,13 @@ def run(
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     tree = ProcessTree(pid)
     gpu = GpuProbe() if nvml else None
+    sched = "normal"
+    if sched_idle:
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            sched = "idle"
+        except (AttributeError, OSError) as exc:
+            sched = f"normal (SCHED_IDLE refused: {_one_line(exc)})"
     rapl = RaplProbe(rapl_root)
     header = {
         "kind": "header",
@@ -308,6 +325,7 @@ def run(
         "rapl_available": bool(rapl.zones),
         "rapl_zones": sorted(rapl.zones),
         "rapl_reason": rapl.reason,
+        "sched": sched,
     }
     out.write(json.dumps(header) + "\n")
     out.flush()
@@ -369,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_path", type=Path)
     ap.add_argument("--rapl-root", type=Path, default=RAPL_ROOT, help="powercap directory")
     ap.add_argument("--no-nvml", action="store_true", help="skip GPU telemetry")
+    ap.add_argument(
+        "--sched-idle", action="store_true", help="run under SCHED_IDLE (never preempt)"
+    )
     args = ap.parse_args(argv)
     try:
         psutil.Process(args.pid)
@@ -383,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
             out,
             rapl_root=args.rapl_root,
             nvml=not args.no_nvml,
+            sched_idle=args.sched_idle,
             ready=sys.stdout,
         )
     return 0
@@ -510,6 +532,7 @@ if __name__ != "__main__":
 
         interval_s: float
         n_samples: int  # samples taken inside the window
+        gap_max_s: float  # longest gap between samples around the window (late wake-ups)
         window_s: float  # the window asked for
         covered_s: float  # the part of it the samples span (== window_s normally)
         logical_cpus: int
@@ -574,6 +597,7 @@ if __name__ != "__main__":
         return Telemetry(
             interval_s=interval,
             n_samples=sum(1 for s in run_ if start_ns <= s["t"] <= end_ns),
+            gap_max_s=max((b - a for a, b in pairwise(ts)), default=0) / 1e9,
             window_s=(end_ns - start_ns) / 1e9,
             covered_s=covered_ns / 1e9,
             logical_cpus=ncpu,
@@ -622,6 +646,7 @@ if __name__ != "__main__":
             *,
             rapl_root: Path = RAPL_ROOT,
             nvml: bool = True,
+            sched_idle: bool = False,
             threads: int | None = None,
             ready_timeout_s: float = READY_TIMEOUT_S,
         ) -> None:
@@ -631,6 +656,7 @@ if __name__ != "__main__":
             self.out_path = Path(out_path) if out_path is not None else None
             self.rapl_root = rapl_root
             self.nvml = nvml
+            self.sched_idle = sched_idle
             self.threads = threads
             self.ready_timeout_s = ready_timeout_s
             self.marks: dict[str, int] = {}
@@ -657,6 +683,8 @@ if __name__ != "__main__":
             ]
             if not self.nvml:
                 cmd.append("--no-nvml")
+            if self.sched_idle:
+                cmd.append("--sched-idle")
             # Open from start() to stop(): a file, not a pipe nobody drains.
             self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
             t0 = time.perf_counter()
@@ -668,7 +696,9 @@ if __name__ != "__main__":
             line = self.process.stdout.readline() if ready else ""
             if line.strip() != "ready":
                 self._kill()
-                raise SamplerError(f"telemetry sampler did not start: {self._stderr_text()}")
+                why = self._stderr_text()
+                self.stop()  # closes the pipe and the stderr file, removes our temp file
+                raise SamplerError(f"telemetry sampler did not start: {why}")
             self.startup_s = time.perf_counter() - t0
             return self
 
