@@ -812,17 +812,19 @@ def energy_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
             )
             continue
         slope, intercept, r2 = fit_power_throughput(pts)
+        # Two points always fit exactly: an R² of 1 would claim a fit that was never tested.
+        r2_text = f"R² = {r2:.3f}" if len(pts) > 2 else "R² n/a (2 points)"
         x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
         fig.add_trace(
             go.Scatter(
                 x=[x0, x1],
                 y=[intercept + slope * x0, intercept + slope * x1],
                 mode="lines",
-                name=_text(f"{group} fit: {slope:.3g} W per sample/s, R² = {r2:.3f}"),
+                name=_text(f"{group} fit: {slope:.3g} W per sample/s, {r2_text}"),
                 legendgroup=_text(group),
                 line={"color": color, "dash": "dash" if method == "estimated" else "solid"},
                 hovertemplate=f"P = {intercept:.4g} W + {slope:.4g} W·s/sample × throughput"
-                f"<br>R² = {r2:.3f} over {len(pts)} cells<extra>{_extra(_text(group))}</extra>",
+                f"<br>{r2_text} over {len(pts)} cells<extra>{_extra(_text(group))}</extra>",
             )
         )
     label = (
