@@ -21,8 +21,15 @@ Body = Callable[[T, RepetitionResult, Phases, float], None]
 
 
 def one_line(exc: BaseException) -> str:
+    """The exception as a cell's one-line reason. A multi-line message (a failed build's
+    log tail) keeps its first line plus its first "error:" line (a compiler's diagnostic), so the reason
+    names the compiler's complaint, not just "exit 1"."""
     text = f"{type(exc).__name__}: {exc}".strip()
-    return text.splitlines()[0][:500] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    first, *rest = text.splitlines()
+    error = next((line.strip() for line in rest if "error:" in line.lower()), "")
+    return f"{first} {error}".strip()[:500]
 
 
 def guarded(task: T, body: Body) -> RepetitionResult:

@@ -532,7 +532,7 @@ if __name__ != "__main__":
 
         interval_s: float
         n_samples: int  # samples taken inside the window
-        gap_max_s: float | None = None  # longest gap between samples around the window (late wake-ups)
+        gap_max_s: float | None = None  # longest gap between samples (late wake-ups)
         window_s: float  # the window asked for
         covered_s: float  # the part of it the samples span (== window_s normally)
         logical_cpus: int
