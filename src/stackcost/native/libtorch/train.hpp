@@ -370,6 +370,9 @@ inline int train(const Args& args) {
   const int64_t baseline_rss = vm_bytes("VmRSS:");  // libtorch loaded, no model yet
   const torch::Device device = device_arg(args);
   const TrainConfig cfg = parse_train_config(args);
+  // Dropout masks come from torch's default generator: seeded, so a run is reproducible.
+  const auto seed = static_cast<uint64_t>(std::stoull(arg_or(args, "seed", "0")));
+  torch::manual_seed(seed);
 
   const Net net = make_net(args, cfg.dropout);
   load_state(*net.module, read_tensors(arg(args, "weights")));
@@ -414,6 +417,7 @@ inline int train(const Args& args) {
                            .text("optimizer", cfg.optimizer)
                            .text("lr_schedule", cfg.schedule)
                            .text("dropout", has_dropout ? (cfg.dropout ? "on" : "off") : "none")
+                           .integer("seed", static_cast<int64_t>(seed))
                            .integer("steps_per_epoch", steps_per_epoch)
                            .text("loss", "torch::nn::functional::cross_entropy, mean")
                            .text("clock", "std::chrono::steady_clock");
