@@ -40,25 +40,11 @@ from rich.console import Console
 from rich.table import Table
 
 from _figures import write_figures
-from stackcost import zoo
-from stackcost.backends import PrepareContext, load_backend
-from stackcost.cell import Cell
+from agreement import build_step  # the eager step, built as a worker builds it
 from stackcost.measure.sampler import BUSY_OTHER_CORES, Sampler, SystemCpu
-from stackcost.spec import model_ref
 
 TOLERANCE = 0.02
 MIN_QUIET_ROUNDS = 3
-
-
-def build_step(resolution: int, threads: int, workdir: Path):
-    """The eager backend's step, built the way a worker builds it."""
-    ref = model_ref("resnet18")
-    cell = Cell(model=ref, backend="eager", resolution=resolution, threads=threads)
-    model = zoo.build_model(ref, resolution)
-    generator = torch.Generator().manual_seed(ref.seed + 1)
-    example = torch.randn(cell.input_shape(), generator=generator)
-    prepared = load_backend("eager").prepare(model, example, cell, PrepareContext(workdir))
-    return prepared.step
 
 
 def timed(step, seconds: float) -> list[int]:

@@ -16,20 +16,11 @@ from stackcost.profile.ort_profile import breakdown_from_trace, profile_ort  # n
 @pytest.fixture(scope="module")
 def tiny_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
-    from torch import nn
 
     from stackcost.backends.onnx_export import export_onnx
+    from tests.profile.nets import conv_net
 
-    torch.manual_seed(0)
-    net = nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(32, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, 10),
-    ).eval()
+    net = conv_net()
     path = tmp_path_factory.mktemp("onnx") / "model.onnx"
     # The legacy exporter: a fraction of a second, where dynamo takes seconds; the
     # breakdown does not depend on which exporter wrote the graph.

@@ -10,19 +10,7 @@ from torch import nn
 
 from stackcost.profile.breakdown import CPU_PARTS
 from stackcost.profile.torch_profile import is_kernel, profile_step
-
-
-def _conv_net() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(32, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, 10),
-    ).eval()
+from tests.profile.nets import conv_net
 
 
 def _inference(net: nn.Module, x: torch.Tensor):
@@ -46,7 +34,7 @@ def test_a_known_sleep_is_attributed_to_overhead():
 
 
 def test_a_conv_step_is_mostly_kernels():
-    br = profile_step(_inference(_conv_net(), torch.randn(1, 3, 64, 64)), iters=10)
+    br = profile_step(_inference(conv_net(), torch.randn(1, 3, 64, 64)), iters=10)
     assert br.parts_ms["kernels"] > 0.5 * br.wall_ms, br.summary()
     assert any("conv" in r.name.lower() for r in br.top_ops[:3]), br.summary()
     assert br.top_ops == sorted(br.top_ops, key=lambda r: -r.self_ms)
@@ -54,14 +42,14 @@ def test_a_conv_step_is_mostly_kernels():
 
 
 def test_the_remainder_of_a_small_model_is_within_five_percent():
-    br = profile_step(_inference(_conv_net(), torch.randn(1, 3, 64, 64)), iters=10, top_n=3)
+    br = profile_step(_inference(conv_net(), torch.randn(1, 3, 64, 64)), iters=10, top_n=3)
     assert br.check(0.05), br.summary()
     assert len(br.top_ops) == 3
     assert br.unprofiled_wall_ms is not None and br.unprofiled_wall_ms > 0
 
 
 def test_a_training_step_profiles_backward_too():
-    net = _conv_net().train()
+    net = conv_net().train()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
 
@@ -97,7 +85,7 @@ def test_bad_arguments():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_gpu_parts_sum_to_the_step():
-    net = _conv_net().cuda()
+    net = conv_net().cuda()
     x = torch.randn(1, 3, 64, 64)
 
     def step():

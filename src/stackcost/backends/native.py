@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from stackcost.backends.base import Availability, Backend, Capabilities, PrepareContext
+from stackcost.native import network_args
 
 if TYPE_CHECKING:
     import torch
@@ -155,17 +156,6 @@ def _build_details(build: Any, export_s: float) -> dict[str, Any]:
     }
 
 
-def _cell_args(cell: Cell) -> dict[str, Any]:
-    ref = cell.model
-    return {
-        "arch": ref.name,
-        "num_classes": ref.num_classes,
-        "in_channels": ref.in_channels,
-        "conv_bias": int(ref.conv_bias),
-        "resolution": cell.resolution,
-    }
-
-
 class LibTorchBackend(NativeBackend):
     name = "libtorch"
     description = "LibTorch C++: the zoo architectures re-defined with torch::nn, no Python"
@@ -180,7 +170,7 @@ class LibTorchBackend(NativeBackend):
 
         self.check_arch(cell)
         write_tensors(workdir / "weights.scw", model.state_dict())
-        return {"kind": "nn", "weights": workdir / "weights.scw", **_cell_args(cell)}
+        return {"kind": "nn", "weights": workdir / "weights.scw", **network_args(cell)}
 
 
 class TorchScriptCppBackend(NativeBackend):
@@ -263,7 +253,7 @@ class OneDNNBackend(NativeBackend):
         self.check_arch(cell)
         state, folded = folded_state(model)
         write_tensors(workdir / "weights.scw", state)
-        return {"weights": workdir / "weights.scw", "folded_bn": folded, **_cell_args(cell)}
+        return {"weights": workdir / "weights.scw", "folded_bn": folded, **network_args(cell)}
 
 
 # -- turning the program's answer into the engine's records -----------------------------------

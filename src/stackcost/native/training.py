@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stackcost.native import network_args
 from stackcost.native.tensors import write_tensors
 
 if TYPE_CHECKING:
@@ -82,13 +83,8 @@ def train_args(
     cfg = cell.train
     if cfg is None:
         raise ValueError("a native training run needs a cell with a train config")
-    ref = cell.model
     return {
-        "arch": ref.name,
-        "num_classes": ref.num_classes,
-        "in_channels": ref.in_channels,
-        "conv_bias": int(ref.conv_bias),
-        "resolution": cell.resolution,
+        **network_args(cell),
         "threads": cell.threads,
         **files,
         "batch": cell.batch_size,

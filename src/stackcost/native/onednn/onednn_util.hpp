@@ -5,6 +5,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common/scw1.hpp"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>
@@ -15,6 +18,18 @@
 #include <vector>
 
 namespace stackcost::onednn {
+
+// Pin OpenMP (Debian's oneDNN runtime) to `threads` on top of the parent's OMP_NUM_THREADS;
+// returns the count OpenMP then reports, -1 without OpenMP.
+inline int set_threads(int threads) {
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+  return omp_get_max_threads();
+#else
+  (void)threads;
+  return -1;
+#endif
+}
 
 using dnnl::memory;
 using tag = memory::format_tag;

@@ -19,9 +19,6 @@
 #include "common/protocol.hpp"
 #include "onednn_util.hpp"
 #include "train.hpp"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -260,12 +257,7 @@ void build_mnist(Net& net, Act x, int64_t classes) {
 int run(const Args& args) {
   const Protocol p = parse_protocol(args);
   const int threads = static_cast<int>(std::stoll(arg(args, "threads")));
-#ifdef _OPENMP
-  omp_set_num_threads(threads);
-  const int omp_threads = omp_get_max_threads();
-#else
-  const int omp_threads = -1;
-#endif
+  const int omp_threads = set_threads(threads);
   const auto* version = dnnl::version();
   const int64_t baseline_rss = vm_bytes("VmRSS:");
 

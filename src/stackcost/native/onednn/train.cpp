@@ -14,9 +14,6 @@
 
 #include "onednn_util.hpp"
 #include "train_net.hpp"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include <chrono>
 #include <cmath>
@@ -163,12 +160,7 @@ std::string epoch_json(const EpochRec& e) {
 
 int train(const Args& args) {
   const int threads = static_cast<int>(std::stoll(arg(args, "threads")));
-#ifdef _OPENMP
-  omp_set_num_threads(threads);
-  const int omp_threads = omp_get_max_threads();
-#else
-  const int omp_threads = -1;
-#endif
+  const int omp_threads = set_threads(threads);
   const int64_t baseline_rss = vm_bytes("VmRSS:");
 
   const std::string arch = arg(args, "arch");
