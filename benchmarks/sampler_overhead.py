@@ -2,7 +2,8 @@
 
 ResNet-18, eager, fp32, batch 1, 2 threads (the eager backend's step, built as a worker
 builds it) is timed for a fixed budget with no sampler and with the sampler process
-watching this process every 10 ms. Each round runs both orders (off, on, on, off) so
+watching this process every 10 ms, under SCHED_IDLE as stackcost runs it (--sched normal:
+at normal priority, to see what yielding saves). Each round runs both orders (off, on, on, off) so
 neither condition always follows the other. Two figures: the ratio of each condition's
 median of per-measurement medians (pooled), and the median of per-round on/off ratios
 (paired: both sides of a round ran within seconds of each other). Measurements of one
@@ -21,7 +22,7 @@ The sampler's own start-up (process spawn to first sample on disk) and CPU use a
 reported from its telemetry.
 
     python benchmarks/sampler_overhead.py [--resolution 64] [--rounds 7] [--max-rounds 21] \
-        [--seconds 1] [--interval 0.01] [--sched-idle] [--json PATH]
+        [--seconds 1] [--interval 0.01] [--sched idle|normal] [--json PATH]
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def once(
     interval_s: float,
     threads: int,
     system: SystemCpu,
-    sched_idle: bool = False,
+    sched_idle: bool = True,
 ) -> dict[str, Any]:
     before = cpu_now(system)
     if not sampled:
@@ -117,7 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rounds", type=int, default=21, help="rounds at most (default 21)")
     ap.add_argument("--seconds", type=float, default=1.0, help="timed seconds per measurement")
     ap.add_argument("--interval", type=float, default=0.01, help="sampling interval, s")
-    ap.add_argument("--sched-idle", action="store_true", help="run the sampler under SCHED_IDLE")
+    ap.add_argument(
+        "--sched",
+        choices=("idle", "normal"),
+        default="idle",
+        help="the sampler's scheduling: idle (SCHED_IDLE, stackcost's default) or normal",
+    )
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
 
@@ -144,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                             args.interval,
                             args.threads,
                             system,
-                            args.sched_idle,
+                            args.sched == "idle",
                         )
                     )
             rounds.append(per)
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         title=(
             f"resnet18 eager fp32, batch 1, {args.resolution}px, {args.threads} threads; "
             f"sampler every {args.interval * 1e3:g} ms"
-            + (" (SCHED_IDLE)" if args.sched_idle else "")
+            + (" (SCHED_IDLE)" if args.sched == "idle" else " (normal priority)")
         )
     )
     for col in (
@@ -248,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             "resolution": args.resolution,
             "threads": args.threads,
             "interval_s": args.interval,
-            "sched_idle": args.sched_idle,
+            "sched": args.sched,
             "seconds_per_measurement": args.seconds,
             "rounds": rounds,
             "off_median_ms": off_med,

@@ -68,6 +68,8 @@ def _telemetry(threads: int, busy: bool) -> Telemetry:
     return Telemetry(
         interval_s=0.01,
         n_samples=50,
+        gap_max_s=0.25 if threads == 2 else 0.011,  # SCHED_IDLE: late when cores are full
+        sched="idle",
         window_s=0.5,
         covered_s=0.5,
         logical_cpus=2,

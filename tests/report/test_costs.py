@@ -152,6 +152,9 @@ def test_utilization_flags_busy_cells(rows, colors):
     flagged = [s for s in ort.marker.pattern.shape if s]
     assert flagged == ["x"] and "busy machine" in ort.text
     assert "busy-machine" in panel.fig.layout.title.text
+    # How the sampler kept up is in the hover: its samples come late on full cores.
+    sampling = {row[4] for trace in panel.fig.data[:-2] for row in trace.customdata}
+    assert "50 samples every 10 ms asked, longest gap 250 ms (sampler: idle)" in sampling
 
 
 def test_energy_fit_and_methods(rows, colors):

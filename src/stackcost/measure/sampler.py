@@ -6,7 +6,7 @@ nothing but a share of the machine, and that share is measured too (its own CPU 
 recorded and taken out of "other processes' CPU").
 
     python -m stackcost.measure.sampler PID INTERVAL_S OUT_PATH [--rapl-root DIR] [--no-nvml]
-        [--sched-idle]
+        [--sched idle|normal]
 
 Every INTERVAL_S the sampler records, for PID and its descendants: CPU time (user + sys)
 and RSS; system-wide: busy CPU time and the 1-minute load average; when NVML works, per
@@ -27,12 +27,16 @@ torch, numpy or pydantic): ~60 ms from spawn to the first sample on a quiet mach
 pydantic summary model below is therefore defined only when this file is imported as a
 module, never when it runs as the sampler.
 
-Cost: ~0.2 ms of CPU per sample (half of it Python waking up), i.e. ~2% of one core at
-10 ms. When the workload's threads fill every core, each wake-up preempts one of them and
-a parallel op waits for the straggler, so the latency cost can exceed that share (see
-benchmarks/sampler_overhead.py). --sched-idle runs the sampler under SCHED_IDLE: it then
-never preempts the workload, at the price of late samples while every core is busy
-(timestamps stay exact; Telemetry.gap_max_s shows how late).
+Priority: the sampler runs under SCHED_IDLE by default, so it never takes a core from the
+workload. Each sample costs ~0.1-0.3 ms of CPU in this VM (a Python wake-up alone is 30-90
+us); at normal priority, when the workload's threads fill every core, each wake-up preempts
+one of them and a parallel op waits for the straggler, which cost +2-6% latency at 10 ms on
+2 threads / 2 cores. Under SCHED_IDLE the samples stay on time while any core is idle (1
+thread on 2 cores: 100 samples/s, gaps <= 11 ms) and come late while every core is busy
+(2 threads on 2 cores: ~15 samples/s, gaps up to ~250 ms). Timestamps stay exact and the
+counters are cumulative, so means over a window stay exact; Telemetry.gap_max_s shows how
+late samples came. --sched normal restores on-time sampling at that cost
+(benchmarks/sampler_overhead.py measures both).
 
 Resolution: Linux accounts CPU time in clock ticks (USER_HZ = 100, i.e. 10 ms), so a
 single 10 ms interval reads 0, 1 or 2 cores of a 1-core load. Means over a window are
@@ -293,7 +297,7 @@ def run(
     *,
     rapl_root: Path = RAPL_ROOT,
     nvml: bool = True,
-    sched_idle: bool = False,
+    sched_idle: bool = True,
     ready: IO[str] | None = None,
 ) -> str:
     """Sample until the target exits or SIGTERM/SIGINT arrives; returns why it stopped.
@@ -388,7 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rapl-root", type=Path, default=RAPL_ROOT, help="powercap directory")
     ap.add_argument("--no-nvml", action="store_true", help="skip GPU telemetry")
     ap.add_argument(
-        "--sched-idle", action="store_true", help="run under SCHED_IDLE (never preempt)"
+        "--sched",
+        choices=("idle", "normal"),
+        default="idle",
+        help="idle (default): SCHED_IDLE, never preempt the workload; normal: on-time samples",
     )
     args = ap.parse_args(argv)
     try:
@@ -404,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
             out,
             rapl_root=args.rapl_root,
             nvml=not args.no_nvml,
-            sched_idle=args.sched_idle,
+            sched_idle=args.sched == "idle",
             ready=sys.stdout,
         )
     return 0
@@ -533,6 +540,7 @@ if __name__ != "__main__":
         interval_s: float
         n_samples: int  # samples taken inside the window
         gap_max_s: float | None = None  # longest gap between samples (late wake-ups)
+        sched: str | None = None  # the sampler's scheduling: "idle" (SCHED_IDLE) or "normal"
         window_s: float  # the window asked for
         covered_s: float  # the part of it the samples span (== window_s normally)
         logical_cpus: int
@@ -598,6 +606,7 @@ if __name__ != "__main__":
             interval_s=interval,
             n_samples=sum(1 for s in run_ if start_ns <= s["t"] <= end_ns),
             gap_max_s=max((b - a for a, b in pairwise(ts)), default=0) / 1e9,
+            sched=header.get("sched"),
             window_s=(end_ns - start_ns) / 1e9,
             covered_s=covered_ns / 1e9,
             logical_cpus=ncpu,
@@ -646,7 +655,7 @@ if __name__ != "__main__":
             *,
             rapl_root: Path = RAPL_ROOT,
             nvml: bool = True,
-            sched_idle: bool = False,
+            sched_idle: bool = True,
             threads: int | None = None,
             ready_timeout_s: float = READY_TIMEOUT_S,
         ) -> None:
@@ -683,8 +692,8 @@ if __name__ != "__main__":
             ]
             if not self.nvml:
                 cmd.append("--no-nvml")
-            if self.sched_idle:
-                cmd.append("--sched-idle")
+            if not self.sched_idle:
+                cmd += ["--sched", "normal"]
             # Open from start() to stop(): a file, not a pipe nobody drains.
             self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
             t0 = time.perf_counter()

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from stackcost.cell import Cell
 from stackcost.measure.peaks import Peaks, percent_of_peak
+from stackcost.measure.sampler import Telemetry
 from stackcost.profile.breakdown import CPU_PARTS, GPU_PARTS
 from stackcost.report.plots import HEIGHT, TEMPLATE, _extra, _log2_axis, _selector, _text
 from stackcost.report.profile_table import profiled
@@ -622,6 +623,15 @@ def busy_notes(rows: list[Row]) -> list[str]:
     return out
 
 
+def _sampling(t: Telemetry) -> str:
+    """How the sampler kept up: under SCHED_IDLE its samples come late while every core
+    is busy (the means stay exact; the counters are cumulative)."""
+    text = f"{t.n_samples} samples every {t.interval_s * 1e3:g} ms asked"
+    if t.gap_max_s is not None:
+        text += f", longest gap {t.gap_max_s * 1e3:.0f} ms"
+    return _text(text + (f" (sampler: {t.sched})" if t.sched else ""))
+
+
 def utilization_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
     """Mean CPU use of the worker (cores) per cell; busy-machine cells hatched in red."""
     shown = [r for r in rows if r.rep.telemetry is not None]
@@ -658,12 +668,14 @@ def utilization_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
                         _text(r.rep.telemetry.cpu_util_percent_basis),
                         f"{r.rep.telemetry.cpu_util_cores_max:.2f}",
                         f"{r.rep.telemetry.other_busy_cores_mean:.2f}",
+                        _sampling(r.rep.telemetry),
                     ]
                     for r in part
                 ],
                 hovertemplate="%{y:.2f} cores mean, %{customdata[2]} max"
                 "<br>%{customdata[0]} (%{customdata[1]})"
                 "<br>other processes: %{customdata[3]} cores"
+                "<br>%{customdata[4]}"
                 f"<extra>{_extra(_text(series))}</extra>",
             )
         )

@@ -103,7 +103,9 @@ def profile_table(result: RunResult) -> Table | None:
         "kernels vs overhead (wall not covered by kernels), remainder = wall − parts; "
         "GFLOP/s = FlopCounterMode FLOPs / median step; % peak of this machine's measured "
         "GEMM peak at the same threads; CPU util in cores over the timed loop (side-channel "
-        "sampler); energy 'estimated' = a stated power model, 'measured' = RAPL/NVML counters"
+        "sampler under SCHED_IDLE: it never takes a core from the cell, so its samples come "
+        "late while every core is busy; means stay exact); energy 'estimated' = a stated "
+        "power model, 'measured' = RAPL/NVML counters"
     )
     if notes:
         table.caption += "\n" + "\n".join(notes)
