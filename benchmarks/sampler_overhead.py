@@ -21,7 +21,7 @@ over all rounds and the verdict is INCONCLUSIVE (exit code 2): the machine was b
 The sampler's own start-up (process spawn to first sample on disk) and CPU use are
 reported from its telemetry.
 
-    python benchmarks/sampler_overhead.py [--resolution 64] [--rounds 7] [--max-rounds 21] \
+    python benchmarks/sampler_overhead.py [--resolution 64] [--rounds 15] [--max-rounds 30] \
         [--seconds 1] [--interval 0.01] [--sched idle|normal] [--json PATH]
 """
 
@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resolution", type=int, default=64, help="input side, px (default 64)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument(
-        "--rounds", type=int, default=7, help="quiet rounds of off,on,on,off wanted (default 7)"
+        "--rounds", type=int, default=15, help="quiet rounds of off,on,on,off wanted (default 15)"
     )
-    ap.add_argument("--max-rounds", type=int, default=21, help="rounds at most (default 21)")
+    ap.add_argument("--max-rounds", type=int, default=30, help="rounds at most (default 30)")
     ap.add_argument("--seconds", type=float, default=1.0, help="timed seconds per measurement")
     ap.add_argument("--interval", type=float, default=0.01, help="sampling interval, s")
     ap.add_argument(

@@ -9,11 +9,13 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
 import pytest
 
 from stackcost.measure.sampler import (
     BUSY_OTHER_CORES,
     GpuProbe,
+    ProcessTree,
     RaplProbe,
     Sampler,
     read_samples,
@@ -72,6 +74,29 @@ def test_watches_a_busy_child_and_exits_with_it(tmp_path: Path):
     assert tel.gpu is None and tel.gpu_reason is not None and "NVML" in tel.gpu_reason
     assert tel.rapl.available and tel.rapl.zones == ["package-0"]
     assert sampler.samples[0]["rapl"] == {"package-0": [123_456, 262_143_328_850]}
+
+
+def test_process_tree_finds_grandchildren_like_psutil():
+    # A child that starts a grandchild and waits on it: both must be found through the
+    # per-thread children files, as psutil's walk of all of /proc finds them.
+    code = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(30)'])"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        root = psutil.Process(child.pid)
+        deadline = time.monotonic() + 10
+        while not root.children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        tree = ProcessTree(os.getpid())
+        expected = {c.pid for c in psutil.Process().children(recursive=True)}
+        assert {child.pid, root.children()[0].pid} <= tree._descendants() == expected
+        tree._refresh()
+        assert set(tree.children) == expected
+        tree.close()
+    finally:
+        for c in psutil.Process(child.pid).children(recursive=True):
+            c.kill()
+        child.kill()
+        child.wait()
 
 
 READY_BOUND_S = 5.0  # generous: the machine is shared; typically ~0.06 s
