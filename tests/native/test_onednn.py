@@ -103,3 +103,21 @@ def test_missing_tensor_fails_with_the_name(onednn_build, tmp_path):
     model = zoo.build_model(ref, resolution)
     with pytest.raises(RuntimeError, match="no tensor conv2.folded_bias"):
         backend.run_native(model, torch.zeros(1, 1, 28, 28), cell, PrepareContext(tmp_path), QUICK)
+
+
+@pytest.mark.slow
+def test_profiled_run_times_every_primitive(onednn_build, tmp_path):
+    # --profile through the real worker: the program's per-primitive timers become the
+    # cell's breakdown, next to the sampler's telemetry.
+    t = task(tmp_path, "resnet18").model_copy(update={"profile": True})
+    result = run_task(t)
+    assert result.status in ("ok", "unstable"), (result.reason, result.log_tail)
+    b = result.breakdown
+    assert b is not None and b.iters == result.details["profile_iters"] == 10
+    assert b.check(), b.summary()  # parts within 5% of the loop's own wall
+    assert 0 < b.parts_ms["kernels"] < b.wall_ms and b.parts_ms["overhead"] >= 0
+    assert b.top_ops[0].name.startswith("convolution (") and b.top_ops[0].calls % 10 == 0
+    assert sum(r.calls for r in b.top_ops) <= result.details["primitives"] * 10
+    assert any(n.startswith("slowest layers: ") for n in b.notes)
+    assert b.unprofiled_wall_ms == pytest.approx(result.stats.median_ms)
+    assert result.telemetry is not None and result.work is not None

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from stackcost.cell import Cell
     from stackcost.measure.protocol import Protocol
+    from stackcost.profile.breakdown import Breakdown
 
 _ZOO_ARCHS = frozenset({"resnet18", "resnet34", "resnet50", "mnist-cnn"})
 
@@ -52,8 +53,12 @@ class NativeBackend(Backend):
         ctx: PrepareContext,
         protocol: Protocol,
         timeout_s: float | None = None,
+        profile_iters: int = 0,
     ) -> dict[str, Any]:
-        """Build (or reuse) the program, export, run one repetition, read its answer back."""
+        """Build (or reuse) the program, export, run one repetition, read its answer back.
+
+        With profile_iters > 0 the program then runs that many profiled iterations and
+        writes their timeline to answer["profile_path"], which `breakdown` reads."""
         import time
 
         from scipy.special import ndtri
@@ -85,7 +90,12 @@ class NativeBackend(Backend):
             "warmup_max_time_s": p.warmup_max_time_s,
             "check_interval_s": p.check_interval_s,
         }
+        if profile_iters > 0:
+            args["profile_iters"] = profile_iters
+            args["profile_out"] = workdir / "profile.json"
         answer = self._invoke(build.executable, "run", args, timeout_s)
+        if profile_iters > 0:
+            answer["profile_path"] = workdir / "profile.json"
         answer["output"] = read_tensors(workdir / "output.scw")["output"]
         answer["details"].update(_build_details(build, export_s))
         return answer
@@ -138,6 +148,10 @@ class NativeBackend(Backend):
         answer = self._invoke(build.executable, "train", args, timeout_s)
         answer["details"].update(_build_details(build, export_s))
         return answer
+
+    def breakdown(self, answer: dict[str, Any], unprofiled_ms: float | None) -> Breakdown:
+        """The profiled pass's split of the step, from the timeline the program wrote."""
+        raise NotImplementedError(f"{self.name} has no profiled pass")
 
     def check_arch(self, cell: Cell) -> None:
         """Raise unless the program has its own definition of the cell's network."""
@@ -254,6 +268,11 @@ class OneDNNBackend(NativeBackend):
         state, folded = folded_state(model)
         write_tensors(workdir / "weights.scw", state)
         return {"weights": workdir / "weights.scw", "folded_bn": folded, **network_args(cell)}
+
+    def breakdown(self, answer, unprofiled_ms):
+        from stackcost.profile.primitive_timers import primitive_breakdown
+
+        return primitive_breakdown(answer, unprofiled_ms)
 
 
 # -- turning the program's answer into the engine's records -----------------------------------

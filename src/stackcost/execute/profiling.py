@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stackcost.result import RepetitionResult
 
@@ -40,19 +40,31 @@ def record_work(
 
 
 def breakdown(
-    backend: Backend, prepared: Prepared | None, cell: Cell, result: RepetitionResult
+    backend: Backend,
+    prepared: Prepared | None,
+    cell: Cell,
+    result: RepetitionResult,
+    native: dict[str, Any] | None = None,
 ) -> None:
-    """The step's time split (kernels vs overhead on CPU), or a note saying why there is none."""
+    """The step's time split (kernels vs overhead on CPU), or a note saying why there is none.
+
+    `native` is a C++ program's answer: its profiled pass wrote a timeline that the
+    backend reads; the unprofiled reference is the program's own timed median."""
+    from stackcost.backends.native import NativeBackend
     from stackcost.profile import profile_step
 
-    if prepared is not None and prepared.breakdown is not None:
+    if native is not None and isinstance(backend, NativeBackend):
+        unprofiled = result.stats.median_ms if result.stats is not None else None
+        try:
+            result.breakdown = backend.breakdown(native, unprofiled)
+        except (NotImplementedError, RuntimeError) as exc:  # no pass, or an unreadable file
+            result.profile_notes.append(f"no breakdown: {exc}")
+    elif prepared is not None and prepared.breakdown is not None:
         result.breakdown = prepared.breakdown(PROFILE_ITERS)
     elif prepared is not None and backend.torch_profiled:
         result.breakdown = profile_step(prepared.step, iters=PROFILE_ITERS, device=cell.device)
     elif prepared is None:
-        result.profile_notes.append(
-            f"no breakdown: the {backend.name} program has no per-layer timers yet"
-        )
+        result.profile_notes.append(f"no breakdown: {backend.name} has no prepared step")
     else:
         result.profile_notes.append(
             f"no breakdown: torch.profiler cannot see {backend.name}'s kernels and its own "

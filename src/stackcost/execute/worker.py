@@ -73,7 +73,15 @@ def _measure(
         if isinstance(backend, NativeBackend):
             # A C++ program runs the whole protocol in its own process and reports its own
             # threads and peak RSS; this process only exports, verifies and summarizes.
-            native = backend.run_native(model, example, cell, ctx, task.protocol, task.timeout_s)
+            native = backend.run_native(
+                model,
+                example,
+                cell,
+                ctx,
+                task.protocol,
+                task.timeout_s,
+                profile_iters=profiling.PROFILE_ITERS if task.profile else 0,
+            )
             m = native_measurement(native, task.protocol)
             phases.prepare_s = native_prepare_s(native)
             result.details = {**native["details"], "thread_env": thread_env}
@@ -108,7 +116,7 @@ def _measure(
     result.throughput = cell.batch_size / (m.stats.median_ms / 1e3)
     if task.profile:
         profiling.record_work(model, example, cell, result)
-        profiling.breakdown(backend, prepared, cell, result)
+        profiling.breakdown(backend, prepared, cell, result, native)
     if not result.verification.ok:
         result.status = "wrong"
         result.reason = (

@@ -35,6 +35,25 @@ inline std::string arg(const Args& args, const std::string& key) {
   return it->second;
 }
 
+// The profiled pass after the timed loop (--profile): `profile_iters=N profile_out=PATH`.
+// N = 0 (the default, keys absent) means no profiled pass. The program writes its per-op
+// timeline to PATH and puts "profile_iters" and "profile_wall_ns" (steady_clock around the
+// N profiled iterations) in its answer's details (native/README.md, "Profiling").
+struct ProfileRequest {
+  int64_t iters = 0;
+  std::string out;
+};
+
+inline ProfileRequest parse_profile(const Args& args) {
+  ProfileRequest r;
+  const auto it = args.find("profile_iters");
+  if (it == args.end()) return r;
+  r.iters = std::stoll(it->second);
+  if (r.iters < 0) throw std::runtime_error("profile_iters must be >= 0, got " + it->second);
+  if (r.iters > 0) r.out = arg(args, "profile_out");
+  return r;
+}
+
 // `run key=value ...`: everything after the command word.
 inline Args parse_args(const std::vector<std::string>& words) {
   Args args;

@@ -7,7 +7,9 @@
 // run keys: arch=resnet18|resnet34|resnet50|mnist-cnn, weights=PATH.scw, folded_bn, num_classes,
 // in_channels, resolution, input=PATH.scw, output=PATH.scw, threads, and the protocol:
 // min_time_s, min_iters, max_time_s, max_iters, target_ci, z, warmup_tolerance,
-// warmup_max_time_s, check_interval_s. Same answer as stackcost_libtorch (native/README.md).
+// warmup_max_time_s, check_interval_s; optionally profile_iters=N profile_out=PATH (a profiled
+// pass after the timed loop: every primitive timed on its own, native/README.md "Profiling").
+// Same answer as stackcost_libtorch (native/README.md).
 //
 // The weights file is prepared by Python (stackcost.backends.native.OneDNNBackend): every
 // convolution comes with BatchNorm already folded in, as "<conv>.folded_weight" and
@@ -15,6 +17,7 @@
 // SCW1 format are shared with stackcost_libtorch (common/), the tensor helpers with train.cpp
 // (onednn_util.hpp).
 #include <oneapi/dnnl/dnnl.hpp>
+#include <oneapi/dnnl/dnnl_debug.h>
 
 #include "common/protocol.hpp"
 #include "onednn_util.hpp"
@@ -81,7 +84,7 @@ class Net {
       first_conv_src_ = format_name(pd.src_desc());
       first_conv_weights_ = format_name(pd.weights_desc());
     }
-    const memory src = to_layout(x.mem, pd.src_desc());
+    const memory src = to_layout(x.mem, pd.src_desc(), name);
     const memory wts = constant(w_.take(name + ".folded_weight", wdims), wdims, tag::oihw, pd.weights_desc());
     const memory bias = constant(w_.take(name + ".folded_bias", {cout}), {cout}, tag::x, pd.bias_desc());
     memory dst;
@@ -91,7 +94,8 @@ class Net {
         dst = residual->mem;
       } else {
         dst = memory(pd.dst_desc(), engine_);
-        add(dnnl::reorder(residual->mem, dst), {{DNNL_ARG_FROM, residual->mem}, {DNNL_ARG_TO, dst}});
+        add(dnnl::reorder(residual->mem, dst), {{DNNL_ARG_FROM, residual->mem}, {DNNL_ARG_TO, dst}},
+            name + " residual");
       }
     } else {
       dst = memory(pd.dst_desc(), engine_);
@@ -99,11 +103,13 @@ class Net {
     add(dnnl::convolution_forward(pd), {{DNNL_ARG_SRC, src},
                                         {DNNL_ARG_WEIGHTS, wts},
                                         {DNNL_ARG_BIAS, bias},
-                                        {DNNL_ARG_DST, dst}});
+                                        {DNNL_ARG_DST, dst}},
+        name);
     return {dst, odims};
   }
 
-  Act pool(const Act& x, dnnl::algorithm alg, int64_t k, int64_t stride, int64_t pad) {
+  Act pool(const std::string& name, const Act& x, dnnl::algorithm alg, int64_t k, int64_t stride,
+           int64_t pad) {
     const int64_t oh = (x.dims[2] + 2 * pad - k) / stride + 1, ow = (x.dims[3] + 2 * pad - k) / stride + 1;
     const memory::dims odims{x.dims[0], x.dims[1], oh, ow};
     const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, x.mem.get_desc(),
@@ -111,7 +117,7 @@ class Net {
                                            {pad, pad}, {pad, pad});
     const dnnl::pooling_forward::primitive_desc pd(desc, engine_);
     memory dst(pd.dst_desc(), engine_);
-    add(dnnl::pooling_forward(pd), {{DNNL_ARG_SRC, x.mem}, {DNNL_ARG_DST, dst}});
+    add(dnnl::pooling_forward(pd), {{DNNL_ARG_SRC, x.mem}, {DNNL_ARG_DST, dst}}, name);
     return {dst, odims};
   }
 
@@ -132,12 +138,13 @@ class Net {
         dnnl::prop_kind::forward_inference, {x.dims, dt::f32, tag::any}, {wdims, dt::f32, tag::any},
         {{out}, dt::f32, tag::x}, {odims, dt::f32, tag::nc});
     const dnnl::inner_product_forward::primitive_desc pd(desc, attr, engine_);
-    const memory src = to_layout(x.mem, pd.src_desc());
+    const memory src = to_layout(x.mem, pd.src_desc(), name);
     const memory wts = constant(w_.take(name + ".weight", {out, in}), wdims, plain, pd.weights_desc());
     const memory bias = constant(w_.take(name + ".bias", {out}), {out}, tag::x, pd.bias_desc());
     memory dst(pd.dst_desc(), engine_);
     add(dnnl::inner_product_forward(pd),
-        {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}});
+        {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}},
+        name);
     return {dst, odims};
   }
 
@@ -145,19 +152,48 @@ class Net {
     const dnnl::logsoftmax_forward::desc desc(dnnl::prop_kind::forward_inference, x.mem.get_desc(), 1);
     const dnnl::logsoftmax_forward::primitive_desc pd(desc, engine_);
     memory dst(pd.dst_desc(), engine_);
-    add(dnnl::logsoftmax_forward(pd), {{DNNL_ARG_SRC, x.mem}, {DNNL_ARG_DST, dst}});
+    add(dnnl::logsoftmax_forward(pd), {{DNNL_ARG_SRC, x.mem}, {DNNL_ARG_DST, dst}}, "log_softmax");
     return {dst, x.dims};
   }
 
   // The network's answer as a plain nc buffer.
   void output(const Act& y) {
-    output_ = to_layout(y.mem, memory::desc(y.dims, dt::f32, tag::nc));
+    output_ = to_layout(y.mem, memory::desc(y.dims, dt::f32, tag::nc), "output");
     output_dims_ = y.dims;
   }
 
   void execute() {
-    for (auto& [prim, args] : steps_) prim.execute(stream_, args);
+    for (auto& s : steps_) s.prim.execute(stream_, s.args);
     stream_.wait();
+  }
+
+  // One call with every primitive timed on its own: waiting after each one makes its time
+  // its own (a no-op on CPU, where execute returns when the work is done). Adds to `ns`.
+  void execute_timed(std::vector<int64_t>& ns) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const auto t0 = Clock::now();
+      steps_[i].prim.execute(stream_, steps_[i].args);
+      stream_.wait();
+      ns[i] += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    }
+  }
+
+  // The profiled pass's file: each primitive's name (the layer it belongs to), kind,
+  // implementation (e.g. jit:avx512_core) and total time over the profiled iterations.
+  std::string timeline_json(const std::vector<int64_t>& ns, int64_t iters, int64_t iteration_ns) const {
+    std::ostringstream out;
+    out << "{\"method\":\"per-primitive steady_clock timers (stackcost_onednn)\",\"iters\":" << iters
+        << ",\"iteration_ns\":" << iteration_ns << ",\"steps\":[";
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const auto& s = steps_[i];
+      const char* impl = nullptr;
+      dnnl_primitive_desc_query(s.prim.get_primitive_desc(), dnnl_query_impl_info_str, 0, &impl);
+      out << (i ? "," : "") << "{\"name\":" << json_string(s.name) << ",\"kind\":"
+          << json_string(dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(s.prim.get_kind())))
+          << ",\"impl\":" << json_string(impl ? impl : "") << ",\"ns\":" << ns[i] << "}";
+    }
+    out << "]}";
+    return out.str();
   }
 
   Tensor result() const {
@@ -174,15 +210,21 @@ class Net {
   const std::string& first_conv_weights() const { return first_conv_weights_; }
 
  private:
-  void add(dnnl::primitive p, std::unordered_map<int, memory> args) {
-    steps_.emplace_back(std::move(p), std::move(args));
+  struct Step {
+    dnnl::primitive prim;
+    std::unordered_map<int, memory> args;
+    std::string name;  // the layer it belongs to, for the profiled pass
+  };
+
+  void add(dnnl::primitive p, std::unordered_map<int, memory> args, std::string name) {
+    steps_.push_back({std::move(p), std::move(args), std::move(name)});
   }
 
   // `m` in layout `md`: itself when it already is, else a reorder added to every call.
-  memory to_layout(const memory& m, const memory::desc& md) {
+  memory to_layout(const memory& m, const memory::desc& md, const std::string& consumer) {
     if (m.get_desc() == md) return m;
     memory out(md, engine_);
-    add(dnnl::reorder(m, out), {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, out}});
+    add(dnnl::reorder(m, out), {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, out}}, consumer + " input");
     ++reorders_;
     return out;
   }
@@ -204,7 +246,7 @@ class Net {
   dnnl::engine engine_;
   dnnl::stream stream_;
   Weights& w_;
-  std::vector<std::pair<dnnl::primitive, std::unordered_map<int, memory>>> steps_;
+  std::vector<Step> steps_;
   memory input_, output_;
   memory::dims output_dims_;
   size_t reorders_ = 0;
@@ -216,7 +258,7 @@ void build_resnet(Net& net, Act x, const std::string& arch, int64_t classes) {
   const std::vector<int64_t> depths =
       arch == "resnet18" ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
   x = net.conv("conv1", x, 64, 7, 2, 3, true);
-  x = net.pool(x, dnnl::algorithm::pooling_max, 3, 2, 1);
+  x = net.pool("maxpool", x, dnnl::algorithm::pooling_max, 3, 2, 1);
   int64_t cin = 64;
   for (size_t i = 0; i < depths.size(); ++i) {
     const int64_t width = 64LL << i;
@@ -240,22 +282,43 @@ void build_resnet(Net& net, Act x, const std::string& arch, int64_t classes) {
       cin = cout;
     }
   }
-  x = net.pool(x, dnnl::algorithm::pooling_avg_exclude_padding, x.dims[2], 1, 0);
+  x = net.pool("avgpool", x, dnnl::algorithm::pooling_avg_exclude_padding, x.dims[2], 1, 0);
   net.output(net.linear("fc", x, classes, false));
 }
 
 // conv -> max pool 2 -> relu is computed as conv+relu -> max pool 2: max and relu commute.
 void build_mnist(Net& net, Act x, int64_t classes) {
   x = net.conv("conv1", x, 10, 5, 1, 0, true);
-  x = net.pool(x, dnnl::algorithm::pooling_max, 2, 2, 0);
+  x = net.pool("pool1", x, dnnl::algorithm::pooling_max, 2, 2, 0);
   x = net.conv("conv2", x, 20, 5, 1, 0, true);
-  x = net.pool(x, dnnl::algorithm::pooling_max, 2, 2, 0);
+  x = net.pool("pool2", x, dnnl::algorithm::pooling_max, 2, 2, 0);
   x = net.linear("fc1", x, 50, true);
   net.output(net.log_softmax(net.linear("fc2", x, classes, false)));
 }
 
+// After the timed loop: one untimed call, then `prof.iters` calls with every primitive timed.
+// Writes the timeline file; returns the answer's "profile_iters" and "profile_wall_ns".
+std::string profiled_pass(Net& net, const ProfileRequest& prof) {
+  std::vector<int64_t> ns(net.primitives(), 0);
+  net.execute_timed(ns);  // the timers' own first call is not steady state
+  std::fill(ns.begin(), ns.end(), 0);
+  int64_t iteration_ns = 0;
+  const auto start = Clock::now();
+  for (int64_t i = 0; i < prof.iters; ++i) {
+    const auto t0 = Clock::now();
+    net.execute_timed(ns);
+    iteration_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+  }
+  const auto wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+  std::ofstream out(prof.out);
+  out << net.timeline_json(ns, prof.iters, iteration_ns) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + prof.out);
+  return "\"profile_iters\":" + std::to_string(prof.iters) + ",\"profile_wall_ns\":" + std::to_string(wall_ns);
+}
+
 int run(const Args& args) {
   const Protocol p = parse_protocol(args);
+  const ProfileRequest prof = parse_profile(args);
   const int threads = static_cast<int>(std::stoll(arg(args, "threads")));
   const int omp_threads = set_threads(threads);
   const auto* version = dnnl::version();
@@ -289,6 +352,7 @@ int run(const Args& args) {
   write_tensors(arg(args, "output"), {{"output", output}});
 
   std::ostringstream details;
+  if (prof.iters > 0) details << profiled_pass(net, prof) << ",";
   details << "\"arch\":" << json_string(arch) << ",\"onednn\":\"" << version->major << "."
           << version->minor << "." << version->patch
           << "\",\"onednn_cpu_runtime\":" << json_string(runtime_name(version->cpu_runtime))
