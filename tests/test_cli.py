@@ -93,3 +93,24 @@ def test_env_prints_the_record(capsys):
     code, out, _ = run_cli(capsys, "env")
     env = json.loads(out)
     assert code == 0 and env["versions"]["torch"] and env["cpu"]["logical_cores"] >= 1
+
+
+def test_peaks_measures_once_then_reads_the_cache(capsys, tmp_path):
+    import json
+
+    def peaks(*extra):
+        code, out, _ = run_cli(
+            capsys, "peaks", "--threads", "1", "--json", "--cache-dir", str(tmp_path), *extra
+        )
+        assert code == 0
+        return json.loads(out)["1"]
+
+    first = peaks()
+    assert first["threads"] == 1 and first["fp32_gflops"] > 0 and first["stream_gbs"] > 0
+    assert peaks() == first  # read back, not measured again
+    again = peaks("--remeasure")
+    assert again["measured_at"] != first["measured_at"]
+    code, _, err = run_cli(capsys, "peaks", "--threads", "0", "--cache-dir", str(tmp_path))
+    assert (
+        code == 2 and err.strip() == "stackcost: error: threads 0 must be a positive integer (>= 1)"
+    )

@@ -8,7 +8,18 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from stackcost.commands import bisect, compare, env, history, listing, report, run, sweep, train
+from stackcost.commands import (
+    bisect,
+    compare,
+    env,
+    history,
+    listing,
+    peaks,
+    report,
+    run,
+    sweep,
+    train,
+)
 from stackcost.commands import build as build_cmd
 from stackcost.spec import SpecError
 
@@ -18,6 +29,7 @@ COMMANDS = {
     "report": report,
     "list": listing,
     "env": env,
+    "peaks": peaks,
     "train": train,
     "compare": compare,
     "history": history,

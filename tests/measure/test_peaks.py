@@ -72,3 +72,32 @@ def test_percent_of_peak():
     assert percent_of_peak(25.0, p, "fp16") is None  # not measured
     with_bf16 = p.model_copy(update={"bf16_gflops": 400.0})
     assert percent_of_peak(100.0, with_bf16, "bf16") == pytest.approx(25.0)
+
+
+def test_a_busy_measurement_is_used_but_not_cached(tmp_path):
+    # Two processes spinning on this 2-core machine: the ceilings measured meanwhile are
+    # too low, and must not outlive the load in the cache.
+    import subprocess
+    import sys
+
+    spin = "import time\nend = time.time() + 20\nwhile time.time() < end:\n    pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    try:
+        time.sleep(0.3)  # let them start spinning
+        p = load_or_measure("fp", 1, cache_dir=tmp_path, quick=True)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert p.other_busy_cores is not None and p.other_busy_cores > 0.25 and p.busy
+    assert not (tmp_path / "fp-t1.json").exists()
+
+
+def test_store_and_read_back(tmp_path):
+    quiet = _fake(1, False).model_copy(update={"other_busy_cores": 0.02})
+    assert peaks_mod.store_peaks("fp", quiet, tmp_path) and not quiet.busy
+    assert peaks_mod.cached_peaks("fp", 1, tmp_path) == quiet
+    assert peaks_mod.cached_peaks("fp", 2, tmp_path) is None
+    busy = quiet.model_copy(update={"other_busy_cores": 1.5, "measured_at": "later"})
+    assert not peaks_mod.store_peaks("fp", busy, tmp_path)
+    assert peaks_mod.cached_peaks("fp", 1, tmp_path) == quiet  # the quiet one stays

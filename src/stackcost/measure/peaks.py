@@ -8,13 +8,17 @@ the caches. "Peak" means the best run, not the typical one: a ceiling, not a for
 
 Measuring takes seconds, so each (environment, thread count) is measured once and cached
 as JSON; the caller's fingerprint (stackcost.env.fingerprint) keys the file, so a torch
-upgrade or a different machine measures afresh.
+upgrade or a different machine measures afresh. Other processes' CPU during the
+measurement is recorded; a measurement taken on a busy machine is used but not cached, so
+a low ceiling does not outlive the load that caused it (`stackcost peaks --remeasure`
+replaces a cached one by hand).
 
 torch is imported inside the functions: the CLI imports this module without paying for it.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from stackcost.env import cpu_info, now
+from stackcost.measure.sampler import BUSY_OTHER_CORES, SystemCpu
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 GEMM_N, GEMM_N_QUICK = 2048, 512
@@ -42,6 +47,13 @@ class Peaks(BaseModel):
     measured_at: str  # ISO 8601, UTC
     seconds: float  # how long measuring took
     quick: bool = False  # small sizes: fast, but the stream arrays may sit in L3
+    # Other processes' CPU while measuring, in cores (None: measured before this was kept).
+    other_busy_cores: float | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Measured while other processes took enough CPU to lower the ceilings."""
+        return (self.other_busy_cores or 0.0) > BUSY_OTHER_CORES
 
 
 def default_cache_dir() -> Path:
@@ -102,6 +114,8 @@ def measure_peaks(threads: int, quick: bool = False) -> Peaks:
     import torch
 
     start = time.perf_counter()
+    system = SystemCpu()
+    busy0, own0 = system.busy_s(), sum(os.times()[:2])
     n = GEMM_N_QUICK if quick else GEMM_N
     elements = STREAM_N_QUICK if quick else STREAM_N
     previous = torch.get_num_threads()
@@ -113,6 +127,9 @@ def measure_peaks(threads: int, quick: bool = False) -> Peaks:
         stream = _stream_gbs(elements)
     finally:
         torch.set_num_threads(previous)
+    seconds = time.perf_counter() - start
+    others = max((system.busy_s() - busy0) - (sum(os.times()[:2]) - own0), 0.0) / seconds
+    system.close()
     mib = elements * 4 / 2**20
     return Peaks(
         threads=threads,
@@ -136,28 +153,37 @@ def measure_peaks(threads: int, quick: bool = False) -> Peaks:
             )
         ),
         measured_at=now(),
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
         quick=quick,
+        other_busy_cores=others,
     )
 
 
-def load_or_measure(
-    fingerprint: str, threads: int, cache_dir: Path | None = None, quick: bool = False
-) -> Peaks:
-    """This environment's peaks at `threads`, from the cache or measured once and stored.
+def cache_path(fingerprint: str, threads: int, cache_dir: Path | None = None) -> Path:
+    return (cache_dir or default_cache_dir()) / f"{fingerprint}-t{threads}.json"
 
-    An unreadable or invalid cache file is measured over, not an error: it is only a cache.
-    A cached quick measurement does not satisfy a full request (its sizes are too small
-    to be a ceiling); a full one satisfies both.
+
+def cached_peaks(
+    fingerprint: str, threads: int, cache_dir: Path | None = None, quick: bool = False
+) -> Peaks | None:
+    """The cached peaks, if there are any that satisfy the request.
+
+    An unreadable or invalid cache file counts as absent: it is only a cache. A cached
+    quick measurement does not satisfy a full request (its sizes are too small to be a
+    ceiling); a full one satisfies both.
     """
-    path = (cache_dir or default_cache_dir()) / f"{fingerprint}-t{threads}.json"
     try:
-        cached = Peaks.model_validate_json(path.read_text())
-        if cached.threads == threads and (quick or not cached.quick):
-            return cached
+        cached = Peaks.model_validate_json(cache_path(fingerprint, threads, cache_dir).read_text())
     except (OSError, ValidationError):
-        pass
-    peaks = measure_peaks(threads, quick=quick)
+        return None
+    return cached if cached.threads == threads and (quick or not cached.quick) else None
+
+
+def store_peaks(fingerprint: str, peaks: Peaks, cache_dir: Path | None = None) -> bool:
+    """Cache `peaks` unless they were measured on a busy machine; True when written."""
+    if peaks.busy:
+        return False
+    path = cache_path(fingerprint, peaks.threads, cache_dir)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Write then rename: a concurrent reader sees the old file or the new one, not half.
@@ -165,7 +191,19 @@ def load_or_measure(
         tmp.write_text(peaks.model_dump_json(indent=2))
         tmp.replace(path)
     except OSError:
-        pass  # a read-only cache only costs the next caller a re-measure
+        return False  # a read-only cache only costs the next caller a re-measure
+    return True
+
+
+def load_or_measure(
+    fingerprint: str, threads: int, cache_dir: Path | None = None, quick: bool = False
+) -> Peaks:
+    """This environment's peaks at `threads`, from the cache or measured once and stored."""
+    cached = cached_peaks(fingerprint, threads, cache_dir, quick)
+    if cached is not None:
+        return cached
+    peaks = measure_peaks(threads, quick=quick)
+    store_peaks(fingerprint, peaks, cache_dir)
     return peaks
 
 

@@ -1,0 +1,89 @@
+"""`stackcost peaks`: the machine's measured ceilings that "% of peak" divides by."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "peaks",
+        help="show (or measure) this machine's GEMM and memory-bandwidth peaks per thread count",
+    )
+    p.add_argument(
+        "--threads",
+        help="thread counts, e.g. 1,2 or 1..16x2 (default: 1 and every usable CPU)",
+    )
+    p.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="measure now and replace the cached peaks (e.g. after a busy first measurement)",
+    )
+    p.add_argument("--json", action="store_true", help="print the peaks as JSON")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="peaks cache directory (default: ~/.cache/stackcost/peaks, the one runs use)",
+    )
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from stackcost.env import collect, fingerprint
+    from stackcost.measure.peaks import cached_peaks, measure_peaks, store_peaks
+    from stackcost.spec import parse_positive_ints
+
+    if args.threads is not None:
+        threads = sorted(set(parse_positive_ints(args.threads, "threads")))
+    else:
+        threads = sorted({1, len(os.sched_getaffinity(0))})
+    env_fp = fingerprint(collect())
+    rows = []
+    for t in threads:
+        peaks = None if args.remeasure else cached_peaks(env_fp, t, args.cache_dir)
+        source = "cache"
+        if peaks is None:
+            with console.status(f"measuring peaks at {t} thread(s)…"):
+                peaks = measure_peaks(t)
+            source = (
+                "measured now, cached"
+                if store_peaks(env_fp, peaks, args.cache_dir)
+                else (
+                    "measured now, NOT cached: the machine was busy"
+                    if peaks.busy
+                    else "measured now, not cached (cache not writable)"
+                )
+            )
+        rows.append((peaks, source))
+    if args.json:
+        print(json.dumps({str(p.threads): p.model_dump(mode="json") for p, _ in rows}, indent=2))
+        return 0
+    table = Table(title=f"measured peaks (environment {env_fp})")
+    for col in ("threads", "fp32 GEMM", "bf16 GEMM", "triad", "others' CPU", "measured", "source"):
+        table.add_column(col, justify="right" if col != "source" else "left")
+    for p, source in rows:
+        others = "—" if p.other_busy_cores is None else f"{p.other_busy_cores:.2f} cores"
+        table.add_row(
+            str(p.threads),
+            f"{p.fp32_gflops:,.0f} GFLOP/s",
+            "—" if p.bf16_gflops is None else f"{p.bf16_gflops:,.0f} GFLOP/s",
+            f"{p.stream_gbs:.1f} GB/s",
+            f"[red]{others}[/]" if p.busy else others,
+            p.measured_at,
+            source,
+        )
+    console.print(table)
+    if rows:
+        first = rows[0][0]
+        console.print(
+            f"[dim]GEMM: {first.gemm_method}. Triad: {first.stream_method}. bf16: "
+            f"{first.bf16_note}.[/dim]"
+        )
+    return 0
