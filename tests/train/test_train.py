@@ -233,3 +233,42 @@ def test_report_shows_the_training_curves_in_a_browser(trained, tmp_path):
             o.page.screenshot(path=tmp_path / "train.png", full_page=True)
         finally:
             browser.close()
+
+
+def test_resume_trains_only_what_the_run_lacks(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    argv = ["--backends", "eager,torchscript", "--epochs", "1"]
+    assert train(db, *argv) == 0
+    before = repetitions(db)
+    # As if the process had been killed while torchscript trained: its transaction (the
+    # repetition, its samples and epochs) never committed.
+    con = sqlite3.connect(db)
+    for table, key in (
+        ("samples", "repetition_id"),
+        ("epochs", "repetition_id"),
+        ("repetitions", "id"),
+    ):
+        con.execute(f"DELETE FROM {table} WHERE {key}=?", (before["torchscript"]["id"],))
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    assert train(db, *argv, "--resume") == 0
+    assert "1 repetitions already stored" in capsys.readouterr().err
+    after = repetitions(db)
+    assert after["eager"]["id"] == before["eager"]["id"]  # kept, not trained again
+    assert after["torchscript"]["status"] == "ok"
+    assert after["torchscript"]["weights_digest"] == after["eager"]["weights_digest"]
+    assert len(rows(db, "SELECT id FROM runs")) == 1
+
+    # A stored run that started from other weights is not continued: one line, exit 2.
+    con = sqlite3.connect(db)
+    blob = json.loads(con.execute("SELECT result_json FROM repetitions LIMIT 1").fetchone()[0])
+    blob["weights_digest"] = "0" * 16
+    con.execute("UPDATE repetitions SET result_json=? WHERE rowid=1", (json.dumps(blob),))
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    assert train(db, *argv, "--resume") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("stackcost: error: cannot resume run ") and "000000000000" in err
+    assert len(rows(db, "SELECT id FROM repetitions")) == 2  # nothing written

@@ -65,6 +65,7 @@ def measure_and_show(
     resume: bool,
     table: Callable[[Any], Any] | None = None,
     make_task: Callable[..., Any] | None = None,
+    fresh_hint: str = "--force measures everything again",
 ) -> int:
     """Check the store, run with live progress, print the table; exit 1 on failed cells.
 
@@ -85,10 +86,7 @@ def measure_and_show(
 
     def opened(run_id: str, resumed: bool, stored: int) -> None:
         if resumed:
-            err.print(
-                f"resuming run {run_id}: {stored} repetitions already stored "
-                "(--force measures everything again)"
-            )
+            err.print(f"resuming run {run_id}: {stored} repetitions already stored ({fresh_hint})")
 
     with Store(args.db) as store, progress:
         result = execute(

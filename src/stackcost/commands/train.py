@@ -42,6 +42,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeout", default="1800", help="seconds per repetition (default 1800)")
     p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
     p.add_argument("--quiet", action="store_true", help="no live progress")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the latest run of this same command in this environment: "
+        "only the repetitions it lacks (or that were interrupted) are trained",
+    )
 
 
 def spec_from_args(args: argparse.Namespace):
@@ -121,6 +127,27 @@ def save_initial_weights(spec: Any, directory: Path) -> tuple[str, str]:
     return str(path), zoo.weights_digest(model)
 
 
+def check_resumable(spec: Any, db: Path, digest: str) -> None:
+    """--resume continues a run only if its repetitions started from these same weights
+    (the build is seeded, so they do unless the model code changed since)."""
+    from stackcost.env import collect, fingerprint
+    from stackcost.store import Store
+
+    if not db.exists():
+        return  # nothing to resume; and opening the store would create the file
+    with Store(db) as store:
+        run_id = store.find_run(spec.digest(), fingerprint(collect(spec.threads)))
+        if run_id is None:
+            return
+        for _, rep in store.repetitions(run_id, with_samples=False):
+            if rep.weights_digest and rep.weights_digest != digest:
+                raise SpecError(
+                    f"cannot resume run {run_id}: it trained from initial weights "
+                    f"{rep.weights_digest[:12]}, this build gives {digest[:12]} "
+                    "(run without --resume)"
+                )
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.commands.run import measure_and_show
     from stackcost.train.table import train_table
@@ -132,6 +159,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise SpecError(problem)
     with tempfile.TemporaryDirectory(prefix="stackcost-train-") as artifacts:
         weights_path, digest = save_initial_weights(spec, Path(artifacts))
+        if args.resume:
+            check_resumable(spec, Path(args.db), digest)
 
         def make_task(cell, rep: int, workdir: str) -> TrainTask:
             return TrainTask(
@@ -145,5 +174,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
             )
 
         return measure_and_show(
-            spec, args, console, resume=False, table=train_table, make_task=make_task
+            spec,
+            args,
+            console,
+            resume=args.resume,
+            table=train_table,
+            make_task=make_task,
+            fresh_hint="without --resume every backend trains again in a new run",
         )
