@@ -69,6 +69,7 @@ def _measure(
     ctx = PrepareContext(workdir=Path(task.workdir))
     thread_env = {k: os.environ.get(k) for k in task.thread_env()}
     prepared = None
+    native: dict | None = None  # a C++ program's answer
     with profiling.sampling(task) as sampler:
         if isinstance(backend, NativeBackend):
             # A C++ program runs the whole protocol in its own process and reports its own
