@@ -186,6 +186,11 @@ class LibTorchBackend(NativeBackend):
         write_tensors(workdir / "weights.scw", model.state_dict())
         return {"kind": "nn", "weights": workdir / "weights.scw", **network_args(cell)}
 
+    def breakdown(self, answer, unprofiled_ms):
+        from stackcost.profile.kineto_trace import kineto_breakdown
+
+        return kineto_breakdown(answer, unprofiled_ms)
+
 
 class TorchScriptCppBackend(NativeBackend):
     name = "torchscript-cpp"
@@ -209,6 +214,11 @@ class TorchScriptCppBackend(NativeBackend):
                 module = torch.jit.freeze(module)
             module.save(str(workdir / "model.pt"))
         return {"kind": "jit", "module": workdir / "model.pt"}
+
+    def breakdown(self, answer, unprofiled_ms):
+        from stackcost.profile.kineto_trace import kineto_breakdown
+
+        return kineto_breakdown(answer, unprofiled_ms)
 
 
 def folded_state(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], int]:

@@ -8,7 +8,15 @@ costs neither.
 from __future__ import annotations
 
 from stackcost.profile.breakdown import Breakdown, OpRow
+from stackcost.profile.kineto_trace import kineto_breakdown
 from stackcost.profile.ort_profile import breakdown_from_trace, profile_ort
 from stackcost.profile.torch_profile import profile_step
 
-__all__ = ["Breakdown", "OpRow", "breakdown_from_trace", "profile_ort", "profile_step"]
+__all__ = [
+    "Breakdown",
+    "OpRow",
+    "breakdown_from_trace",
+    "kineto_breakdown",
+    "profile_ort",
+    "profile_step",
+]

@@ -22,6 +22,10 @@ Kernel time is the *union* of those self intervals across threads, so work on tw
 threads at once is not counted twice (CPU ops run on the calling thread and parallelize
 inside the op, so in practice the intervals are disjoint).
 
+The CPU split works on OpEvent, a neutral form of one host-side event, so the same
+classification serves torch.profiler here and the Kineto trace a C++ program writes
+(kineto_trace).
+
 GPU: "device compute" is the union of CUDA kernel intervals, "host<->device copies" the
 memcpy time not overlapped by compute, "idle" the rest of the step span.
 """
@@ -30,7 +34,8 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from stackcost.profile.breakdown import (
@@ -148,6 +153,29 @@ _FRAMEWORK_NAMESPACES = ("autograd::", "profiler::", "Optimizer.")
 _COPY_PREFIXES = ("Memcpy HtoD", "Memcpy DtoH", "Memcpy PtoP", "Memcpy HtoH")
 
 
+@dataclass(frozen=True)
+class OpEvent:
+    """One host-side event of a profiler timeline, in microseconds.
+
+    `children` are the intervals of the events nested directly inside it on its thread,
+    as torch.profiler's FunctionEvent.cpu_children or rebuilt from a chrome trace.
+    """
+
+    name: str
+    start_us: float
+    end_us: float
+    children: tuple[Interval, ...] = ()
+
+    @property
+    def interval(self) -> Interval:
+        return (self.start_us, self.end_us)
+
+    @property
+    def self_us(self) -> float:
+        """Duration minus the children's, as FunctionEvent.self_cpu_time_total."""
+        return (self.end_us - self.start_us) - sum(end - start for start, end in self.children)
+
+
 def is_kernel(name: str, leaf: bool = False) -> bool:
     """Whether an event's self time is kernel work (see the module docstring).
 
@@ -216,31 +244,48 @@ def profile_step(
         unprofiled_ms = (time.perf_counter_ns() - r0) / 1e6 / iters
 
     events = list(prof.events())
-    spans = merge(_interval(e) for e in events if e.name == STEP_MARK)
-    if not spans:
-        raise RuntimeError(f"the profiler recorded no {STEP_MARK!r} ranges")
-    if cuda:
-        parts, rows, method = _gpu_parts(events, spans, iters)
-    else:
-        parts, rows, method = _cpu_parts(events, spans, iters)
-
-    span_ms = length(spans) / 1e3 / iters
-    notes = [
-        f"profiler step span {span_ms:.3f} ms/iter; the remainder is time outside the "
-        "marked iterations (loop, record_function entry/exit)",
-    ]
-    if unprofiled_ms:
-        extra = wall_ms - unprofiled_ms
-        notes.append(
-            f"unprofiled wall {unprofiled_ms:.3f} ms/iter: the profiler adds "
-            f"{extra:+.3f} ms/iter ({extra / unprofiled_ms:+.0%}), counted in "
-            + ("idle" if cuda else "overhead")
-        )
     if not cuda:
-        notes.append(
-            "kernels = self time of computing ops; allocation, view/metadata ops, dispatch "
-            "wrappers, Python and the profiler's instrumentation are overhead"
+        return cpu_breakdown(
+            _op_events(events),
+            iters,
+            wall_ms,
+            unprofiled_ms,
+            method="torch.profiler, CPU activities",
+            top_n=top_n,
         )
+    spans = step_spans(_op_events(events))
+    parts, rows = _gpu_parts(events, spans, iters)
+    return Breakdown(
+        method="torch.profiler, CPU + CUDA activities",
+        iters=iters,
+        wall_ms=wall_ms,
+        parts_ms=parts,
+        top_ops=top_ops(rows, wall_ms * iters, top_n),
+        notes=_step_notes(spans, iters, wall_ms, unprofiled_ms, absorbed_in="idle"),
+        unprofiled_wall_ms=unprofiled_ms,
+    )
+
+
+def cpu_breakdown(
+    events: Sequence[OpEvent],
+    iters: int,
+    wall_ms: float,
+    unprofiled_ms: float | None,
+    method: str,
+    top_n: int = 10,
+    extra_notes: Sequence[str] = (),
+) -> Breakdown:
+    """Split `wall_ms` (per iteration, timed around `iters` marked iterations) by the
+    host-side `events` of the profiled pass; only events starting inside a STEP_MARK
+    range count, so the warm-up iterations may be among them."""
+    spans = step_spans(events)
+    parts, rows = _cpu_parts(events, spans, iters)
+    notes = _step_notes(spans, iters, wall_ms, unprofiled_ms, absorbed_in="overhead")
+    notes.append(
+        "kernels = self time of computing ops; allocation, view/metadata ops, dispatch "
+        "wrappers, Python and framework code and the profiler's instrumentation are overhead"
+    )
+    notes.extend(extra_notes)
     return Breakdown(
         method=method,
         iters=iters,
@@ -252,21 +297,60 @@ def profile_step(
     )
 
 
+def step_spans(events: Iterable[OpEvent]) -> list[Interval]:
+    """The merged intervals of the STEP_MARK ranges; RuntimeError when there are none."""
+    spans = merge(e.interval for e in events if e.name == STEP_MARK)
+    if not spans:
+        raise RuntimeError(f"the profiler recorded no {STEP_MARK!r} ranges")
+    return spans
+
+
+def _step_notes(
+    spans: list[Interval],
+    iters: int,
+    wall_ms: float,
+    unprofiled_ms: float | None,
+    absorbed_in: str,
+) -> list[str]:
+    span_ms = length(spans) / 1e3 / iters
+    notes = [
+        f"profiler step span {span_ms:.3f} ms/iter; the remainder is time outside the "
+        "marked iterations (loop, marker entry/exit)",
+    ]
+    if unprofiled_ms:
+        extra = wall_ms - unprofiled_ms
+        notes.append(
+            f"unprofiled wall {unprofiled_ms:.3f} ms/iter: the profiler adds "
+            f"{extra:+.3f} ms/iter ({extra / unprofiled_ms:+.0%}), counted in {absorbed_in}"
+        )
+    return notes
+
+
 def _nothing() -> None:
     pass
 
 
 def _interval(event: Any) -> Interval:
-    """An event's (start, end) in microseconds."""
+    """A FunctionEvent's (start, end) in microseconds."""
     return (float(event.time_range.start), float(event.time_range.end))
 
 
-def _inside(spans: list[Interval]) -> Callable[[Any], bool]:
-    """A predicate: does the event start within one of the (merged, sorted) `spans`?"""
+def _op_events(events: Iterable[Any]) -> list[OpEvent]:
+    """torch.profiler's host-side FunctionEvents as OpEvents."""
+    import torch
+
+    return [
+        OpEvent(e.name, *_interval(e), children=tuple(_interval(c) for c in e.cpu_children))
+        for e in events
+        if e.device_type == torch.autograd.DeviceType.CPU
+    ]
+
+
+def _inside(spans: list[Interval]) -> Callable[[float], bool]:
+    """A predicate: does a time (an event's start) fall within the (merged, sorted) `spans`?"""
     starts = [s for s, _ in spans]
 
-    def check(event: Any) -> bool:
-        t = float(event.time_range.start)
+    def check(t: float) -> bool:
         i = bisect.bisect_right(starts, t) - 1
         return i >= 0 and t < spans[i][1]
 
@@ -274,20 +358,14 @@ def _inside(spans: list[Interval]) -> Callable[[Any], bool]:
 
 
 def _cpu_parts(
-    events: list[Any], spans: list[Interval], iters: int
-) -> tuple[dict[str, float], list[tuple[str, float]], str]:
-    import torch
-
+    events: Iterable[OpEvent], spans: list[Interval], iters: int
+) -> tuple[dict[str, float], list[tuple[str, float]]]:
     inside = _inside(spans)
-    cpu = [
-        e
-        for e in events
-        if e.device_type == torch.autograd.DeviceType.CPU and e.name not in _MARKS and inside(e)
-    ]
+    cpu = [e for e in events if e.name not in _MARKS and inside(e.start_us)]
     kernel_ivs: list[Interval] = []
     for e in cpu:
-        if is_kernel(e.name, leaf=not e.cpu_children):
-            kernel_ivs.extend(subtract(_interval(e), (_interval(c) for c in e.cpu_children)))
+        if is_kernel(e.name, leaf=not e.children):
+            kernel_ivs.extend(subtract(e.interval, e.children))
     # Clip to the step spans: an op started in the last iteration cannot run past it,
     # but a clock mismatch between threads should not produce kernel time outside a step.
     kernels_us = length(intersect(kernel_ivs, spans))
@@ -297,7 +375,7 @@ def _cpu_parts(
     # invisible and land in that frame's self time. That time is kernels and interpreter
     # mixed, so it is its own part rather than being called overhead.
     frames_us = sum(
-        e.self_cpu_time_total
+        e.self_us
         for e in cpu
         if "::" not in e.name and not e.name.startswith(_FRAMEWORK_NAMESPACES)
     )
@@ -310,13 +388,13 @@ def _cpu_parts(
         parts[UNRECORDED] = frames_us / 1e3 / iters
     else:
         parts["overhead"] += frames_us / 1e3 / iters
-    rows = [(e.name, e.self_cpu_time_total / 1e3) for e in cpu]
-    return parts, rows, "torch.profiler, CPU activities"
+    rows = [(e.name, e.self_us / 1e3) for e in cpu]
+    return parts, rows
 
 
 def _gpu_parts(
     events: list[Any], spans: list[Interval], iters: int
-) -> tuple[dict[str, float], list[tuple[str, float]], str]:
+) -> tuple[dict[str, float], list[tuple[str, float]]]:
     """Device-side split; Kineto puts CUDA activities on the host timeline (approximately)."""
     import torch
 
@@ -337,6 +415,8 @@ def _gpu_parts(
     }
     inside = _inside(spans)
     rows = [
-        (e.name, (e.time_range.end - e.time_range.start) / 1e3) for e in device_events if inside(e)
+        (e.name, (e.time_range.end - e.time_range.start) / 1e3)
+        for e in device_events
+        if inside(float(e.time_range.start))
     ]
-    return parts, rows, "torch.profiler, CPU + CUDA activities"
+    return parts, rows

@@ -9,7 +9,11 @@
 // weights=PATH.scw, num_classes, in_channels, conv_bias, resolution (nn), input=PATH.scw,
 // output=PATH.scw, threads, device=cpu|cuda (default cpu), and the protocol: min_time_s,
 // min_iters, max_time_s, max_iters, target_ci, z (normal quantile of the confidence),
-// warmup_tolerance, warmup_max_time_s, check_interval_s.
+// warmup_tolerance, warmup_max_time_s, check_interval_s; optionally the profiled pass after
+// the timed loop (--profile): profile_iters=N profile_out=PATH, which runs 2 warm-up and N
+// profiled iterations under the Kineto profiler (CPU activities), each iteration inside a
+// "stackcost.warmup" / "stackcost.step" user scope, writes the chrome trace to PATH and adds
+// "profile_iters" and "profile_wall_ns" (steady_clock around the N iterations) to details.
 //
 // train keys: those of native/README.md "Training" (weights, train_data, test_data, arch,
 // num_classes, in_channels, conv_bias, resolution, threads, batch, epochs, optimizer=sgd|adam,
@@ -20,6 +24,7 @@
 //
 // Each command answers with one JSON line on stdout; errors go to stderr as one line
 // "error: ...", exit 1.
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -28,9 +33,11 @@
 #include "train.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -42,8 +49,38 @@ using namespace stackcost;  // the shared protocol (common/protocol.hpp)
 using namespace stackcost::lt;
 using Forward = std::function<torch::Tensor()>;
 
+// The names stackcost.profile.torch_profile looks for (STEP_MARK, WARMUP_MARK).
+constexpr const char* kStepMark = "stackcost.step";
+constexpr const char* kWarmupMark = "stackcost.warmup";
+constexpr int64_t kProfileWarmup = 2;
+
+// The profiled pass: after the timed loop, so the profiler cannot change what it measured.
+// The warm-up iterations run inside the profiler but outside the step marks, as in
+// torch_profile.profile_step: the profiler's first iterations are slower than steady state.
+// Returns the steady_clock time of the `prof.iters` marked iterations.
+int64_t profile_pass(const Forward& step, const ProfileRequest& prof) {
+  namespace tp = torch::autograd::profiler;
+  const tp::ProfilerConfig config(tp::ProfilerState::KINETO);
+  const std::set<tp::ActivityType> activities{tp::ActivityType::CPU};
+  tp::prepareProfiler(config, activities);
+  tp::enableProfiler(config, activities);
+  for (int64_t i = 0; i < kProfileWarmup; ++i) {
+    RECORD_USER_SCOPE(kWarmupMark);
+    step();
+  }
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < prof.iters; ++i) {
+    RECORD_USER_SCOPE(kStepMark);
+    step();
+  }
+  const auto t1 = Clock::now();
+  tp::disableProfiler()->save(prof.out);
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+}
+
 int run(const Args& args) {
   const Protocol p = parse_protocol(args);
+  const ProfileRequest prof = parse_profile(args);
   at::set_num_threads(static_cast<int>(number_arg<int64_t>(args, "threads")));
   const int64_t baseline_rss = vm_bytes("VmRSS:");
   const torch::Device device = device_arg(args);
@@ -83,6 +120,8 @@ int run(const Args& args) {
   const Measured m = measure_after_cold([&] { step(); }, p, cold_ns);
 
   write_tensors(arg(args, "output"), {{"output", output}});
+  // Under the same InferenceMode guard as the timed loop; `step` synchronizes the device.
+  const int64_t profile_wall_ns = prof.iters > 0 ? profile_pass(step, prof) : 0;
 
   std::ostringstream details;
   details << "\"kind\":" << json_string(kind) << ",\"arch\":" << json_string(net.arch)
@@ -91,6 +130,9 @@ int run(const Args& args) {
           << ",\"torch_interop_threads\":" << at::get_num_interop_threads()
           << ",\"grad_mode\":\"inference_mode\""
           << ",\"device\":" << json_string(device.str());
+  if (prof.iters > 0) {
+    details << ",\"profile_iters\":" << prof.iters << ",\"profile_wall_ns\":" << profile_wall_ns;
+  }
   std::cout << answer_json(m, baseline_rss, details.str()) << std::endl;
   return 0;
 }
