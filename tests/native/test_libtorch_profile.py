@@ -39,7 +39,13 @@ def test_profiled_pass_splits_the_step(native_build, tmp_path, backend_name):
     assert b.iters == 3 and b.unprofiled_wall_ms == median_ms
     assert b.parts_ms["kernels"] > 0, b.summary()
     assert set(b.parts_ms) <= {"kernels", "overhead", CPU_PARTS[2]}
-    assert any("convolution" in r.name for r in b.top_ops[:3]), b.summary()
+    if backend_name == "libtorch":
+        assert any("convolution" in r.name for r in b.top_ops[:3]), b.summary()
+    else:
+        # optimize_for_inference prepacks the convolutions: the profiler cannot see them,
+        # so their time is the graph frame's, as for the Python torchscript rung.
+        assert answer["details"]["optimize_for_inference"] is True
+        assert b.parts_ms.get(CPU_PARTS[2], 0) > 0 and b.top_ops[0].name == "forward"
     assert "Kineto" in b.method
 
 

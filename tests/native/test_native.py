@@ -89,6 +89,33 @@ def test_matches_eager(native_build, tmp_path, backend, model):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "options, optimized",
+    [({}, True), ({"optimize": "false"}, False), ({"freeze": "false"}, False)],
+)
+def test_torchscript_cpp_graph_options(native_build, tmp_path, options, optimized):
+    # The Python rung's defaults: frozen and optimize_for_inference, applied by the program.
+    t = task(tmp_path, "torchscript-cpp", "resnet18")
+    t = t.model_copy(update={"cell": t.cell.model_copy(update={"backend_options": options})})
+    result = run_task(t)
+    assert result.status in ("ok", "unstable"), (result.reason, result.log_tail)
+    assert result.verification.ok and result.details["optimize_for_inference"] is optimized
+
+
+def test_torchscript_cpp_refuses_optimize_without_freeze(tmp_path):
+    from stackcost.backends import load_backend
+
+    cell = Cell(
+        model=MODELS["mnist-cnn"][0],
+        backend="torchscript-cpp",
+        resolution=28,
+        backend_options={"freeze": "false", "optimize": "true"},
+    )
+    with pytest.raises(ValueError, match="torchscript-cpp optimize=true needs freeze=true"):
+        load_backend("torchscript-cpp").export(None, torch.zeros(1, 1, 28, 28), cell, tmp_path)
+
+
+@pytest.mark.slow
 def test_mismatched_weights_fail_with_the_name(native_build, tmp_path):
     # A weights file lacking one tensor: the program refuses it and names the tensor.
     backend = load_backend("libtorch")

@@ -194,26 +194,32 @@ class LibTorchBackend(NativeBackend):
 
 class TorchScriptCppBackend(NativeBackend):
     name = "torchscript-cpp"
-    description = "TorchScript exported from Python (trace, freeze), run by torch::jit from C++"
+    description = (
+        "TorchScript exported from Python (trace, freeze), run by torch::jit from C++ "
+        "(optimize_for_inference applied there)"
+    )
     capabilities = Capabilities(devices=frozenset({"cpu", "cuda"}))
     target = "libtorch"
-    options = {"freeze": "true"}
+    # The Python torchscript rung's defaults, so the two differ only by the language.
+    options = {"freeze": "true", "optimize": "true"}
 
     def export(self, model, example, cell, workdir):
         import warnings
 
         import torch
 
-        freeze = self.option(cell, "freeze")
-        if freeze not in ("true", "false"):
-            raise ValueError(f"torchscript-cpp freeze {freeze!r}: use true or false")
+        from stackcost.backends.torchscript import graph_flags
+
+        freeze, optimize = graph_flags(self, cell)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated
             module = torch.jit.trace(model, example)
-            if freeze == "true":
+            if freeze:
                 module = torch.jit.freeze(module)
             module.save(str(workdir / "model.pt"))
-        return {"kind": "jit", "module": workdir / "model.pt"}
+        # An optimized module saves but does not load back (torch 2.13: "required keyword
+        # attribute 'value' is undefined"), so the program optimizes after loading.
+        return {"kind": "jit", "module": workdir / "model.pt", "optimize": int(optimize)}
 
     def breakdown(self, answer, unprofiled_ms):
         from stackcost.profile.kineto_trace import kineto_breakdown

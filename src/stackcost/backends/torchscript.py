@@ -8,6 +8,26 @@ from stackcost.backends.torch_common import cast, evaluator, train_step
 _FLAGS = {"true": True, "false": False}
 
 
+def graph_flags(backend: Backend, cell) -> tuple[bool, bool]:
+    """(freeze, optimize) from the cell's options, for either TorchScript rung.
+
+    optimize_for_inference works on a frozen module only, so optimize implies freeze: an
+    explicit freeze=false wins over the optimize default, and asking for both is a
+    contradiction rather than something to resolve silently."""
+    flags = {}
+    for key in ("freeze", "optimize"):
+        value = backend.option(cell, key)
+        if value not in _FLAGS:
+            raise ValueError(f"{backend.name} {key} {value!r}: use true or false")
+        flags[key] = _FLAGS[value]
+    freeze, optimize = flags["freeze"], flags["optimize"]
+    if optimize and not freeze:
+        if "optimize" in cell.backend_options:
+            raise ValueError(f"{backend.name} optimize=true needs freeze=true")
+        optimize = False
+    return freeze, optimize
+
+
 class TorchScriptBackend(Backend):
     name = "torchscript"
     description = "TorchScript (jit.trace or jit.script, frozen, optimize_for_inference)"
@@ -16,7 +36,6 @@ class TorchScriptBackend(Backend):
         devices=frozenset({"cpu", "cuda"}),
         precisions=frozenset({"fp32", "bf16"}),
     )
-    # optimize_for_inference works on a frozen module only, so optimize implies freeze.
     options = {"variant": "trace", "freeze": "true", "optimize": "true"}
 
     def available(self) -> Availability:
@@ -30,19 +49,7 @@ class TorchScriptBackend(Backend):
         variant = self.option(cell, "variant")
         if variant not in ("trace", "script"):
             raise ValueError(f"torchscript variant {variant!r}: use trace or script")
-        flags = {}
-        for key in ("freeze", "optimize"):
-            value = self.option(cell, key)
-            if value not in _FLAGS:
-                raise ValueError(f"torchscript {key} {value!r}: use true or false")
-            flags[key] = _FLAGS[value]
-        freeze, optimize = flags["freeze"], flags["optimize"]
-        if optimize and not freeze:
-            # An explicit freeze=false wins over the optimize default; asking for both is a
-            # contradiction rather than something to resolve silently.
-            if "optimize" in cell.backend_options:
-                raise ValueError("torchscript optimize=true needs freeze=true")
-            optimize = False
+        freeze, optimize = graph_flags(self, cell)
 
         model, example = cast(model, example, cell)
         # torch 2.13 deprecates every torch.jit entry point (one warning per call); the rung

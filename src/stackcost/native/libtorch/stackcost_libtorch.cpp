@@ -5,7 +5,7 @@
 //   stackcost_libtorch run key=value ...            measure one repetition
 //   stackcost_libtorch train key=value ...          train (train.hpp, native/README.md)
 //
-// run keys: kind=jit|nn, module=PATH.pt (jit), arch=resnet18|resnet34|resnet50|mnist-cnn,
+// run keys: kind=jit|nn, module=PATH.pt and optimize=0|1 (jit), arch=resnet18|resnet34|resnet50|mnist-cnn,
 // weights=PATH.scw, num_classes, in_channels, conv_bias, resolution (nn), input=PATH.scw,
 // output=PATH.scw, threads, device=cpu|cuda (default cpu), and the protocol: min_time_s,
 // min_iters, max_time_s, max_iters, target_ci, z (normal quantile of the confidence),
@@ -90,12 +90,17 @@ int run(const Args& args) {
   if (input.size() != 1) throw std::runtime_error("input file must hold exactly one tensor");
   const torch::Tensor x = input[0].second.to(device);
 
+  const auto opt = args.find("optimize");
+  const bool optimize_jit = opt != args.end() && opt->second == "1";
   torch::jit::Module scripted;
   Net net;
   Forward forward;
   if (kind == "jit") {
     scripted = torch::jit::load(arg(args, "module"), device);
     scripted.eval();
+    // As torch.jit.optimize_for_inference in the Python rung (conv-BN folding, oneDNN
+    // layouts); done here because an optimized module does not load back from a file.
+    if (optimize_jit) scripted = torch::jit::optimize_for_inference(scripted);
     forward = [&] { return scripted.forward({x}).toTensor(); };
   } else if (kind == "nn") {
     net = make_net(args);
@@ -130,6 +135,7 @@ int run(const Args& args) {
           << ",\"torch_interop_threads\":" << at::get_num_interop_threads()
           << ",\"grad_mode\":\"inference_mode\""
           << ",\"device\":" << json_string(device.str());
+  if (kind == "jit") details << ",\"optimize_for_inference\":" << (optimize_jit ? "true" : "false");
   if (prof.iters > 0) {
     details << ",\"profile_iters\":" << prof.iters << ",\"profile_wall_ns\":" << profile_wall_ns;
   }
