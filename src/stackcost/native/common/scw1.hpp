@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -16,18 +15,21 @@ namespace stackcost {
 
 constexpr char kScw1Magic[4] = {'S', 'C', 'W', '1'};
 
+// Reads straight from the file into each tensor's memory: holding the whole file first
+// would double the weights in the program's peak RSS, which is one of its measurements.
 class ScwReader {
  public:
-  explicit ScwReader(const std::string& path) : path_(path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + path);
-    data_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  explicit ScwReader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+    if (!in_) throw std::runtime_error("cannot open " + path);
+    in_.seekg(0, std::ios::end);
+    size_ = static_cast<size_t>(in_.tellg());
+    in_.seekg(0, std::ios::beg);
   }
   void bytes(void* dst, size_t n) {
-    if (n > data_.size() - pos_) {
-      throw std::runtime_error(path_ + ": truncated at byte " + std::to_string(pos_));
+    if (n > left()) throw std::runtime_error(path_ + ": truncated at byte " + std::to_string(pos_));
+    if (!in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n))) {
+      throw std::runtime_error(path_ + ": read failed at byte " + std::to_string(pos_));
     }
-    std::memcpy(dst, data_.data() + pos_, n);
     pos_ += n;
   }
   template <typename T>
@@ -36,12 +38,12 @@ class ScwReader {
     bytes(&v, sizeof v);
     return v;
   }
-  size_t left() const { return data_.size() - pos_; }
+  size_t left() const { return size_ - pos_; }
 
  private:
   std::string path_;
-  std::vector<char> data_;
-  size_t pos_ = 0;
+  std::ifstream in_;
+  size_t size_ = 0, pos_ = 0;
 };
 
 // `alloc(name, dims)` returns {tensor, float* to its numel floats}; the data is copied there.

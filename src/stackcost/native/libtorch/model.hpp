@@ -240,28 +240,42 @@ inline Net make_net(const Args& args, bool dropout = true) {
   return net;
 }
 
-// Copy every parameter and buffer from the file by its state_dict name; any missing,
-// extra or mis-shaped tensor is an error naming it (a mismatched file must not run).
-inline void load_state(torch::nn::Module& module, const Named& tensors) {
-  std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
+// Read the weights file straight into the module's parameters and buffers, by state_dict
+// name; any missing, extra or mis-shaped tensor is an error naming it (a mismatched file
+// must not run). Reading in place keeps one copy of the weights in memory: the program's
+// peak RSS is a measurement, and a file buffer plus a staging copy tripled it.
+inline void load_state(torch::nn::Module& module, const std::string& path) {
+  std::map<std::string, torch::Tensor> slots;
+  for (auto& item : module.named_parameters(true)) slots.emplace(item.key(), item.value());
+  for (auto& item : module.named_buffers(true)) slots.emplace(item.key(), item.value());
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> casts;  // (float32 as read, its slot)
+  std::vector<std::string> extra;
   torch::NoGradGuard no_grad;
-  auto assign = [&](const std::string& name, torch::Tensor& dst) {
-    const auto it = by_name.find(name);
-    if (it == by_name.end()) throw std::runtime_error("weights file has no tensor " + name);
-    if (it->second.sizes() != dst.sizes()) {
+  read_scw1<torch::Tensor>(path, [&](const std::string& name, const std::vector<int64_t>& dims) {
+    const auto it = slots.find(name);
+    if (it == slots.end()) {
+      extra.push_back(name);  // reported after the missing ones, which say more
+      auto t = torch::empty(dims, torch::kFloat32);
+      return std::pair{t, t.data_ptr<float>()};
+    }
+    torch::Tensor dst = it->second;
+    if (dst.sizes() != c10::IntArrayRef(dims)) {
       std::ostringstream msg;
-      msg << "shape mismatch for " << name << ": file " << it->second.sizes() << ", model "
+      msg << "shape mismatch for " << name << ": file " << c10::IntArrayRef(dims) << ", model "
           << dst.sizes();
       throw std::runtime_error(msg.str());
     }
-    dst.copy_(it->second);  // also casts num_batches_tracked back to int64
-    by_name.erase(it);
-  };
-  for (auto& item : module.named_parameters(true)) assign(item.key(), item.value());
-  for (auto& item : module.named_buffers(true)) assign(item.key(), item.value());
-  if (!by_name.empty()) {
-    throw std::runtime_error("weights file has a tensor the model lacks: " + by_name.begin()->first);
-  }
+    slots.erase(it);
+    if (dst.scalar_type() == torch::kFloat32 && dst.is_contiguous() && dst.device().is_cpu()) {
+      return std::pair{dst, dst.data_ptr<float>()};
+    }
+    auto t = torch::empty(dims, torch::kFloat32);  // e.g. num_batches_tracked, an int64
+    casts.emplace_back(t, dst);
+    return std::pair{t, t.data_ptr<float>()};
+  });
+  if (!slots.empty()) throw std::runtime_error("weights file has no tensor " + slots.begin()->first);
+  if (!extra.empty()) throw std::runtime_error("weights file has a tensor the model lacks: " + extra[0]);
+  for (auto& [src, dst] : casts) dst.copy_(src);
 }
 
 // Parameters and buffers under their state_dict names, in Python's state_dict order

@@ -104,7 +104,7 @@ int run(const Args& args) {
     forward = [&] { return scripted.forward({x}).toTensor(); };
   } else if (kind == "nn") {
     net = make_net(args);
-    load_state(*net.module, read_tensors(arg(args, "weights")));
+    load_state(*net.module, arg(args, "weights"));
     net.module->to(device);
     net.module->eval();
     forward = [&] { return net.forward(x); };

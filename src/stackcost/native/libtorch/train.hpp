@@ -375,7 +375,7 @@ inline int train(const Args& args) {
   torch::manual_seed(seed);
 
   const Net net = make_net(args, cfg.dropout);
-  load_state(*net.module, read_tensors(arg(args, "weights")));
+  load_state(*net.module, arg(args, "weights"));
   const DataShape shape{number_arg<int64_t>(args, "in_channels"),
                         number_arg<int64_t>(args, "resolution"),
                         number_arg<int64_t>(args, "num_classes")};
