@@ -112,3 +112,9 @@ def test_a_flat_counter_is_not_a_measurement():
     samples = series(watts=0.0)
     e = energy_from_telemetry(samples, WINDOW, processed_samples=90, cores=2)
     assert e.method == "estimated" and "did not advance" in e.note
+
+
+def test_estimate_takes_the_targets_own_busy_cores():
+    e = energy_from_telemetry(series(rapl=False), WINDOW, 90, cores=2, busy_cores=2.0)
+    # 2 cores x 1 W idle + (5 - 1) W x 2 busy cores = 10 W, not the samples' 1 core
+    assert e.watts == pytest.approx(10.0) and "its own counters" in e.source

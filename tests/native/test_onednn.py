@@ -121,3 +121,7 @@ def test_profiled_run_times_every_primitive(onednn_build, tmp_path):
     assert any(n.startswith("slowest layers: ") for n in b.notes)
     assert b.unprofiled_wall_ms == pytest.approx(result.stats.median_ms)
     assert result.telemetry is not None and result.work is not None
+    # The program's own counters over its timed loop: exact, and never above its threads.
+    tel = result.telemetry
+    assert tel.means_from.startswith("the measured process's counters")
+    assert 0.5 < tel.cpu_util_cores_mean <= 2.05

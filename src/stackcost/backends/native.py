@@ -310,6 +310,21 @@ def native_measurement(answer: dict[str, Any], protocol: Protocol):
         timed_s=float(answer["timed_s"]),
         stats=summarize(samples, protocol.confidence),
         stop_reason=str(answer["stop_reason"]),
+        window=native_window(answer),
+    )
+
+
+def native_window(answer: dict[str, Any]):
+    """The program's timed loop on CLOCK_MONOTONIC with its own CPU counters; None from a
+    program built before it reported them."""
+    from stackcost.measure.counters import Window
+
+    w = answer.get("window")
+    if not w:
+        return None
+    busy = w.get("system_busy_s")
+    return Window(
+        int(w["start_ns"]), int(w["end_ns"]), float(w["cpu_s"]), None if busy is None else busy
     )
 
 

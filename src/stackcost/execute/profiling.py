@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from stackcost.backends.base import Backend, Prepared
     from stackcost.cell import Cell
     from stackcost.execute.task import RepetitionTask
+    from stackcost.measure.protocol import Measurement
     from stackcost.measure.sampler import Sampler
 
 # Profiled iterations: enough to average over, few enough to add seconds, not minutes.
@@ -98,22 +99,32 @@ def sampling(task: RepetitionTask) -> Iterator[Sampler | None]:
 
 
 def record_telemetry(
-    sampler: Sampler, timed_s: float, iterations: int, cell: Cell, result: RepetitionResult
+    sampler: Sampler, m: Measurement, cell: Cell, result: RepetitionResult
 ) -> None:
-    """Utilization and energy over the timed loop, which ended at the "timed_end" mark.
+    """Utilization and energy over the timed loop.
 
-    A C++ program's loop ends a little before its process does (it still writes its
-    output), so there the window is approximate by that much.
+    The loop's edges and its CPU counters come from the measurement itself (Python's
+    timed loop, or the C++ program's, on the same CLOCK_MONOTONIC), so the means are
+    exact. Without them (an older program) the window ends at the "timed_end" mark and
+    the means are interpolated from the samples.
     """
     from stackcost.measure.energy import energy_from_telemetry
 
-    end = sampler.marks["timed_end"]
-    window = (end - int(timed_s * 1e9), end)
-    result.telemetry = sampler.summary(*window, threads=cell.threads)
+    if m.window is not None:
+        window = (m.window.start_ns, m.window.end_ns)
+    else:
+        end = sampler.marks["timed_end"]
+        window = (end - int(m.timed_s * 1e9), end)
+    result.telemetry = sampler.summary(*window, threads=cell.threads, counters=m.window)
     device = "cpu" if cell.device == "cpu" else "cuda:0"
+    busy = result.telemetry.cpu_util_cores_mean if m.window is not None else None
     try:
         result.energy = energy_from_telemetry(
-            sampler.samples, window, cell.batch_size * iterations, device
+            sampler.samples,
+            window,
+            cell.batch_size * len(m.samples_ns),
+            device,
+            busy_cores=busy,
         )
     except ValueError as exc:  # e.g. a window shorter than two samples
         result.profile_notes.append(f"no energy: {exc}")

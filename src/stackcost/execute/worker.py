@@ -102,7 +102,7 @@ def _measure(
         if sampler is not None:
             sampler.mark("timed_end")
     if sampler is not None:
-        profiling.record_telemetry(sampler, m.timed_s, len(m.samples_ns), cell, result)
+        profiling.record_telemetry(sampler, m, cell, result)
     result.verification = verify(m.output, reference, task.tolerance)
     del m.output
     phases.warmup_s, phases.timed_s = m.warmup_s, m.timed_s

@@ -185,6 +185,7 @@ def energy_from_telemetry(
     cores: float | None = None,
     model: PowerModel | None = None,
     logical_cpus: int | None = None,
+    busy_cores: float | None = None,
 ) -> Energy:
     """Energy of the work done in window = (start_ns, end_ns), CLOCK_MONOTONIC, from the
     sampler's samples (dicts as read_samples returns them).
@@ -192,7 +193,8 @@ def energy_from_telemetry(
     device "cpu" reads the RAPL package zones, "cuda:N" GPU N's NVML energy counter; with
     no counter for the whole window the result is estimated with model (default
     DEFAULT_CPU_MODEL / DEFAULT_GPU_MODEL). cores is how many cores the CPU idle term
-    covers (default logical_cpus, else the machine's)."""
+    covers (default logical_cpus, else the machine's). busy_cores: the target's mean CPU use
+    from its own counters (Telemetry with edge counters); else interpolated from samples."""
     if processed_samples <= 0:
         raise ValueError(f"processed_samples must be positive, got {processed_samples}")
     start, end = window
@@ -207,7 +209,7 @@ def energy_from_telemetry(
             source = f"RAPL {zones} (whole package)"
             return _make("measured", source, joules, seconds, processed_samples, device)
         return _estimate_cpu(
-            samples, window, processed_samples, cores, model, logical_cpus, _why(why)
+            samples, window, processed_samples, cores, model, logical_cpus, _why(why), busy_cores
         )
     if device.startswith("cuda"):
         index = int(device.partition(":")[2] or 0)
@@ -239,24 +241,25 @@ def _estimate_cpu(
     model: PowerModel | None,
     logical_cpus: int | None,
     note: str,
+    busy: float | None = None,
 ) -> Energy:
     model = model or DEFAULT_CPU_MODEL
     start, end = window
-    run = _in_window(samples, window)
-    if len(run) < 2:
-        raise ValueError("at least two telemetry samples are needed for an estimate")
-    ts = [s["t"] for s in run]
-    c0, c1 = max(start, ts[0]), min(end, ts[-1])
-    cpu = [s["cpu"] for s in run]
-    busy = max(interpolate(ts, cpu, c1) - interpolate(ts, cpu, c0), 0.0) * 1e9 / max(c1 - c0, 1)
+    origin = "target's CPU time from its own counters"
+    if busy is None:
+        origin = "target's CPU time from the sampler"
+        run = _in_window(samples, window)
+        if len(run) < 2:
+            raise ValueError("at least two telemetry samples are needed for an estimate")
+        ts = [s["t"] for s in run]
+        c0, c1 = max(start, ts[0]), min(end, ts[-1])
+        cpu = [s["cpu"] for s in run]
+        busy = max(interpolate(ts, cpu, c1) - interpolate(ts, cpu, c0), 0.0) * 1e9 / max(c1 - c0, 1)
     if cores is None:
         cores = float(logical_cpus or os.cpu_count() or 1)
     watts = cores * model.idle_watts + (model.max_watts - model.idle_watts) * busy
     seconds = (end - start) / 1e9
-    source = (
-        f"estimate: {model.describe()}; {busy:.2f} busy cores of {cores:g} "
-        "(target's CPU time from the sampler)"
-    )
+    source = f"estimate: {model.describe()}; {busy:.2f} busy cores of {cores:g} ({origin})"
     return _make("estimated", source, watts * seconds, seconds, processed, "cpu", note)
 
 

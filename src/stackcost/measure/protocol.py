@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stackcost.measure.counters import Edge, Window
 from stackcost.measure.memory import rss_bytes
 from stackcost.measure.stats import Stats, summarize
 from stackcost.measure.timer import CpuTimer, CudaTimer, Step
@@ -46,6 +47,8 @@ class Measurement:
     # RSS at each stop-rule check and the sample count then: the leak check's input.
     rss_trace_bytes: list[int] = field(default_factory=list)
     rss_trace_iters: list[int] = field(default_factory=list)
+    # The timed loop's edges with its CPU counters (exact utilization; see counters.py).
+    window: Window | None = None
 
     @property
     def unstable(self) -> bool:
@@ -90,6 +93,7 @@ def timed_loop(step: Step, timer: CpuTimer | CudaTimer, p: Protocol, m: Measurem
     summary behind the stop rule stays a small, bounded share of the loop's time.
     """
     samples = m.samples_ns
+    first = Edge.now()
     start = time.perf_counter()
     estimate = float(m.cold_ns)
     while True:
@@ -115,6 +119,7 @@ def timed_loop(step: Step, timer: CpuTimer | CudaTimer, p: Protocol, m: Measurem
             m.stop_reason = "time cap"
             break
     m.timed_s = time.perf_counter() - start
+    m.window = Window.between(first, Edge.now())
     m.stats = summarize(samples, p.confidence)
 
 

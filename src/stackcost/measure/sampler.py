@@ -33,9 +33,11 @@ us); at normal priority, when the workload's threads fill every core, each wake-
 one of them and a parallel op waits for the straggler, which cost +2-6% latency at 10 ms on
 2 threads / 2 cores. Under SCHED_IDLE the samples stay on time while any core is idle (1
 thread on 2 cores: 100 samples/s, gaps <= 11 ms) and come late while every core is busy
-(2 threads on 2 cores: ~15 samples/s, gaps up to ~250 ms). Timestamps stay exact and the
-counters are cumulative, so means over a window stay exact; Telemetry.gap_max_s shows how
-late samples came. --sched normal restores on-time sampling at that cost
+(2 threads on 2 cores: ~15-35 samples/s, gaps up to ~250 ms); Telemetry.gap_max_s shows
+how late. A mean interpolated across such a gap blurs whatever changed inside it, so the
+timed loop's CPU means come from counters the measured process reads at the loop's edges
+(stackcost.measure.counters, passed to summarize as `counters`); the samples give levels
+(RSS, GPU, load) and the peak rate. --sched normal restores on-time sampling at that cost
 (benchmarks/sampler_overhead.py measures both).
 
 Resolution: Linux accounts CPU time in clock ticks (USER_HZ = 100, i.e. 10 ms), so a
@@ -59,6 +61,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import psutil
+
+from stackcost.measure.counters import busy_from_stat_line
 
 DEFAULT_INTERVAL_S = 0.010
 RAPL_ROOT = Path("/sys/class/powercap")
@@ -297,17 +301,14 @@ class ProcessTree:
 
 
 class SystemCpu:
-    """Busy CPU seconds over all CPUs since boot, from the first line of /proc/stat: what
-    psutil.cpu_percent counts as busy (all but idle and iowait; guest time is already
-    inside user and nice, so it is not added again)."""
+    """Busy CPU seconds over all CPUs since boot, from the first line of /proc/stat (what
+    psutil.cpu_percent counts as busy), through a descriptor kept open."""
 
     def __init__(self) -> None:
         self._fd = os.open("/proc/stat", os.O_RDONLY)
 
     def busy_s(self) -> float:
-        line = os.pread(self._fd, 512, 0).split(b"\n", 1)[0].split()
-        v = [int(x) for x in line[1:9]]  # user nice system idle iowait irq softirq steal
-        return (sum(v) - v[3] - v[4]) * _TICK_S
+        return busy_from_stat_line(os.pread(self._fd, 512, 0).split(b"\n", 1)[0])
 
     def close(self) -> None:
         os.close(self._fd)
@@ -548,6 +549,8 @@ if __name__ != "__main__":
 
     from pydantic import BaseModel, Field
 
+    from stackcost.measure.counters import Window
+
     class RaplStatus(BaseModel):
         available: bool
         reason: str | None = None
@@ -567,6 +570,9 @@ if __name__ != "__main__":
         n_samples: int  # samples taken inside the window
         gap_max_s: float | None = None  # longest gap between samples (late wake-ups)
         sched: str | None = None  # the sampler's scheduling: "idle" (SCHED_IDLE) or "normal"
+        # Where the CPU means come from: the measured process's own counters read at the
+        # window's edges (exact), or the samples interpolated to the edges.
+        means_from: str = "samples, interpolated to the window's edges"
         window_s: float  # the window asked for
         covered_s: float  # the part of it the samples span (== window_s normally)
         logical_cpus: int
@@ -594,11 +600,15 @@ if __name__ != "__main__":
         *,
         header: Mapping[str, Any] | None = None,
         threads: int | None = None,
+        counters: Window | None = None,
     ) -> Telemetry:
         """Telemetry over [start_ns, end_ns]. Cumulative counters (CPU seconds) are
         interpolated to the window's edges from the samples around them, so a window
         shorter than the interval still gets a mean; levels (RSS, load, GPU) come from the
-        samples inside the window, or the two around it when none falls inside."""
+        samples inside the window, or the two around it when none falls inside.
+
+        `counters`, read by the measured process itself at the window's edges, replace the
+        interpolated target and system CPU means: exact however late the samples came."""
         header = header or {}
         if not samples:
             raise ValueError("no telemetry samples")
@@ -618,8 +628,14 @@ if __name__ != "__main__":
             delta = interpolate(ts, vals, c1) - interpolate(ts, vals, c0)
             return max(delta, 0.0) * 1e9 / covered_ns
 
-        cpu = rate("cpu")
-        system = rate("sys")
+        cpu, system = rate("cpu"), rate("sys")
+        means_from = "samples, interpolated to the window's edges"
+        if counters is not None and end_ns > start_ns:
+            seconds = (end_ns - start_ns) / 1e9
+            cpu = counters.cpu_s / seconds
+            if counters.system_busy_s is not None:
+                system = counters.system_busy_s / seconds
+            means_from = "the measured process's counters at the window's edges"
         own = rate("self")
         ncpu = int(header.get("logical_cpus") or psutil.cpu_count() or 1)
         basis = threads if threads else ncpu
@@ -633,6 +649,7 @@ if __name__ != "__main__":
             n_samples=sum(1 for s in run_ if start_ns <= s["t"] <= end_ns),
             gap_max_s=max((b - a for a, b in pairwise(ts)), default=0) / 1e9,
             sched=header.get("sched"),
+            means_from=means_from,
             window_s=(end_ns - start_ns) / 1e9,
             covered_s=covered_ns / 1e9,
             logical_cpus=ncpu,
@@ -782,6 +799,7 @@ if __name__ != "__main__":
             end_ns: int | None = None,
             *,
             threads: int | None = None,
+            counters: Window | None = None,
         ) -> Telemetry:
             """Telemetry over [start_ns, end_ns]; by default the timed_start..timed_end
             marks, else everything sampled."""
@@ -797,6 +815,7 @@ if __name__ != "__main__":
                 end_ns,
                 header=self.header,
                 threads=threads if threads is not None else self.threads,
+                counters=counters,
             )
 
 

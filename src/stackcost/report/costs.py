@@ -625,7 +625,7 @@ def busy_notes(rows: list[Row]) -> list[str]:
 
 def _sampling(t: Telemetry) -> str:
     """How the sampler kept up: under SCHED_IDLE its samples come late while every core
-    is busy (the means stay exact; the counters are cumulative)."""
+    is busy (the means come from the cell's own counters at the loop's edges)."""
     text = f"{t.n_samples} samples every {t.interval_s * 1e3:g} ms asked"
     if t.gap_max_s is not None:
         text += f", longest gap {t.gap_max_s * 1e3:.0f} ms"

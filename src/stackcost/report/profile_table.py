@@ -103,8 +103,8 @@ def profile_table(result: RunResult) -> Table | None:
         "kernels vs overhead (wall not covered by kernels), remainder = wall − parts; "
         "GFLOP/s = FlopCounterMode FLOPs / median step; % peak of this machine's measured "
         "GEMM peak at the same threads; CPU util in cores over the timed loop (side-channel "
-        "sampler under SCHED_IDLE: it never takes a core from the cell, so its samples come "
-        "late while every core is busy; means stay exact); energy 'estimated' = a stated "
+        "sampler under SCHED_IDLE, so it never takes a core from the cell; the means come from "
+        "the cell's own CPU counters at the loop's edges); energy 'estimated' = a stated "
         "power model, 'measured' = RAPL/NVML counters"
     )
     if notes:

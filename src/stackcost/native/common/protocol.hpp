@@ -17,6 +17,9 @@
 #include <string>
 #include <vector>
 
+#include <time.h>
+#include <unistd.h>
+
 namespace stackcost {
 
 using Clock = std::chrono::steady_clock;
@@ -136,6 +139,34 @@ inline std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// The counters at one edge of the timed loop, on the clocks Python reads: CLOCK_MONOTONIC
+// (time.monotonic_ns), this process's CPU time over all threads (time.process_time), and
+// the system's busy time from /proc/stat (-1 where unreadable). With them Python's
+// utilization over the loop is exact, however late its side-channel samples came.
+struct Edge {
+  int64_t t_ns = 0;
+  double cpu_s = 0, system_busy_s = -1;
+
+  static Edge now() {
+    Edge e;
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e.t_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    e.cpu_s = static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+    std::ifstream stat("/proc/stat");
+    std::string cpu;
+    int64_t v[8] = {};
+    if (stat >> cpu && cpu == "cpu") {
+      for (auto& x : v) stat >> x;  // user nice system idle iowait irq softirq steal
+      int64_t busy = 0;
+      for (int i = 0; i < 8; ++i) busy += (i == 3 || i == 4) ? 0 : v[i];
+      if (stat) e.system_busy_s = static_cast<double>(busy) / sysconf(_SC_CLK_TCK);
+    }
+    return e;
+  }
+};
+
 struct Measured {
   int64_t cold_ns = 0;
   std::vector<int64_t> samples;
@@ -143,6 +174,7 @@ struct Measured {
   bool settled = false;
   double warmup_s = 0, timed_s = 0;
   std::string stop_reason;
+  Edge first, last;  // the timed loop's edges (Python: stackcost.measure.counters)
 };
 
 // Warmup and the timed loop, after the caller has timed the cold call itself (it may
@@ -168,6 +200,7 @@ inline Measured measure_after_cold(const Step& step, const Protocol& p, int64_t 
   m.warmup_s = seconds_since(start);
 
   auto& samples = m.samples;  // timed batches; the stop rule runs between batches only
+  m.first = Edge::now();
   start = Clock::now();
   estimate = static_cast<double>(cold_ns);
   while (true) {
@@ -197,6 +230,7 @@ inline Measured measure_after_cold(const Step& step, const Protocol& p, int64_t 
     }
   }
   m.timed_s = seconds_since(start);
+  m.last = Edge::now();
   return m;
 }
 
@@ -209,7 +243,15 @@ inline std::string answer_json(const Measured& m, int64_t baseline_rss, const st
      << ",\"warmup_settled\":" << (m.settled ? "true" : "false") << ",\"warmup_s\":" << m.warmup_s
      << ",\"timed_s\":" << m.timed_s << ",\"peak_rss_bytes\":" << vm_bytes("VmHWM:")
      << ",\"baseline_rss_bytes\":" << baseline_rss
-     << ",\"stop_reason\":" << json_string(m.stop_reason) << ",\"details\":{" << details
+     << ",\"stop_reason\":" << json_string(m.stop_reason)
+     << ",\"window\":{\"start_ns\":" << m.first.t_ns << ",\"end_ns\":" << m.last.t_ns
+     << ",\"cpu_s\":" << m.last.cpu_s - m.first.cpu_s << ",\"system_busy_s\":";
+  if (m.first.system_busy_s >= 0 && m.last.system_busy_s >= 0) {
+    js << m.last.system_busy_s - m.first.system_busy_s;
+  } else {
+    js << "null";
+  }
+  js << "},\"details\":{" << details
      << ",\"clock\":\"std::chrono::steady_clock\""
      << ",\"stop_ci\":\"order statistics, normal approximation\"}}";
   return js.str();
