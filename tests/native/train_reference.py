@@ -44,9 +44,11 @@ def problem(
     momentum: float = 0.9,
     schedule: str = "cosine",
     seed: int = 0,
+    optimizer: str = "sgd",
 ) -> Problem:
     ref = ModelRef(name=arch, num_classes=classes, in_channels=channels, seed=seed)
-    cfg = TrainConfig(epochs=epochs, lr=lr, momentum=momentum, schedule=schedule)  # type: ignore[arg-type]
+    cfg = TrainConfig(epochs=epochs, lr=lr, momentum=momentum, schedule=schedule,  # type: ignore[arg-type]
+                      optimizer=optimizer)  # type: ignore[arg-type]  # fmt: skip
     cell = Cell(model=ref, backend="eager", mode="train", batch_size=batch,
                 resolution=resolution, threads=1, train=cfg)  # fmt: skip
     g = torch.Generator().manual_seed(seed + 100)
@@ -67,7 +69,11 @@ def eager_losses(p: Problem, max_steps: int = 0) -> tuple[list[float], dict[str,
     model = copy.deepcopy(p.model).train()
     cfg = p.cell.train
     assert cfg is not None
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    opt = (
+        torch.optim.Adam(model.parameters(), lr=cfg.lr)  # torch's defaults, as the worker
+        if cfg.optimizer == "adam"
+        else torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    )
     images, labels = p.train
     batch = p.cell.batch_size
     steps_per_epoch = len(labels) // batch

@@ -1,11 +1,11 @@
 // `stackcost_onednn train key=value ...` (native/README.md "Training"): the whole loop in
 // the program. Keys: weights, train_data, test_data, arch, num_classes, in_channels,
-// conv_bias, resolution, threads, batch, epochs, optimizer (sgd only), lr, momentum,
+// conv_bias, resolution, threads, batch, epochs, optimizer (sgd|adam), lr, momentum,
 // schedule (constant|cosine), max_steps, divergence_factor, and optional final_weights=PATH,
 // dropout=on|off (mnist-cnn; off makes dropout the identity), seed (the dropout RNG, 0).
 //
 // A step: gather the batch (loader), then forward in train mode, BN running stats, mean
-// cross-entropy and its gradient (a plain loop in double), backward, SGD (the step). The
+// cross-entropy and its gradient (a plain loop in double), backward, SGD or Adam. The
 // first step also builds the network (primitive creation, weights reordered into the
 // layouts the primitives chose): that is cold_ns. Evaluation runs an eval-mode network
 // (BN forward_inference with the running statistics) of the same batch size, built at the
@@ -182,7 +182,9 @@ int train(const Args& args) {
 
   const bool resnet = arch == "resnet18" || arch == "resnet34" || arch == "resnet50";
   if (!resnet && arch != "mnist-cnn") throw std::runtime_error("onednn has no definition of " + arch);
-  if (optimizer != "sgd") throw std::runtime_error("onednn trains with sgd only, not " + optimizer);
+  if (optimizer != "sgd" && optimizer != "adam") {
+    throw std::runtime_error("optimizer must be sgd|adam, not " + optimizer);
+  }
   if (schedule != "constant" && schedule != "cosine") {
     throw std::runtime_error("unknown schedule " + schedule + " (constant or cosine)");
   }
@@ -256,7 +258,11 @@ int train(const Args& args) {
       net->update_running_stats();
       const LossOut l = cross_entropy(net->logits(), net->logits_grad(), labels.data(), batch, classes);
       net->backward();
-      state.sgd(static_cast<float>(lr_t), static_cast<float>(momentum));
+      if (optimizer == "adam") {
+        state.adam(lr_t);
+      } else {
+        state.sgd(static_cast<float>(lr_t), static_cast<float>(momentum));
+      }
       const auto t2 = Clock::now();
 
       const int64_t step_ns = ns_between(t1, t2);
@@ -329,7 +335,7 @@ int train(const Args& args) {
   js << ",\"details\":{\"arch\":" << json_string(arch)
      << ",\"onednn\":" << json_string(version_string())
      << ",\"onednn_cpu_runtime\":" << json_string(runtime_name(version->cpu_runtime))
-     << ",\"omp_threads\":" << omp_threads << ",\"optimizer\":\"sgd\""
+     << ",\"omp_threads\":" << omp_threads << ",\"optimizer\":" << json_string(optimizer)
      << ",\"schedule\":" << json_string(schedule) << ",\"lr\":" << num(lr)
      << ",\"momentum\":" << num(momentum)
      << ",\"dropout\":" << json_string(resnet ? "none in the model" : dropout)

@@ -112,6 +112,33 @@ void State::sgd(float lr, float momentum) {
   }
 }
 
+void State::adam(double lr) {
+  constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
+  ++adam_steps_;
+  // Python floats in torch (double), cast to float where they meet a tensor.
+  const double bias1 = 1 - std::pow(kBeta1, static_cast<double>(adam_steps_));
+  const double bias2 = 1 - std::pow(kBeta2, static_cast<double>(adam_steps_));
+  const auto step_size = static_cast<float>(lr / bias1);
+  const auto bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+  const auto w1 = static_cast<float>(1 - kBeta1), b2 = static_cast<float>(kBeta2);
+  const auto w2 = static_cast<float>(1 - kBeta2), eps = static_cast<float>(kEps);
+  for (auto& p : params_) {
+    if (!p->buf2) p->buf2 = zeros(p->value.get_desc(), ctx_.engine);
+    float* v = data_of(p->value);
+    const float* g = data_of(p->grad);
+    float* m = data_of(p->buf);
+    float* s = data_of(p->buf2);
+    const auto n = static_cast<int64_t>(floats_of(p->value));
+#pragma omp parallel for if (n > 32768)
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = m[i] + w1 * (g[i] - m[i]);         // exp_avg.lerp_(grad, 1 - beta1)
+      s[i] = s[i] * b2 + w2 * g[i] * g[i];      // exp_avg_sq.mul_(beta2).addcmul_(g, g, 1 - beta2)
+      const float denom = std::sqrt(s[i]) / bias2_sqrt + eps;
+      v[i] = v[i] + -step_size * (m[i] / denom);  // param.addcdiv_(exp_avg, denom, -step_size)
+    }
+  }
+}
+
 Named State::export_plain() const {
   Named out;
   for (const auto& e : entries_) {

@@ -31,7 +31,8 @@ struct Context {
 struct Param {
   std::string name;
   memory::desc plain;
-  memory value, grad, buf;  // all in value's layout
+  memory value, grad, buf;  // all in value's layout; buf: SGD momentum, or Adam's exp_avg
+  memory buf2;              // Adam's exp_avg_sq, allocated on its first step
   bool has_buf = false;     // torch: buf = grad on the first step
 };
 
@@ -57,6 +58,9 @@ class State {
 
   // torch.optim.SGD: buf = grad (first step) or momentum*buf + grad; p -= lr*buf.
   void sgd(float lr, float momentum);
+  // torch.optim.Adam with its defaults (betas 0.9, 0.999, eps 1e-8, no weight decay), in
+  // the order and precision of torch's single-tensor CPU path.
+  void adam(double lr);
   // The state_dict in torch's names and layouts.
   Named export_plain() const;
   size_t param_count() const { return params_.size(); }
@@ -73,6 +77,7 @@ class State {
 
   Context& ctx_;
   Weights& weights_;
+  int64_t adam_steps_ = 0;
   std::vector<std::unique_ptr<Param>> params_;
   std::vector<std::unique_ptr<BnStats>> bns_;
   std::unordered_map<std::string, Param*> by_name_;
