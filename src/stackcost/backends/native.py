@@ -170,14 +170,24 @@ def _build_details(build: Any, export_s: float) -> dict[str, Any]:
     }
 
 
-class LibTorchBackend(NativeBackend):
+class LibTorchProgram(NativeBackend):
+    """Both rungs of stackcost_libtorch: its profiled pass is a Kineto trace."""
+
+    target = "libtorch"
+
+    def breakdown(self, answer, unprofiled_ms):
+        from stackcost.profile.kineto_trace import kineto_breakdown
+
+        return kineto_breakdown(answer, unprofiled_ms)
+
+
+class LibTorchBackend(LibTorchProgram):
     name = "libtorch"
     description = "LibTorch C++: the zoo architectures re-defined with torch::nn, no Python"
     # CUDA where torch::cuda::is_available(): the program moves module and data to the GPU.
     capabilities = Capabilities(
         modes=frozenset({"infer", "train"}), devices=frozenset({"cpu", "cuda"})
     )
-    target = "libtorch"
 
     def export(self, model, example, cell, workdir):
         from stackcost.native.tensors import write_tensors
@@ -186,20 +196,14 @@ class LibTorchBackend(NativeBackend):
         write_tensors(workdir / "weights.scw", model.state_dict())
         return {"kind": "nn", "weights": workdir / "weights.scw", **network_args(cell)}
 
-    def breakdown(self, answer, unprofiled_ms):
-        from stackcost.profile.kineto_trace import kineto_breakdown
 
-        return kineto_breakdown(answer, unprofiled_ms)
-
-
-class TorchScriptCppBackend(NativeBackend):
+class TorchScriptCppBackend(LibTorchProgram):
     name = "torchscript-cpp"
     description = (
         "TorchScript exported from Python (trace, freeze), run by torch::jit from C++ "
         "(optimize_for_inference applied there)"
     )
     capabilities = Capabilities(devices=frozenset({"cpu", "cuda"}))
-    target = "libtorch"
     # The Python torchscript rung's defaults, so the two differ only by the language.
     options = {"freeze": "true", "optimize": "true"}
 
@@ -220,11 +224,6 @@ class TorchScriptCppBackend(NativeBackend):
         # An optimized module saves but does not load back (torch 2.13: "required keyword
         # attribute 'value' is undefined"), so the program optimizes after loading.
         return {"kind": "jit", "module": workdir / "model.pt", "optimize": int(optimize)}
-
-    def breakdown(self, answer, unprofiled_ms):
-        from stackcost.profile.kineto_trace import kineto_breakdown
-
-        return kineto_breakdown(answer, unprofiled_ms)
 
 
 def folded_state(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], int]:
