@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stackcost.measure.disturbance import Disturbance
 from stackcost.measure.energy import Energy
 from stackcost.measure.flops import Work
 from stackcost.measure.sampler import Telemetry
@@ -16,6 +17,7 @@ from stackcost.verify import Verification
 Status = Literal[
     "ok",  # measured, verified, stop rule met
     "unstable",  # measured and verified, but the time cap stopped it or warmup never settled
+    "disturbed",  # measured and verified, but other processes used the cores meanwhile
     "wrong",  # output outside tolerance: timings are not valid
     "failed",  # exception inside the worker
     "crashed",  # the worker died on a signal (segfault, abort)
@@ -27,7 +29,12 @@ Status = Literal[
     "skipped",  # not run: a smaller batch of the same series ran out of memory or time
     "diverged",  # training loss went NaN/inf or blew up: a result, but not a usable one
 ]
+# Timings a view may use (a disturbed repetition's are stored, shown marked, never pooled).
 VALID_STATUSES: frozenset[str] = frozenset({"ok", "unstable"})
+# Timings that exist at all: valid ones, and those taken while the machine was busy.
+MEASURED_STATUSES: frozenset[str] = VALID_STATUSES | {"disturbed"}
+# Timings fit to be a baseline or a ratio's denominator ("vs eager", compare's base).
+TRUSTED_STATUSES: frozenset[str] = frozenset({"ok"})
 FAILED_STATUSES: frozenset[str] = frozenset(
     {"wrong", "failed", "crashed", "oom", "timeout", "interrupted", "diverged"}
 )
@@ -114,6 +121,8 @@ class RepetitionResult(BaseModel):
     telemetry: Telemetry | None = None  # side-channel sampler over the timed loop
     energy: Energy | None = None  # measured or estimated: always labelled with its method
     profile_notes: list[str] = Field(default_factory=list)  # what could not be profiled, why
+    # Other processes' CPU over the timed loop (always measured; None where not timed).
+    disturbance: Disturbance | None = None
 
     @property
     def leak_bytes_per_iter(self) -> float | None:
@@ -129,3 +138,16 @@ class RepetitionResult(BaseModel):
     @property
     def valid(self) -> bool:
         return self.status in VALID_STATUSES
+
+    @property
+    def trusted(self) -> bool:
+        return self.status in TRUSTED_STATUSES
+
+
+def headline(reason: str) -> str:
+    """The line of a (possibly multi-line) reason a table shows, whole: a compiler's
+    "error:" line if there is one, else the last non-empty line. The store keeps it all."""
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return next((line for line in lines if "error:" in line.lower()), lines[-1])

@@ -14,14 +14,14 @@ import os
 import time
 from dataclasses import dataclass
 
-_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
 def busy_from_stat_line(line: bytes) -> float:
     """Busy CPU seconds from /proc/stat's first line: all but idle and iowait (guest time
     is already inside user and nice, so it is not added again)."""
     v = [int(x) for x in line.split()[1:9]]  # user nice system idle iowait irq softirq steal
-    return (sum(v) - v[3] - v[4]) * _TICK_S
+    return (sum(v) - v[3] - v[4]) * TICK_S
 
 
 def system_busy_s() -> float | None:
