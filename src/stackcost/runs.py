@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from stackcost.cell import Cell
 from stackcost.measure.stats import Stats, summarize
-from stackcost.result import FAILED_STATUSES, VALID_STATUSES, Memory, RepetitionResult
+from stackcost.result import (
+    FAILED_STATUSES,
+    TRUSTED_STATUSES,
+    VALID_STATUSES,
+    Memory,
+    RepetitionResult,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,7 +38,7 @@ class CellResult:
         for s in statuses:
             if s in FAILED_STATUSES:
                 return s
-        for s in ("skipped", "unavailable", "unsupported", "unstable"):
+        for s in ("skipped", "unavailable", "unsupported", "disturbed", "unstable"):
             if s in statuses:
                 return s
         return "ok" if statuses else "missing"
@@ -44,6 +50,11 @@ class CellResult:
     @property
     def valid(self) -> bool:
         return self.status in VALID_STATUSES
+
+    @property
+    def trusted(self) -> bool:
+        """Fit to be a baseline or a ratio's denominator: every repetition `ok`."""
+        return self.status in TRUSTED_STATUSES
 
     @property
     def stats(self) -> Stats | None:
