@@ -42,7 +42,9 @@ from rich.table import Table
 
 from _figures import write_figures
 from agreement import build_step  # the eager step, built as a worker builds it
-from stackcost.measure.sampler import BUSY_OTHER_CORES, Sampler, SystemCpu
+from stackcost.measure.sampler import Sampler
+from stackcost.measure.sampler_process import SystemCpu
+from stackcost.measure.telemetry import BUSY_OTHER_CORES
 
 TOLERANCE = 0.02
 MIN_QUIET_ROUNDS = 3

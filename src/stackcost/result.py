@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from stackcost.measure.disturbance import Disturbance
 from stackcost.measure.energy import Energy
 from stackcost.measure.flops import Work
-from stackcost.measure.sampler import Telemetry
 from stackcost.measure.stats import Stats
+from stackcost.measure.telemetry import Telemetry
 from stackcost.profile.breakdown import Breakdown
 from stackcost.verify import Verification
 

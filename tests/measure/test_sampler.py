@@ -12,15 +12,9 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from stackcost.measure.sampler import (
-    BUSY_OTHER_CORES,
-    GpuProbe,
-    ProcessTree,
-    RaplProbe,
-    Sampler,
-    read_samples,
-    summarize,
-)
+from stackcost.measure.sampler import Sampler, read_samples, summarize
+from stackcost.measure.sampler_process import GpuProbe, ProcessTree, RaplProbe
+from stackcost.measure.telemetry import BUSY_OTHER_CORES
 
 # Waits for a line on stdin (so the sampler is up first), then burns 0.5 s of its own CPU
 # time (not wall time: on a shared machine it may take longer, and still gets sampled).
@@ -139,7 +133,7 @@ def test_sampler_process_imports_no_heavy_modules(tmp_path: Path):
         "import runpy, sys\n"
         f"sys.argv = ['sampler', sys.argv[1], '0.01', {str(tmp_path / 't.jsonl')!r}]\n"
         "try:\n"
-        "    runpy.run_module('stackcost.measure.sampler', run_name='__main__')\n"
+        "    runpy.run_module('stackcost.measure.sampler_process', run_name='__main__')\n"
         "except SystemExit:\n"
         "    pass\n"
         "print(','.join(m for m in ('torch', 'numpy', 'scipy', 'pydantic') if m in sys.modules))\n"

@@ -14,8 +14,8 @@ from __future__ import annotations
 from stackcost.cell import Cell
 from stackcost.measure.energy import Energy
 from stackcost.measure.flops import Work
-from stackcost.measure.sampler import RaplStatus, Telemetry
 from stackcost.measure.stats import summarize
+from stackcost.measure.telemetry import RaplStatus, Telemetry
 from stackcost.profile.breakdown import Breakdown, OpRow
 from stackcost.result import RepetitionResult
 from stackcost.runs import RunResult

@@ -26,7 +26,8 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from stackcost.env import cpu_info, now
-from stackcost.measure.sampler import BUSY_OTHER_CORES, SystemCpu
+from stackcost.measure.sampler_process import SystemCpu
+from stackcost.measure.telemetry import BUSY_OTHER_CORES
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 GEMM_N, GEMM_N_QUICK = 2048, 512

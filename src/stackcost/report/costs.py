@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from stackcost.cell import Cell
 from stackcost.measure.peaks import Peaks, percent_of_peak
-from stackcost.measure.sampler import Telemetry
+from stackcost.measure.telemetry import Telemetry
 from stackcost.profile.breakdown import CPU_PARTS, GPU_PARTS
 from stackcost.report.plots import HEIGHT, TEMPLATE, _extra, _log2_axis, _selector, _text
 from stackcost.report.profile_table import profiled
