@@ -11,7 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stackcost.compare.stats import compare_metric, min_attainable_p, status_verdict, worst
+from stackcost.compare.stats import (
+    MIN_REPETITIONS,
+    compare_metric,
+    min_attainable_p,
+    status_verdict,
+    worst,
+)
 
 PAIRS, REPS, N, CV, DRIFT = 300, 3, 100, 0.10, 0.01
 
@@ -57,7 +63,38 @@ def test_improvement_and_throughput_direction():
 def test_large_but_overlapping_change_is_noisy_not_regressed():
     res = compare_metric("peak_memory", [[100.0], [150.0], [90.0]], [[120.0], [95.0], [140.0]])
     assert res.verdict in ("noisy", "unchanged")
-    assert compare_metric("x", [[1.0]], [[2.0]]).verdict == "noisy"  # untestable
+    assert compare_metric("x", [[1.0]], [[2.0]]).verdict == "too few repetitions"
+
+
+def test_two_repetitions_a_side_give_no_verdict_however_small_the_pooled_p():
+    # The case: the same code twice, 2 processes a side, each process a little
+    # off (DRIFT 3%), 2,000 tight iterations each: pooled iterations say p ~ 0, yet the
+    # shift is between processes, not between code versions.
+    rng = np.random.default_rng(6)
+    base = [f * rng.lognormal(0, 0.02, 2000) for f in (1.00, 0.99)]
+    cand = [f * rng.lognormal(0, 0.02, 2000) for f in (1.06, 1.07)]
+    res = compare_metric("latency", base, cand, threshold=0.05)
+    assert res.p_samples is not None and res.p_samples < 1e-50
+    assert res.verdict == "too few repetitions" and not res.significant
+    assert res.decided_by == "too few repetitions (2 vs 2)"
+    # One repetition a side, or 3 against 2: the same.
+    one = compare_metric("latency", base[:1], cand[:1], threshold=0.05)
+    assert one.verdict == "too few repetitions"
+    three = [*base, 1.005 * rng.lognormal(0, 0.02, 2000)]
+    assert compare_metric("latency", three, cand, threshold=0.05).verdict == "too few repetitions"
+    # Within the threshold the point estimate alone decides: no test involved.
+    assert compare_metric("latency", base, cand, threshold=0.10).verdict == "unchanged"
+
+
+def test_three_repetitions_a_side_detect_a_real_shift():
+    assert MIN_REPETITIONS == 3
+    rng = np.random.default_rng(7)
+    res = compare_metric("latency", side(rng), side(rng, 0.15))
+    assert res.decided_by == "samples+separation" and res.verdict == "regressed"
+    # A shift between processes alone overlaps at 3 a side: noisy, not regressed.
+    base = [f * rng.lognormal(0, 0.02, 500) for f in (1.00, 1.09, 0.98)]
+    cand = [f * rng.lognormal(0, 0.02, 500) for f in (1.10, 1.01, 1.12)]
+    assert compare_metric("latency", base, cand).verdict == "noisy"
 
 
 def test_repetition_test_takes_over_with_enough_repetitions():

@@ -11,12 +11,13 @@ from stackcost.cell import Cell
 from stackcost.compare.stats import (
     DEFAULT_ALPHA,
     DEFAULT_THRESHOLD,
+    MIN_REPETITIONS,
     MetricComparison,
     compare_metric,
     status_verdict,
     worst,
 )
-from stackcost.result import RepetitionResult
+from stackcost.result import MEASURED_STATUSES, VALID_STATUSES, RepetitionResult, headline
 from stackcost.runs import CellResult, RunResult
 from stackcost.spec import SpecError
 
@@ -128,9 +129,59 @@ def load_side(ref: str, db: str | Path) -> Side:
     return _from_run(load_runs(db, [ref])[0], ref)
 
 
-def _values(cell: CellResult, metric: str) -> list[list[float]]:
+def repetition_values(cell: CellResult, metric: str) -> list[list[float]]:
+    """One list per valid repetition; a disturbed cell's disturbed ones when it has no valid
+    one (shown next to an `untrusted` verdict, never deciding one)."""
     extract, _ = METRICS[metric]
-    return [v for r in cell.repetitions if r.valid and (v := extract(r))]
+    for statuses in (VALID_STATUSES, MEASURED_STATUSES):
+        if values := [v for r in cell.repetitions if r.status in statuses and (v := extract(r))]:
+            return values
+    return []
+
+
+def _measured(cell: CellResult | None) -> bool | None:
+    return None if cell is None else cell.status in MEASURED_STATUSES
+
+
+# What to do about an untrusted side, by its status.
+REMEDY = {
+    "unstable": "measure it again until it is ok (a longer --max-time, a quieter machine)",
+    "disturbed": "measure it again on a quiet machine",
+}
+
+
+def status_reason(cell: CellResult) -> str:
+    """Why the cell has its status: the headline of a repetition's reason that gave it."""
+    reasons = [r.reason for r in cell.repetitions if r.status == cell.status and r.reason]
+    return headline(reasons[0]) if reasons else ""
+
+
+def _status(side: str, cell: CellResult) -> str:
+    reason = status_reason(cell).removeprefix(f"{cell.status}: ")  # "disturbed: other ..."
+    return f"{side} {cell.status}" + (f": {reason}" if reason else "")
+
+
+def _untrusted(side: str, cell: CellResult) -> str:
+    return f"{_status(side, cell)}; {REMEDY[cell.status]}"
+
+
+def _trust_verdict(base: CellResult, cand: CellResult) -> tuple[str | None, str]:
+    """A verdict the sides' statuses decide before any metric, and a note that marks an
+    untrusted side. Only an `ok` base may be a baseline; an `unstable` candidate is still
+    compared (its timings are valid, only wider than asked), a `disturbed` one is not."""
+    if not base.trusted:
+        return "untrusted base", _untrusted("base", base)
+    if cand.status == "disturbed":
+        return "untrusted candidate", _untrusted("candidate", cand)
+    if not cand.trusted:
+        return None, _status("candidate", cand)
+    return None, ""
+
+
+def _few_repetitions(metrics: list[MetricComparison]) -> str:
+    counts = sorted({m.repetitions for m in metrics if not m.enough_repetitions})
+    had = ", ".join(f"{b} vs {c} repetitions" for b, c in counts)
+    return f"{had}; run with --repeats {MIN_REPETITIONS} or more"
 
 
 def compare_cells(
@@ -140,7 +191,7 @@ def compare_cells(
     alpha: float,
 ) -> CellComparison:
     cell = (cand or base).cell  # type: ignore[union-attr]
-    early = status_verdict(base and base.valid, cand and cand.valid)
+    early = status_verdict(_measured(base), _measured(cand))
     if early is not None:
         who = cand if early in ("newly failing",) else base if early == "fixed" else None
         note = f"{who.status}: {who.reason}" if who is not None else ""
@@ -148,13 +199,17 @@ def compare_cells(
     assert base is not None and cand is not None
     metrics = []
     for name, (_, higher) in METRICS.items():
-        b, c = _values(base, name), _values(cand, name)
+        b, c = repetition_values(base, name), repetition_values(cand, name)
         if b and c:
             t = thresholds.get(name, thresholds.get("default", DEFAULT_THRESHOLD))
             metrics.append(
                 compare_metric(name, b, c, higher_is_better=higher, threshold=t, alpha=alpha)
             )
-    return CellComparison(cell, worst([m.verdict for m in metrics]), metrics)
+    trust, note = _trust_verdict(base, cand)
+    verdict = trust or worst([m.verdict for m in metrics])
+    if verdict == "too few repetitions":
+        note = "; ".join(filter(None, [_few_repetitions(metrics), note]))
+    return CellComparison(cell, verdict, metrics, note)
 
 
 def compare_sides(

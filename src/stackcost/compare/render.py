@@ -1,16 +1,35 @@
-"""A comparison as a terminal table and as markdown fit for a pull-request comment."""
+"""A comparison as a terminal table, as markdown fit for a pull-request comment, and as JSON."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from rich.table import Table
+from rich.text import Text
 
 from stackcost.compare.diff import CellComparison, Comparison
-from stackcost.compare.stats import MetricComparison
+from stackcost.compare.stats import MIN_REPETITIONS, MetricComparison
 
-ORDER = ("regressed", "newly failing", "noisy", "improved", "fixed", "new", "missing", "unchanged")
+ORDER = (
+    "regressed",
+    "newly failing",
+    "untrusted base",
+    "untrusted candidate",
+    "too few repetitions",
+    "noisy",
+    "improved",
+    "fixed",
+    "new",
+    "missing",
+    "unchanged",
+)
 ICON = {
     "regressed": "🔴",
     "newly failing": "❌",
+    "untrusted base": "⚠️",
+    "untrusted candidate": "⚠️",
+    "too few repetitions": "🔁",
     "noisy": "🟡",
     "improved": "🟢",
     "fixed": "✅",
@@ -18,7 +37,31 @@ ICON = {
     "missing": "⚪",
     "unchanged": "",
 }
-STYLE = {"regressed": "red", "newly failing": "red", "improved": "green", "noisy": "yellow"}
+STYLE = {
+    "regressed": "red",
+    "newly failing": "red",
+    "improved": "green",
+    "noisy": "yellow",
+    "too few repetitions": "yellow",
+    "untrusted base": "magenta",
+    "untrusted candidate": "magenta",
+}
+# Cells with no verdict, and what to do about them: the gate passes, the output says why.
+ADVICE = {
+    "too few repetitions": (
+        "{n} cell(s) changed beyond the threshold with fewer than {min} repetitions a side: "
+        "no verdict, because iterations inside one process are correlated and only "
+        "repetitions count as samples. Run both sides with --repeats {min} or more."
+    ),
+    "untrusted base": (
+        "{n} cell(s) have an unstable or disturbed baseline, which is no baseline: no "
+        "verdict. Measure the baseline again until those cells are ok."
+    ),
+    "untrusted candidate": (
+        "{n} cell(s) were disturbed in the candidate (other processes used the cores): no "
+        "verdict. Measure them again on a quiet machine."
+    ),
+}
 UNITS = {"latency": "ms", "throughput": "/s", "peak_memory": "MiB", "cold_start": "ms"}
 
 
@@ -27,6 +70,8 @@ def _value(m: MetricComparison, v: float) -> str:
 
 
 def _p(m: MetricComparison) -> str:
+    if not m.enough_repetitions:
+        return "—"  # the pooled p-value is not evidence here: don't show it as if it were
     p = m.p_repetitions if m.decided_by == "repetitions" else m.p_samples
     return "—" if p is None else f"{p:.2g}"
 
@@ -46,8 +91,27 @@ def summary_line(cmp: Comparison) -> str:
     return ", ".join(counts) or "no cells"
 
 
+def advice(cmp: Comparison) -> list[str]:
+    """One sentence per kind of cell left without a verdict, saying what to do."""
+    return [
+        text.format(n=n, min=MIN_REPETITIONS)
+        for verdict, text in ADVICE.items()
+        if (n := cmp.count(verdict))
+    ]
+
+
+def _why(c: CellComparison) -> str:
+    bad = [m.metric for m in c.metrics if m.verdict == c.verdict and c.verdict != "unchanged"]
+    return "; ".join(filter(None, [", ".join(bad), c.note]))
+
+
 def table(cmp: Comparison) -> Table:
-    t = Table(title=f"{cmp.baseline} → {cmp.candidate}", title_justify="left")
+    t = Table(
+        title=f"{cmp.baseline} → {cmp.candidate}",
+        title_justify="left",
+        caption="\n".join(advice(cmp)) or None,
+        caption_justify="left",
+    )
     for col in ("cell", "verdict", "latency (ms)", "p", "throughput (/s)", "peak RSS (MiB)"):
         t.add_column(
             col, justify="left" if col in ("cell", "verdict") else "right", no_wrap=col != "cell"
@@ -56,45 +120,50 @@ def table(cmp: Comparison) -> Table:
     t.add_column("why")
     for c in _sorted(cmp):
         lat = c.metric("latency")
-        bad = [m.metric for m in c.metrics if m.verdict == c.verdict and c.verdict != "unchanged"]
         t.add_row(
-            c.cell.label(),
-            f"[{STYLE.get(c.verdict, '')}]{c.verdict}[/]" if c.verdict in STYLE else c.verdict,
+            Text(c.cell.label()),
+            Text(c.verdict, style=STYLE.get(c.verdict, "")),
             _metric_cell(lat),
             _p(lat) if lat else "—",
             _metric_cell(c.metric("throughput")),
             _metric_cell(c.metric("peak_memory")),
             _metric_cell(c.metric("cold_start")),
-            c.note or ", ".join(bad),
+            Text(_why(c)),  # reasons are foreign text: never read as markup
         )
     return t
 
 
 def markdown(cmp: Comparison, thresholds: dict[str, float], alpha: float) -> str:
     head = "❌ **Performance regression**" if cmp.failed else "✅ **No performance regression**"
+    header = (
+        "| | cell | verdict | latency (ms) | throughput (/s) | peak RSS (MiB) | cold start (ms) |"
+    )
+    rule = "|---|---|---|---:|---:|---:|---:|"
     lines = [
         f"{head}: {summary_line(cmp)}",
         "",
         f"Baseline `{cmp.baseline}`, candidate `{cmp.candidate}`. A cell regresses when a "
         f"metric is worse by more than its threshold ({_thresholds(thresholds)}) and the "
-        f"difference is significant (Mann-Whitney U, α = {alpha:g}).",
+        f"difference is significant (Mann-Whitney U, α = {alpha:g}) with at least "
+        f"{MIN_REPETITIONS} repetitions a side, over an `ok` baseline.",
         "",
-        "| | cell | verdict | latency (ms) | throughput (/s) | peak RSS (MiB) | cold start (ms) |",
-        "|---|---|---|---:|---:|---:|---:|",
+        *[part for line in advice(cmp) for part in (f"> ⚠️ {line}", "")],
+        header,
+        rule,
     ]
     changed = [c for c in _sorted(cmp) if c.verdict != "unchanged"]
     same = [c for c in _sorted(cmp) if c.verdict == "unchanged"]
 
     def row(c: CellComparison) -> str:
         cols = [_metric_cell(c.metric(m)) for m in UNITS]
-        verdict = c.verdict + (f" ({c.note})" if c.note else "")
+        verdict = c.verdict + (f" ({c.note})" if c.note else "").replace("|", "\\|")
         return f"| {ICON[c.verdict]} | `{c.cell.label()}` | {verdict} | " + " | ".join(cols) + " |"
 
     lines += [row(c) for c in changed]
     if same:
         if changed:
             lines += ["", f"<details><summary>{len(same)} unchanged cells</summary>", ""]
-            lines += lines[4:6] + [row(c) for c in same] + ["", "</details>"]
+            lines += [header, rule] + [row(c) for c in same] + ["", "</details>"]
         else:
             lines += [row(c) for c in same]
     return "\n".join(lines) + "\n"
@@ -104,3 +173,28 @@ def _thresholds(thresholds: dict[str, float]) -> str:
     default = thresholds.get("default", 0.07)
     extra = [f"{k} {v:.0%}" for k, v in thresholds.items() if k != "default"]
     return f"{default:.0%}" + (f"; {', '.join(extra)}" if extra else "")
+
+
+def as_json(cmp: Comparison, thresholds: dict[str, float], alpha: float) -> str:
+    """The comparison for machines: the gate's outcome, the advice, every cell's verdict."""
+    payload: dict[str, Any] = {
+        "baseline": cmp.baseline,
+        "candidate": cmp.candidate,
+        "failed": cmp.failed,
+        "summary": summary_line(cmp),
+        "advice": advice(cmp),
+        "thresholds": thresholds,
+        "alpha": alpha,
+        "min_repetitions": MIN_REPETITIONS,
+        "cells": [
+            {
+                "cell": c.cell.label(),
+                "key": c.cell.key(),
+                "verdict": c.verdict,
+                "note": c.note,
+                "metrics": [m.as_dict() for m in c.metrics],
+            }
+            for c in _sorted(cmp)
+        ],
+    }
+    return json.dumps(payload, indent=2)

@@ -8,10 +8,12 @@ reported only when it is both large (beyond a relative threshold) and significan
   same neighbours), so a Mann-Whitney U test over pooled iterations is far too
   confident. The repetition medians are the independent units: with enough
   repetitions the test over them decides.
-* With few repetitions (3 vs 3 can never reach p < 0.05 two-sided in an exact
+* With 3 repetitions a side (3 vs 3 can never reach p < 0.05 two-sided in an exact
   Mann-Whitney test), significance falls back to: the iteration-level test is
   significant AND every candidate repetition lies beyond every baseline repetition
   in the direction of the change. Together with the threshold that stays quiet.
+* With fewer than MIN_REPETITIONS a side there is no verdict beyond the threshold:
+  the pooled iterations would be the only evidence, and they are not independent.
 """
 
 from __future__ import annotations
@@ -25,13 +27,36 @@ from typing import Any, Literal
 from scipy.stats import mannwhitneyu
 
 Verdict = Literal[
-    "improved", "regressed", "unchanged", "noisy", "new", "missing", "newly failing", "fixed"
+    "improved",
+    "regressed",
+    "unchanged",
+    "noisy",
+    "too few repetitions",  # beyond the threshold, but < MIN_REPETITIONS a side
+    "untrusted base",  # the baseline cell is unstable or disturbed: no verdict
+    "untrusted candidate",  # the candidate cell is disturbed: its timings are not valid
+    "new",
+    "missing",
+    "newly failing",
+    "fixed",
 ]
 # Worst first: a cell's verdict is the worst of its metrics'.
-SEVERITY: tuple[str, ...] = ("regressed", "newly failing", "noisy", "improved", "unchanged")
+SEVERITY: tuple[str, ...] = (
+    "regressed",
+    "newly failing",
+    "too few repetitions",
+    "noisy",
+    "improved",
+    "unchanged",
+)
 
 DEFAULT_THRESHOLD = 0.07
 DEFAULT_ALPHA = 0.05
+# Independent samples a side needed before a change may be called regressed or improved.
+# Iterations inside one process share its heap layout, frequency state and neighbours, so
+# they are correlated: only repetitions (one process each) count as samples. Two sweeps of
+# the same code minutes apart, 2 repetitions a side, gave +6.6% latency at p = 6e-81 over
+# pooled iterations; below 3 that pooled p-value would be the verdict's only evidence.
+MIN_REPETITIONS = 3
 
 
 @dataclass(frozen=True)
@@ -46,6 +71,11 @@ class MetricComparison:
     significant: bool
     decided_by: str  # which rule gave `significant`
     verdict: Verdict
+    repetitions: tuple[int, int]  # (baseline, candidate): the independent samples
+
+    @property
+    def enough_repetitions(self) -> bool:
+        return min(self.repetitions) >= MIN_REPETITIONS
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,22 +122,22 @@ def compare_metric(
     per_iter = len(pooled_b) > len(base_reps) or len(pooled_c) > len(cand_reps)
     p_samples = _mwu(pooled_b, pooled_c) if per_iter else None
     p_reps = _mwu(base_meds, cand_meds)
-    many = len(base_meds) >= 2 and len(cand_meds) >= 2
-    if many and min_attainable_p(len(base_meds), len(cand_meds)) <= alpha:
+    n_base, n_cand = len(base_meds), len(cand_meds)
+    if min(n_base, n_cand) < MIN_REPETITIONS:
+        significant, rule = False, f"too few repetitions ({n_base} vs {n_cand})"
+    elif min_attainable_p(n_base, n_cand) <= alpha:
         significant, rule = p_reps is not None and p_reps <= alpha, "repetitions"
-    elif many:
+    else:
         # Too few repetitions for their own test: iterations + complete separation.
         sep = _separated(base_meds, cand_meds, up=c > b)
         in_samples = not per_iter or (p_samples is not None and p_samples <= alpha)
         significant, rule = sep and in_samples, "samples+separation"
-    elif p_samples is not None:
-        significant, rule = p_samples <= alpha, "samples (1 repetition: optimistic)"
-    else:
-        significant, rule = False, "untestable (1 value a side)"
 
     verdict: Verdict
     if abs(worse) <= threshold:
-        verdict = "unchanged"
+        verdict = "unchanged"  # the point estimate alone says so: no test involved
+    elif min(n_base, n_cand) < MIN_REPETITIONS:
+        verdict = "too few repetitions"
     elif not significant:
         verdict = "noisy"
     else:
@@ -123,6 +153,7 @@ def compare_metric(
         significant=significant,
         decided_by=rule,
         verdict=verdict,
+        repetitions=(n_base, n_cand),
     )
 
 
@@ -134,17 +165,19 @@ def worst(verdicts: Sequence[str]) -> str:
     return "unchanged"
 
 
-def status_verdict(base_valid: bool | None, cand_valid: bool | None) -> Verdict | None:
-    """Verdicts decided by presence and status alone; None means: compare the metrics."""
-    if base_valid is None:
+def status_verdict(base_measured: bool | None, cand_measured: bool | None) -> Verdict | None:
+    """Verdicts decided by presence and status alone; None means: compare the metrics.
+    `measured` is "has timings" (ok, unstable or disturbed): a disturbed cell is not
+    failing, only untrusted, which compare_cells decides."""
+    if base_measured is None:
         return "new"
-    if cand_valid is None:
+    if cand_measured is None:
         return "missing"
-    if base_valid and not cand_valid:
+    if base_measured and not cand_measured:
         return "newly failing"
-    if cand_valid and not base_valid:
+    if cand_measured and not base_measured:
         return "fixed"
-    if not base_valid:
+    if not base_measured:
         return "unchanged"  # failing on both sides: nothing new to say
     return None
 
@@ -152,6 +185,7 @@ def status_verdict(base_valid: bool | None, cand_valid: bool | None) -> Verdict 
 __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_THRESHOLD",
+    "MIN_REPETITIONS",
     "MetricComparison",
     "compare_metric",
     "min_attainable_p",
