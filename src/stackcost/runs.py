@@ -79,17 +79,17 @@ class CellResult:
         return max(memories, key=lambda m: m.peak_rss_bytes) if memories else None
 
 
-def _superseded_dropped(
+def superseded_dropped(
     records: list[tuple[Cell, RepetitionResult]],
 ) -> list[tuple[Cell, RepetitionResult]]:
-    """Interrupted repetitions that a resume later completed stay in the store as
-    history but leave the view: the cell's result is the completed one."""
-    completed = {(c.key(), r.repetition) for c, r in records if r.status != "interrupted"}
-    return [
-        (c, r)
-        for c, r in records
-        if r.status != "interrupted" or (c.key(), r.repetition) not in completed
-    ]
+    """A repetition tried more than once (interrupted, then resumed; or disturbed, then
+    retried) stays in the store as history, but leaves the view: the cell's result for
+    that repetition is its last completed try. Records come in store (insertion) order."""
+    last: dict[tuple[str, int], int] = {}
+    for i, (c, r) in enumerate(records):
+        if r.status != "interrupted":
+            last[(c.key(), r.repetition)] = i
+    return [(c, r) for i, (c, r) in enumerate(records) if last.get((c.key(), r.repetition), i) == i]
 
 
 @dataclass
@@ -99,6 +99,7 @@ class RunResult:
     env: dict[str, Any]
     spec: dict[str, Any]
     records: list[tuple[Cell, RepetitionResult]]
+    stopped: str = ""  # why the run stopped before its plan was done (--on-disturbed fail)
 
     @classmethod
     def from_store(cls, store: Store, run_id: str) -> RunResult:
@@ -110,7 +111,7 @@ class RunResult:
             db_path=store.path,
             env=json.loads(row["env_json"]),
             spec=json.loads(row["spec_json"]),
-            records=_superseded_dropped(list(store.repetitions(run_id))),
+            records=superseded_dropped(list(store.repetitions(run_id))),
         )
 
     def cells(self) -> list[CellResult]:

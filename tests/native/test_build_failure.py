@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
-from stackcost.execute.process import one_line
+from stackcost.execute.process import reason_of
 from stackcost.native.build import BuildError, _compile, toolchain_problem
+from stackcost.result import headline
 
 
 @pytest.mark.skipif(toolchain_problem("onednn", shutil.which) is not None, reason="no toolchain")
@@ -25,5 +26,6 @@ def test_compile_error_reports_the_compilers_last_lines(tmp_path):
     assert "--build" in message and "failed (exit" in message
     assert "undeclared_name_xyz" in message  # g++'s diagnostic, quoted from its output
     assert len(message.splitlines()) <= 21  # the tail, not the whole log
-    # A cell that fails on this build carries the diagnostic in its one-line reason.
-    assert "undeclared_name_xyz" in one_line(err.value)
+    # A cell that fails on this build stores the whole message; its headline, the one line
+    # a table shows, is the compiler's diagnostic.
+    assert "undeclared_name_xyz" in headline(reason_of(err.value))

@@ -15,6 +15,7 @@ from stackcost.execute.task import RepetitionTask
 from stackcost.execute.worker import run_task
 from stackcost.native.build import BuildError, ensure_built, toolchain_problem
 from stackcost.native.tensors import write_tensors
+from stackcost.result import MEASURED_STATUSES
 from tests.native.conftest import MODELS, QUICK
 
 
@@ -78,7 +79,7 @@ def task(tmp_path, backend: str, model: str, batch: int = 2) -> RepetitionTask:
 @pytest.mark.parametrize("backend", ["libtorch", "torchscript-cpp"])
 def test_matches_eager(native_build, tmp_path, backend, model):
     result = run_task(task(tmp_path, backend, model))
-    assert result.status in ("ok", "unstable"), (result.reason, result.log_tail)
+    assert result.status in MEASURED_STATUSES, (result.reason, result.log_tail)
     assert result.verification.ok and result.verification.max_rel_err <= 1e-4
     assert result.stats.n >= QUICK.min_iters and len(result.samples_ns) == result.stats.n
     assert result.cold_start_ms > 0 and result.throughput > 0
@@ -98,7 +99,7 @@ def test_torchscript_cpp_graph_options(native_build, tmp_path, options, optimize
     t = task(tmp_path, "torchscript-cpp", "resnet18")
     t = t.model_copy(update={"cell": t.cell.model_copy(update={"backend_options": options})})
     result = run_task(t)
-    assert result.status in ("ok", "unstable"), (result.reason, result.log_tail)
+    assert result.status in MEASURED_STATUSES, (result.reason, result.log_tail)
     assert result.verification.ok and result.details["optimize_for_inference"] is optimized
 
 

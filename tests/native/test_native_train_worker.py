@@ -10,6 +10,7 @@ import math
 import pytest
 
 from stackcost.commands.train import save_initial_weights
+from stackcost.result import MEASURED_STATUSES
 from stackcost.train.spec import TrainSpec
 from stackcost.train.task import TrainTask
 from stackcost.train.worker import run_task
@@ -48,7 +49,7 @@ def _train(backend: str, tmp_path) -> object:
 def test_native_level_trains_through_the_worker(backend, build, request, tmp_path):
     request.getfixturevalue(build)  # the session's program, in its own cache
     native, eager = _train(backend, tmp_path), _train("eager", tmp_path)
-    assert native.status == "ok", (native.reason, native.log_tail)
+    assert native.status in MEASURED_STATUSES, (native.reason, native.log_tail)
     assert [e.epoch for e in native.epochs] == [1, 2]
     for n, e in zip(native.epochs, eager.epochs, strict=True):
         # Same data, same batches: the same counts at both levels.

@@ -18,6 +18,7 @@ import torch
 from stackcost import zoo
 from stackcost.cell import Cell, TrainConfig
 from stackcost.cli import main
+from stackcost.result import MEASURED_STATUSES
 from stackcost.spec import model_ref
 from stackcost.store import SCHEMA_VERSION, Store
 
@@ -98,7 +99,7 @@ def test_every_backend_starts_from_the_same_weights(trained):
 def test_step_times_feed_the_stats(trained):
     _, db = trained
     eager = repetitions(db)["eager"]
-    assert eager["status"] == "ok" and eager["cold_start_ms"] > 0
+    assert eager["status"] in MEASURED_STATUSES and eager["cold_start_ms"] > 0
     n = rows(db, "SELECT count(*) FROM samples WHERE repetition_id=?", eager["id"])[0][0]
     assert n == 2 * 4 - 1  # every step but the first (the cold one)
     assert eager["throughput"] == pytest.approx(64 / (eager["stats"]["median_ms"] / 1e3))
@@ -127,7 +128,7 @@ def test_inductor_trains_and_records_what_it_compiled(tmp_path):
     db = tmp_path / "i.db"
     assert train(db, "--backends", "inductor", "--epochs", "1", "--limit", "128") == 0
     result = repetitions(db)["inductor"]
-    assert result["status"] == "ok"
+    assert result["status"] in MEASURED_STATUSES
     assert result["details"]["compiled"].startswith("module")
     assert result["details"]["eval_path"] == "eager"
 
@@ -256,7 +257,7 @@ def test_resume_trains_only_what_the_run_lacks(tmp_path, capsys):
     assert "1 repetitions already stored" in capsys.readouterr().err
     after = repetitions(db)
     assert after["eager"]["id"] == before["eager"]["id"]  # kept, not trained again
-    assert after["torchscript"]["status"] == "ok"
+    assert after["torchscript"]["status"] in MEASURED_STATUSES
     assert after["torchscript"]["weights_digest"] == after["eager"]["weights_digest"]
     assert len(rows(db, "SELECT id FROM runs")) == 1
 

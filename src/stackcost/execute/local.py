@@ -12,13 +12,14 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
 from stackcost.env import now
+from stackcost.execute.environ import worker_environ
+from stackcost.execute.machine_lock import MachineLock
 from stackcost.execute.task import RepetitionTask
 from stackcost.result import RepetitionResult
 
@@ -59,8 +60,18 @@ def _signal_name(code: int) -> str:
 
 
 class LocalExecutor:
-    def __init__(self, python: str = sys.executable) -> None:
+    """`lock` is held around each repetition (None: no machine-wide lock, for tests of the
+    executor itself); the worker's environment is built by execute/environ.py."""
+
+    def __init__(
+        self,
+        python: str = sys.executable,
+        lock: MachineLock | None = None,
+        parent_environ: dict[str, str] | None = None,
+    ) -> None:
         self.python = python
+        self.lock = lock if lock is not None else MachineLock()
+        self.parent_environ = dict(os.environ) if parent_environ is None else parent_environ
 
     def map(
         self, tasks: Iterable[RepetitionTask]
@@ -69,69 +80,73 @@ class LocalExecutor:
             yield task, self.run(task)
 
     def run(self, task: RepetitionTask) -> RepetitionResult:
-        Path(task.workdir).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="stackcost-") as tmp:
-            task_path, result_path, log_path = (Path(tmp) / n for n in ("task", "result", "log"))
-            task_path.write_text(task.model_dump_json())
-            started = now()
-            t0 = time.perf_counter()
-            with log_path.open("wb") as log:
-                # A new session makes the worker a process-group leader, so a timeout
-                # also kills its children (Inductor's compile workers, for instance).
-                proc = subprocess.Popen(
-                    [
-                        self.python,
-                        "-m",
-                        task.worker,
-                        str(task_path),
-                        str(result_path),
-                    ],
-                    env={**os.environ, **task.thread_env()},
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=_die_with_parent,
+        with self.lock.held():
+            return self._run(task)
+
+    def _run(self, task: RepetitionTask) -> RepetitionResult:
+        # The task's files live in its workdir, inside the run's scratch directory, so
+        # whatever a killed run leaves is cleaned with that directory (execute/scratch.py).
+        tmp = Path(task.workdir) / "worker"
+        tmp.mkdir(parents=True, exist_ok=True)
+        task_path, result_path, log_path = (tmp / n for n in ("task.json", "result.json", "log"))
+        task_path.write_text(task.model_dump_json())
+        started = now()
+        t0 = time.perf_counter()
+        with log_path.open("wb") as log:
+            # A new session makes the worker a process-group leader, so a timeout
+            # also kills its children (Inductor's compile workers, for instance).
+            proc = subprocess.Popen(
+                [
+                    self.python,
+                    "-m",
+                    task.worker,
+                    str(task_path),
+                    str(result_path),
+                ],
+                env=worker_environ(self.parent_environ, task.thread_env(), task.inherit_env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+            try:
+                code = proc.wait(timeout=task.timeout_s)
+            except subprocess.TimeoutExpired:
+                self._kill(proc)
+                return self._fail(
+                    task, started, "timeout", f"no result after {task.timeout_s:g} s", log_path
                 )
-                try:
-                    code = proc.wait(timeout=task.timeout_s)
-                except subprocess.TimeoutExpired:
-                    self._kill(proc)
-                    return self._fail(
-                        task, started, "timeout", f"no result after {task.timeout_s:g} s", log_path
-                    )
-                except KeyboardInterrupt:
-                    # The caller stores this and stops: the in-flight repetition is not lost.
-                    self._kill(proc)
-                    return self._fail(
-                        task, started, "interrupted", "interrupted by Ctrl-C", log_path
-                    )
-            elapsed = time.perf_counter() - t0
-            if code < 0:
-                name = _signal_name(-code)
-                if -code == signal.SIGKILL:
-                    return self._fail(
-                        task,
-                        started,
-                        "oom",
-                        "killed by SIGKILL (likely the kernel's OOM killer)",
-                        log_path,
-                    )
-                return self._fail(task, started, "crashed", f"worker died on {name}", log_path)
-            if not result_path.exists():
+            except KeyboardInterrupt:
+                # The caller stores this and stops: the in-flight repetition is not lost.
+                self._kill(proc)
+                return self._fail(task, started, "interrupted", "interrupted by Ctrl-C", log_path)
+        elapsed = time.perf_counter() - t0
+        if code < 0:
+            name = _signal_name(-code)
+            if -code == signal.SIGKILL:
                 return self._fail(
                     task,
                     started,
-                    "crashed",
-                    f"worker exited with code {code} and no result",
+                    "oom",
+                    "killed by SIGKILL (likely the kernel's OOM killer)",
                     log_path,
                 )
-            result = RepetitionResult.model_validate_json(result_path.read_text())
-            if result.phases.total_s is not None:
-                result.phases.spawn_s = max(elapsed - result.phases.total_s, 0.0)
-            if not result.valid and not result.log_tail:
-                result.log_tail = _tail(log_path)
-            return result
+            return self._fail(task, started, "crashed", f"worker died on {name}", log_path)
+        if not result_path.exists():
+            return self._fail(
+                task,
+                started,
+                "crashed",
+                f"worker exited with code {code} and no result",
+                log_path,
+            )
+        result = RepetitionResult.model_validate_json(result_path.read_text())
+        if result.phases.total_s is not None:
+            result.phases.spawn_s = max(elapsed - result.phases.total_s, 0.0)
+        if not result.valid and not result.log_tail:
+            result.log_tail = _tail(log_path)
+        return result
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:

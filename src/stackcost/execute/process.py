@@ -20,29 +20,68 @@ T = TypeVar("T", bound=RepetitionTask)
 Body = Callable[[T, RepetitionResult, Phases, float], None]
 
 
-def one_line(exc: BaseException) -> str:
-    """The exception as a cell's one-line reason. A multi-line message (a failed build's
-    log tail) keeps its first line plus its first "error:" line (a compiler's diagnostic), so the reason
-    names the compiler's complaint, not just "exit 1"."""
-    text = f"{type(exc).__name__}: {exc}".strip()
-    if not text:
-        return type(exc).__name__
-    first, *rest = text.splitlines()
-    error = next((line.strip() for line in rest if "error:" in line.lower()), "")
-    return f"{first} {error}".strip()[:500]
+# Text of an allocation failure, whatever raised it: c10's CPU allocator, C++'s
+# std::bad_alloc (from a native program's "error:" line), CUDA's caching allocator.
+OOM_MARKERS = (
+    "DefaultCPUAllocator: can't allocate memory",
+    "std::bad_alloc",
+    "CUDA out of memory",
+    "out of memory",
+    "Cannot allocate memory",
+)
+# The store keeps a reason whole, up to this many characters (head and tail of a log).
+REASON_LIMIT = 16_000
+
+
+def reason_of(exc: BaseException) -> str:
+    """The exception as a cell's reason: its whole text, for the store; tables show its
+    headline (stackcost.result.headline)."""
+    text = f"{type(exc).__name__}: {exc}".strip() or type(exc).__name__
+    if len(text) > REASON_LIMIT:
+        half = REASON_LIMIT // 2
+        text = f"{text[:half]}\n[... {len(text) - REASON_LIMIT} characters ...]\n{text[-half:]}"
+    return text
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc)
+    return any(marker in text for marker in OOM_MARKERS)
+
+
+def _exit_reason(exc: SystemExit) -> str:
+    return f"user code called sys.exit({exc.code!r}) during the repetition"
+
+
+def settle(result: RepetitionResult) -> None:
+    """A measured repetition whose loop shared the cores is `disturbed`, never `ok`: the
+    disturbance outranks `unstable` (it is the likelier cause), not `wrong`."""
+    d = result.disturbance
+    if d is not None and d.disturbed and result.status in ("ok", "unstable"):
+        unstable = result.reason if result.status == "unstable" else ""
+        result.status, result.reason = "disturbed", d.reason()
+        if unstable:
+            result.reason += f"; also unstable: {unstable}"
 
 
 def guarded(task: T, body: Body) -> RepetitionResult:
-    """Run `body`; an exception is a result (failed, or oom), never a lost repetition."""
+    """Run `body`; an exception is a result (failed, or oom), never a lost repetition.
+
+    User code (a model factory, a custom backend) runs inside `body`, so its sys.exit,
+    or an allocation failure deep in a framework, becomes this cell's result too."""
     t_start = time.perf_counter()
     phases = Phases()
     result = RepetitionResult(status="failed", repetition=task.repetition, started_at=now())
     try:
         body(task, result, phases, t_start)
-    except MemoryError as exc:
-        result.status, result.reason = "oom", one_line(exc) or "MemoryError"
+        settle(result)
+    except SystemExit as exc:
+        result.status, result.reason = "failed", _exit_reason(exc)
+        result.log_tail = traceback.format_exc()[-4000:]
     except Exception as exc:  # a failure is a result: store it and let the run go on
-        result.status, result.reason = "failed", one_line(exc)
+        result.status = "oom" if is_oom(exc) else "failed"
+        result.reason = reason_of(exc)
         result.log_tail = traceback.format_exc()[-4000:]
     phases.total_s = time.perf_counter() - t_start
     result.phases = phases

@@ -8,8 +8,7 @@ in flight.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,11 +16,14 @@ from typing import TYPE_CHECKING
 from stackcost.backends import Availability, Capabilities, load_backend
 from stackcost.cell import Cell
 from stackcost.env import collect, fingerprint, now
+from stackcost.execute import scratch
+from stackcost.execute.environ import recorded, worker_environ
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.plan import Plan
 from stackcost.execute.task import RepetitionTask
+from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RepetitionResult
-from stackcost.runs import RunResult
+from stackcost.runs import RunResult, superseded_dropped
 from stackcost.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -34,6 +36,8 @@ OnResult = Callable[[Cell, RepetitionResult, int, int], None]
 OnStart = Callable[[Cell, int], None]
 # Builds the task for (cell, repetition, workdir); training passes its own (TrainTask).
 MakeTask = Callable[[Cell, int, str], RepetitionTask]
+# Called when a disturbed repetition is tried again: (cell, result, try number, of how many).
+OnRetry = Callable[[Cell, RepetitionResult, int, int], None]
 
 
 def _device_reason(device: str) -> str | None:
@@ -83,10 +87,14 @@ class Runner:
         on_start: OnStart | None,
         on_result: OnResult | None,
         make_task: MakeTask | None = None,
+        on_disturbed: str = "retry",
+        on_retry: OnRetry | None = None,
     ) -> None:
         self.spec, self.store, self.executor = spec, store, executor
         self.make_task = make_task or self._inference_task
-        self.on_start, self.on_result = on_start, on_result
+        self.on_start, self.on_result, self.on_retry = on_start, on_result, on_retry
+        self.on_disturbed = on_disturbed
+        self.stopped = ""  # why the run stopped early (--on-disturbed fail)
         self.plan = Plan(spec)
         self.cell_ids: dict[str, int] = {}
         self.cache: dict[str, tuple[Availability, Capabilities]] = {}
@@ -101,12 +109,19 @@ class Runner:
         if run_id is None:
             if getattr(self.spec, "profile", False):
                 env["peaks"] = machine_peaks(env_fp, self.spec.threads)
+            # What every worker inherits (thread settings are per cell, in each result).
+            env["worker_environ"] = recorded(worker_environ(os.environ, {}, self.inherit_env))
             spec_json = self.spec.model_dump(mode="json")
             return self.store.create_run(spec_json, env, command, spec_hash, env_fp), False
-        for cell, result in self.store.repetitions(run_id, with_samples=False):
+        stored = list(self.store.repetitions(run_id, with_samples=False))
+        for cell, result in superseded_dropped(stored):
             self.plan.observe(cell, result)
             self.done += result.status != "interrupted"
         return run_id, True
+
+    @property
+    def inherit_env(self) -> list[str]:
+        return list(getattr(self.spec, "inherit_env", []))
 
     def _cell_id(self, run_id: str, cell: Cell) -> int:
         key = cell.key()
@@ -143,7 +158,8 @@ class Runner:
                 continue
             if self.on_start:
                 self.on_start(cell, rep)
-            yield self.make_task(cell, rep, str(artifacts / f"{i}-{rep}"))
+            task = self.make_task(cell, rep, str(artifacts / f"{i}-{rep}"))
+            yield task.model_copy(update={"inherit_env": self.inherit_env})
 
     def _inference_task(self, cell: Cell, rep: int, workdir: str) -> RepetitionTask:
         return RepetitionTask(
@@ -157,18 +173,50 @@ class Runner:
             sample_interval_s=self.spec.sample_interval_ms / 1e3,
         )
 
+    def _retried(self, run_id: str, task: RepetitionTask, result: RepetitionResult):
+        """--on-disturbed retry: store the disturbed try (nothing measured is lost; views
+        show the last try of a repetition), wait for a quiet machine, try again."""
+        attempts: list[Attempt] = []
+        while result.status == "disturbed" and len(attempts) < MAX_RETRIES:
+            assert result.disturbance is not None
+            self.store.add_repetition(self._cell_id(run_id, task.cell), result)
+            attempts.append(
+                Attempt(
+                    others_cores=result.disturbance.others_cores,
+                    median_ms=result.stats.median_ms if result.stats else None,
+                    finished_at=result.finished_at,
+                )
+            )
+            if self.on_retry:
+                self.on_retry(task.cell, result, len(attempts), MAX_RETRIES)
+            wait_for_quiet()
+            _, result = next(iter(self.executor.map([task])))
+        if attempts and result.disturbance is not None:
+            result.disturbance.attempts = attempts
+        return result
+
     def run(self, run_id: str) -> bool:
         """Run what is missing; False when interrupted."""
         self.total = max(self.plan.total(), self.done)
-        artifacts = Path(tempfile.mkdtemp(prefix="stackcost-run-"))
+        scratch.clean_orphans()  # what killed runs left behind
+        artifacts = scratch.make()
         try:
             for task, result in self.executor.map(self._tasks(run_id, artifacts)):
+                if self.on_disturbed == "retry":
+                    result = self._retried(run_id, task, result)
                 self._record(run_id, task.cell, result)
+                scratch.remove(task.workdir)  # exported models: up to 100s of MB each
                 if result.status == "interrupted":
                     return False
+                if result.status == "disturbed" and self.on_disturbed == "fail":
+                    self.stopped = (
+                        f"{task.cell.label()} #{task.repetition} was {result.reason}; "
+                        "--on-disturbed fail stops the run here"
+                    )
+                    return True
             return True
         finally:
-            shutil.rmtree(artifacts, ignore_errors=True)
+            scratch.remove(artifacts)
             self.store.finish_run(run_id)
 
 
@@ -183,19 +231,33 @@ def execute(
     on_result: OnResult | None = None,
     on_open: Callable[[str, bool, int], None] | None = None,
     make_task: MakeTask | None = None,
+    on_disturbed: str = "retry",
+    on_retry: OnRetry | None = None,
 ) -> RunResult:
     """Run `spec` into `store`; raises KeyboardInterrupt after storing an interrupted one.
 
     `on_open(run_id, resumed, repetitions already stored)` is called before any work.
     `make_task` builds each repetition's task (default: an inference RepetitionTask); a
     TrainSpec passes one that builds TrainTasks, and Plan only needs the spec's cells().
+    `on_disturbed` (retry, keep, fail) says what a disturbed repetition leads to; with
+    fail, the run stops after storing it and the result's `stopped` says why.
     """
-    runner = Runner(spec, store, executor or LocalExecutor(), on_start, on_result, make_task)
+    runner = Runner(
+        spec,
+        store,
+        executor or LocalExecutor(),
+        on_start,
+        on_result,
+        make_task,
+        on_disturbed=on_disturbed,
+        on_retry=on_retry,
+    )
     run_id, resumed = runner.open(command, resume)
     if on_open:
         on_open(run_id, resumed, runner.done)
     completed = runner.run(run_id)
     result = RunResult.from_store(store, run_id)
+    result.stopped = runner.stopped
     if not completed:
         raise KeyboardInterrupt
     return result

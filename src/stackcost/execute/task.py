@@ -24,6 +24,8 @@ class RepetitionTask(BaseModel):
     # --profile: breakdown, FLOPs and a side-channel sampler at this interval.
     profile: bool = False
     sample_interval_s: float = 0.01
+    # Variables the user passes to the worker beyond the whitelist (execute/environ.py).
+    inherit_env: list[str] = []
 
     def thread_env(self) -> dict[str, str]:
         """Variables that pin framework threads; they must exist before any import."""

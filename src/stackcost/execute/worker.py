@@ -35,6 +35,7 @@ def _measure(
         native_prepare_s,
     )
     from stackcost.measure import memory
+    from stackcost.measure.disturbance import assess
     from stackcost.measure.leak import check_leak
     from stackcost.measure.protocol import measure
     from stackcost.measure.timer import timer_for
@@ -101,6 +102,8 @@ def _measure(
             result.memory = _memory(baseline, can_reset, cell.device)
         if sampler is not None:
             sampler.mark("timed_end")
+    if m.window is not None:
+        result.disturbance = assess(m.window)
     if sampler is not None:
         profiling.record_telemetry(sampler, m, cell, result)
     result.verification = verify(m.output, reference, task.tolerance)

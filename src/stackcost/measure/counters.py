@@ -11,6 +11,7 @@ Each read costs ~10 us and happens outside the timed iterations.
 from __future__ import annotations
 
 import os
+import resource
 import time
 from dataclasses import dataclass
 
@@ -44,6 +45,17 @@ class Edge:
     @classmethod
     def now(cls) -> Edge:
         return cls(time.monotonic_ns(), time.process_time(), system_busy_s())
+
+    @classmethod
+    def with_children(cls) -> Edge:
+        """As now(), with the CPU time of reaped children added: the edges of a window in
+        which a child program (a C++ training run) did the work."""
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return cls(
+            time.monotonic_ns(),
+            time.process_time() + children.ru_utime + children.ru_stime,
+            system_busy_s(),
+        )
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ measured process's own threads and lags by a minute, so it decides nothing.
 from __future__ import annotations
 
 import os
+import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stackcost.measure.counters import TICK_S, Window
+from stackcost.measure.counters import TICK_S, Edge, Window
 
 # Others' mean CPU over the timed loop above which a repetition is disturbed. A quarter
 # of a core: well above the idle noise seen here (< 0.05 core), well below one busy
@@ -27,8 +28,11 @@ from stackcost.measure.counters import TICK_S, Window
 THRESHOLD_CORES = 0.25
 # --on-disturbed: what the runner does with a disturbed repetition.
 POLICIES: tuple[str, ...] = ("retry", "keep", "fail")
-# retry: this many more tries, each after waiting for a quiet machine.
+# retry: this many more tries, each after waiting for a quiet machine (a quiet second,
+# or QUIET_MAX_WAIT_S, whichever comes first).
 MAX_RETRIES = 2
+QUIET_WINDOW_S = 1.0
+QUIET_MAX_WAIT_S = 10.0
 
 
 class Attempt(BaseModel):
@@ -83,3 +87,18 @@ def assess(window: Window, cpus: int | None = None) -> Disturbance | None:
         loadavg_1m=load,
         disturbed=others > threshold,
     )
+
+
+def wait_for_quiet(
+    window_s: float = QUIET_WINDOW_S, max_wait_s: float = QUIET_MAX_WAIT_S
+) -> float | None:
+    """Wait until other processes use less than THRESHOLD_CORES over one window (this
+    process is idle meanwhile, so all busy time but its own is others'); give up after
+    max_wait_s. Returns the last window's others' cores, None without /proc/stat."""
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        first = Edge.now()
+        time.sleep(window_s)
+        d = assess(Window.between(first, Edge.now()))
+        if d is None or d.others_cores <= THRESHOLD_CORES or time.monotonic() >= deadline:
+            return None if d is None else d.others_cores

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stackcost.measure.counters import Edge, Window
+from stackcost.measure.disturbance import assess
 from stackcost.result import Phases, RepetitionResult
 from stackcost.train.record import run_details, set_step_stats
 from stackcost.train.task import TrainTask
@@ -29,6 +31,8 @@ def train_native(
     from stackcost.native.training import epoch_records
 
     cell = task.cell
+    # The program's whole run is the window: its own CPU arrives as a reaped child's.
+    first = Edge.with_children()
     answer = backend.run_native_train(
         model,
         (splits["train"].images, splits["train"].labels),
@@ -37,6 +41,7 @@ def train_native(
         PrepareContext(workdir=Path(task.workdir)),
         task.timeout_s,
     )
+    result.disturbance = assess(Window.between(first, Edge.with_children()))
     details = answer["details"]
     phases.prepare_s = details["build_s"] + details["export_s"]
     phases.timed_s = answer["process_s"]

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackcost.execute.process import guarded, serve
+from stackcost.measure.counters import Edge, Window
+from stackcost.measure.disturbance import assess
 from stackcost.result import EpochRecord, Memory, Phases, RepetitionResult
 from stackcost.train.native import train_native
 from stackcost.train.record import run_details, set_step_stats
@@ -182,6 +184,7 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
     samples_ns: list[int] = []
     reference: float | None = None  # loss the divergence rule compares against
     t_loop = time.perf_counter()
+    first = Edge.now()
     for epoch in range(1, cfg.epochs + 1):
         generator = torch.Generator().manual_seed(cfg.data_seed + epoch)
         order = train.order(generator)
@@ -274,6 +277,7 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
             )
         )
     phases.timed_s = time.perf_counter() - t_loop
+    result.disturbance = assess(Window.between(first, Edge.now()))
 
     peak = memory.peak_rss_bytes()
     result.memory = Memory(
