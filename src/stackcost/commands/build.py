@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 
 def add_parser(sub: Any) -> None:
@@ -34,10 +35,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         try:
             backend = load_backend(name)
         except KeyError:
-            console.print(f"[red]unknown backend {name!r}[/red]")
+            console.print(Text(f"unknown backend {name!r}", style="red"))
             return 2
         if not isinstance(backend, NativeBackend):
-            console.print(f"[red]{name} is not a native backend: nothing to build[/red]")
+            console.print(Text(f"{name} is not a native backend: nothing to build", style="red"))
             return 2
         targets.setdefault(backend.target, []).append(name)
     status = 0
@@ -45,7 +46,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         try:
             build = ensure_built(target, args.cache_dir)
         except BuildError as exc:
-            console.print(f"[red]{', '.join(names)}: build failed[/red]\n{exc}", markup=False)
+            console.print(Text(f"{', '.join(names)}: build failed", style="red"))
+            console.print(str(exc), markup=False, highlight=False)
             status = 1
             continue
         what = f"compiled in {build.seconds:.1f} s" if build.compiled else "cached"

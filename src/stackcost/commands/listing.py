@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def add_parser(sub: Any) -> None:
@@ -15,6 +16,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    # Descriptions and reasons are Text: "pip install 'stackcost[onnx]'" is not markup.
     table = Table(header_style="bold")
     if args.what == "models":
         from stackcost import zoo
@@ -27,9 +29,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 f"{info.default_in_channels}×{info.default_resolution}²",
                 str(info.min_resolution),
                 str(info.default_num_classes),
-                info.description,
+                Text(info.description),
             )
-        table.caption = (
+        table.caption = Text(
             f"init schemes: {', '.join(zoo.INIT_SCHEMES)}; or --model package.module:factory"
         )
     else:
@@ -49,11 +51,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
             a, caps = b.available(), b.capabilities
             table.add_row(
                 name,
-                "[green]yes[/]" if a.ok else "[red]no[/]",
+                Text("yes", style="green") if a.ok else Text("no", style="red"),
                 ",".join(sorted(caps.modes)),
                 ",".join(sorted(caps.devices)),
                 ",".join(sorted(caps.precisions)),
-                b.description if a.ok else a.reason,
+                Text(b.description if a.ok else a.reason),
             )
     console.print(table)
     return 0

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def add_parser(sub: Any) -> None:
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         peaks = None if args.remeasure else cached_peaks(env_fp, t, args.cache_dir)
         source = "cache"
         if peaks is None:
-            with console.status(f"measuring peaks at {t} thread(s)…"):
+            with console.status(Text(f"measuring peaks at {t} thread(s)…")):
                 peaks = measure_peaks(t)
             source = (
                 "measured now, cached"
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps({str(p.threads): p.model_dump(mode="json") for p, _ in rows}, indent=2))
         return 0
-    table = Table(title=f"measured peaks (environment {env_fp})")
+    table = Table(title=Text(f"measured peaks (environment {env_fp})"))
     for col in ("threads", "fp32 GEMM", "bf16 GEMM", "triad", "others' CPU", "measured", "source"):
         table.add_column(col, justify="right" if col != "source" else "left")
     for p, source in rows:
@@ -75,15 +76,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"{p.fp32_gflops:,.0f} GFLOP/s",
             "—" if p.bf16_gflops is None else f"{p.bf16_gflops:,.0f} GFLOP/s",
             f"{p.stream_gbs:.1f} GB/s",
-            f"[red]{others}[/]" if p.busy else others,
-            p.measured_at,
-            source,
+            Text(others, style="red" if p.busy else ""),
+            Text(p.measured_at),
+            Text(source),
         )
     console.print(table)
     if rows:
         first = rows[0][0]
+        # The methods name libraries and flags: printed as text, never as markup.
         console.print(
-            f"[dim]GEMM: {first.gemm_method}. Triad: {first.stream_method}. bf16: "
-            f"{first.bf16_note}.[/dim]"
+            Text(
+                f"GEMM: {first.gemm_method}. Triad: {first.stream_method}. bf16: "
+                f"{first.bf16_note}.",
+                style="dim",
+            )
         )
     return 0

@@ -4,6 +4,7 @@ the machine's measured peak, how busy it kept the CPU and what its energy was.""
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from stackcost.result import RepetitionResult
 from stackcost.runs import CellResult, RunResult
@@ -70,24 +71,25 @@ def profile_table(result: RunResult) -> Table | None:
         notes += [f"{c.cell.backend} b{c.cell.batch_size}: {n}" for n in rep.profile_notes]
         peak = percent_of_peak(rep, c, result.env)
         tel, energy = rep.telemetry, rep.energy
-        util = "—"
+        util = Text("—")
         if tel is not None:
-            util = f"{tel.cpu_util_cores_mean:.2f} cores"
+            util = Text(f"{tel.cpu_util_cores_mean:.2f} cores")
             if tel.busy_machine:
-                util += f"\n[red]busy: others {tel.other_busy_cores_mean:.2f}[/]"
+                util.append(f"\nbusy: others {tel.other_busy_cores_mean:.2f}", style="red")
+        # Operator names ("[memory]"), methods and notes are Text: never read as markup.
         table.add_row(
             str(c.cell.batch_size),
             str(c.cell.resolution),
             str(c.cell.threads),
-            c.cell.backend,
-            split,
-            top,
+            Text(c.cell.backend),
+            Text(split),
+            Text(top),
             f"{rep.achieved_gflops:.1f}" if rep.achieved_gflops is not None else "—",
             f"{peak:.1f}%" if peak is not None else "—",
             util,
             f"{energy.watts:.1f} W" if energy else "—",
             f"{energy.joules_per_sample:.3g}" if energy else "—",
-            energy.method if energy else "—",
+            Text(energy.method if energy else "—"),
         )
     # One line per method and model: the per-cell part of a source (its busy cores) is in the
     # stored result and the report.
@@ -98,7 +100,7 @@ def profile_table(result: RunResult) -> Table | None:
             if r.energy
         }
     )
-    table.caption = (
+    caption = (
         "breakdown from a separate profiled pass (torch.profiler or ONNX Runtime's profiler): "
         "kernels vs overhead (wall not covered by kernels), remainder = wall − parts; "
         "GFLOP/s = FlopCounterMode FLOPs / median step; % peak of this machine's measured "
@@ -108,5 +110,6 @@ def profile_table(result: RunResult) -> Table | None:
         "power model, 'measured' = RAPL/NVML counters"
     )
     if notes:
-        table.caption += "\n" + "\n".join(notes)
+        caption += "\n" + "\n".join(notes)
+    table.caption = Text(caption)
     return table
