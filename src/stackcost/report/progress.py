@@ -11,17 +11,20 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from stackcost.cell import Cell
+from stackcost.report.marks import DISTURBED_MARK, STATUS_STYLE
 from stackcost.report.units import ms
-from stackcost.result import RepetitionResult
+from stackcost.result import MEASURED_STATUSES, RepetitionResult, headline
 
 
 class LiveProgress:
     def __init__(self, console: Console, enabled: bool = True) -> None:
         self.console = console
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
+            # Not markup: a cell label (a user's model name) may hold '['.
+            TextColumn("{task.description}", style="bold", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("repetitions"),
@@ -49,8 +52,11 @@ class LiveProgress:
         self.progress.update(self.task, completed=done, total=total)
         if not self.enabled:
             return
-        median = ms(result.stats.median_ms) if result.stats and result.valid else ""
-        note = result.reason[:80] if result.reason else ""
-        self.console.print(
-            f"[dim]{done}/{total}[/] {cell.label()}: {result.status} {median} {note}"
-        )
+        line = Text.assemble((f"{done}/{total}", "dim"), f" {cell.label()}: ")
+        line.append(result.status, style=STATUS_STYLE.get(result.status, "red"))
+        if result.stats and result.status in MEASURED_STATUSES:
+            mark = DISTURBED_MARK if result.status == "disturbed" else ""
+            line.append(f" {ms(result.stats.median_ms)}{mark}")
+        if result.reason:  # whole: the console wraps it; the store keeps every line
+            line.append(f" {headline(result.reason)}", style="dim")
+        self.console.print(line)

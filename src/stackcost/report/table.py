@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+from typing import NamedTuple
 
+from rich.table import Table
+from rich.text import Text
+
+from stackcost.report.marks import (
+    DISTURBED_MARK,
+    DISTURBED_NOTE,
+    cell_reason,
+    ratio_note,
+    ratio_text,
+    shown_median_of,
+    shown_stats,
+    status_text,
+)
 from stackcost.report.units import mib, ms, rate, sci
 from stackcost.runs import CellResult, RunResult
 
-STATUS_STYLE = {"ok": "green", "unstable": "yellow", "unavailable": "dim", "unsupported": "dim"}
+
+class Ratio(NamedTuple):
+    value: float
+    base_status: str  # the baseline cell's status: the ratio is trusted only when "ok"
 
 
 def _group_key(c: CellResult) -> tuple:
@@ -15,18 +31,23 @@ def _group_key(c: CellResult) -> tuple:
     return tuple(v for k, v in c.cell.flat().items() if k != "backend")
 
 
-def speedups(cells: list[CellResult], baseline: str = "eager") -> dict[int, float]:
-    """Baseline median / cell median, within each workload group (valid cells only)."""
-    base: dict[tuple, float] = {}
+def speedups(cells: list[CellResult], baseline: str = "eager") -> dict[int, Ratio]:
+    """Baseline median / cell median within each workload group, valid cells on both sides.
+
+    A trusted baseline is preferred where a group has several; the ratio carries its
+    baseline's status, so a view can mark one taken over an unstable baseline.
+    """
+    base: dict[tuple, CellResult] = {}
     for c in cells:
-        stats = c.stats
-        if c.cell.backend == baseline and c.valid and stats:
-            base[_group_key(c)] = stats.median_ms
+        if c.cell.backend == baseline and c.valid and c.stats:
+            held = base.get(_group_key(c))
+            if held is None or (c.trusted and not held.trusted):
+                base[_group_key(c)] = c
     out = {}
     for i, c in enumerate(cells):
-        stats = c.stats
-        if c.valid and stats and _group_key(c) in base:
-            out[i] = base[_group_key(c)] / stats.median_ms
+        stats, b = c.stats, base.get(_group_key(c))
+        if c.valid and stats and b is not None and b.stats:
+            out[i] = Ratio(b.stats.median_ms / stats.median_ms, b.status)
     return out
 
 
@@ -49,6 +70,22 @@ def _shared(cells: list[CellResult]) -> tuple[list[str], str]:
     return varying, " · ".join(fixed)
 
 
+def _timing(c: CellResult) -> tuple[Text, Text, Text, Text]:
+    """Latency, throughput, first call and startup; a disturbed cell's dim and marked."""
+    mark, style = (DISTURBED_MARK, "dim") if c.status == "disturbed" else ("", "")
+
+    def text(value: str) -> Text:
+        return Text("—") if value == "—" else Text(value + mark, style=style)
+
+    stats = shown_stats(c)
+    latency = throughput = "—"
+    if stats is not None:
+        latency = f"{ms(stats.median_ms)} ± {stats.ci_half_width_rel:.1%}"
+        throughput = rate(c.cell.batch_size / (stats.median_ms / 1e3), "/s")
+    first, startup = (ms(shown_median_of(c, a)) for a in ("cold_start_ms", "startup_ms"))
+    return text(latency), text(throughput), text(first), text(startup)
+
+
 def results_table(result: RunResult, baseline: str = "eager") -> Table:
     cells = result.cells()
     # Runs execute series by series (so pruning can bite); read them workload by workload.
@@ -56,7 +93,8 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
     cells.sort(key=lambda c: (_group_key(c), ladder[c.cell.backend]))
     speed = speedups(cells, baseline)
     varying, title = _shared(cells)
-    table = Table(title=f"run {result.run_id}: {title}", header_style="bold")
+    # Model names and reasons come from users and exceptions: Text, never markup.
+    table = Table(title=Text(f"run {result.run_id}: {title}"), header_style="bold")
     columns = [
         *varying,
         "batch",
@@ -72,23 +110,21 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
         "rel err",
     ]
     for name in columns:
+        text = name in ("backend", "status", "model")
+        # fold, not ellipsis: a reason wraps word by word and is never cut short.
         table.add_column(
-            name, justify="left" if name in ("backend", "status", "model") else "right"
+            Text(name),
+            justify="left" if text else "right",
+            overflow="fold" if text else "ellipsis",
         )
     for i, c in enumerate(cells):
-        cell, stats = c.cell, c.stats
-        latency = throughput = "—"
-        if c.valid and stats:
-            latency = f"{ms(stats.median_ms)} ± {stats.ci_half_width_rel:.1%}"
-            throughput = rate(cell.batch_size / (stats.median_ms / 1e3), "/s")
+        cell = c.cell
+        latency, throughput, first, startup = _timing(c)
         mem, rel_err = c.peak_memory, c.max_rel_err
-        style = STATUS_STYLE.get(c.status, "red")
-        status = f"[{style}]{c.status}[/]"
-        if c.reason and not c.valid:
-            status += f"\n[dim]{c.reason[:60]}[/]"
+        status = status_text(c.status, cell_reason(c))
         leaks = [r.leak["bytes_per_iter"] for r in c.repetitions if r.leak and r.leak["leak"]]
         if leaks:  # RSS grew with the iteration count: see measure/leak.py
-            status += f"\n[red]leak {max(leaks) / 1024:.1f} KiB/iter[/]"
+            status.append(f"\nleak {max(leaks) / 1024:.1f} KiB/iter", style="red")
         extra = {
             "model": cell.model.name,
             "prec": cell.precision,
@@ -96,24 +132,31 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
             "device": cell.device,
             "mode": cell.mode,
         }
+        ratio = speed.get(i)
         table.add_row(
-            *(extra[v] for v in varying),
+            *(Text(extra[v]) for v in varying),
             str(cell.batch_size),
             str(cell.resolution),
-            cell.backend,
+            Text(cell.backend),
             status,
             latency,
             throughput,
-            f"{speed[i]:.2f}×" if i in speed else "—",
+            Text(ratio_text(ratio.value, ratio.base_status) if ratio else "—"),
             f"{mib(mem.peak_rss_bytes)} ({mib(mem.peak_over_baseline_bytes)})" if mem else "—",
-            ms(c.median_of("cold_start_ms")),
-            ms(c.median_of("startup_ms")),
+            first,
+            startup,
             sci(rel_err),
         )
-    table.caption = (
+    caption = (
         "median ± half-width of its 95% CI; throughput in samples/s; "
+        f"vs {baseline} = {baseline}'s median / this median on the same workload; "
         "peak RSS with growth over the pre-model baseline; first call = cold call (Inductor "
         "compiles here); startup = backend prepare (export, AOT compile) + first call; "
         "rel err = max|out-ref|/max|ref| vs eager fp32"
     )
+    if any(r.base_status != "ok" for r in speed.values()):
+        caption += "\n" + ratio_note(baseline)
+    if any(c.status == "disturbed" for c in cells):
+        caption += "\n" + DISTURBED_NOTE
+    table.caption = Text(caption)
     return table

@@ -5,15 +5,45 @@ from __future__ import annotations
 import statistics
 
 from rich.table import Table
+from rich.text import Text
 
+from stackcost.report.marks import (
+    DISTURBED_MARK,
+    DISTURBED_NOTE,
+    cell_reason,
+    shown_stats,
+    status_text,
+)
 from stackcost.report.units import ms, rate
-from stackcost.runs import RunResult
-
-STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "unavailable": "yellow"}
+from stackcost.result import MEASURED_STATUSES, RepetitionResult
+from stackcost.runs import CellResult, RunResult
 
 
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
+
+
+def _step(c: CellResult) -> tuple[Text, Text]:
+    """Median step and its samples/s: valid cells plain, a disturbed cell dim and marked,
+    others (a diverged run) from their last repetition's steps, which are real steps."""
+    rep = c.repetitions[-1] if c.repetitions else None
+    last = rep.stats if rep else None
+    stats = shown_stats(c) if c.status in MEASURED_STATUSES else last
+    if stats is None:
+        return Text("—"), Text("—")
+    mark, style = (DISTURBED_MARK, "dim") if c.status == "disturbed" else ("", "")
+    return (
+        Text(ms(stats.median_ms) + mark, style=style),
+        Text(rate(c.cell.batch_size / (stats.median_ms / 1e3)) + mark, style=style),
+    )
+
+
+def _first_step(rep: RepetitionResult | None) -> Text:
+    if rep is None or rep.cold_start_ms is None:
+        return Text("—")
+    if rep.status == "disturbed":
+        return Text(ms(rep.cold_start_ms) + DISTURBED_MARK, style="dim")
+    return Text(ms(rep.cold_start_ms))
 
 
 def train_table(result: RunResult) -> Table:
@@ -26,7 +56,7 @@ def train_table(result: RunResult) -> Table:
             f": train {first.model.name} on {t.dataset} r{first.resolution} b{first.batch_size}"
             f" {t.optimizer} lr {t.lr:g} x{t.epochs} epochs t{first.threads} {first.device}"
         )
-    table = Table(title=title, header_style="bold")
+    table = Table(title=Text(title), header_style="bold")  # names from users: no markup
     for name in (
         "backend",
         "status",
@@ -43,16 +73,18 @@ def train_table(result: RunResult) -> Table:
         "wall",
         "weights",
     ):
-        table.add_column(name, justify="left" if name in ("backend", "status") else "right")
+        text = name in ("backend", "status")
+        # A backend and a status are read whole: on a narrow terminal the numbers give way.
+        table.add_column(name, justify="left" if text else "right", no_wrap=text)
+    reasons: list[str] = []  # under the table, whole: its columns are too many to hold them
     for c in cells:
-        style = STATUS_STYLE.get(c.status, "red")
-        status = f"[{style}]{c.status}[/]"
-        if c.reason and c.status != "ok":
-            status += f"\n[dim]{c.reason[:60]}[/]"
+        reason = cell_reason(c) if c.status != "ok" else ""
+        if reason:
+            reasons.append(f"{c.cell.backend}: {reason}")
         rep = c.repetitions[-1] if c.repetitions else None
         epochs = rep.epochs if rep else []
         last = epochs[-1] if epochs else None
-        stats = c.stats if c.status in ("ok", "unstable") else (rep.stats if rep else None)
+        step, step_rate = _step(c)
         # Epoch 1 pays the compile: the steady rate is the median over the later epochs.
         steady = [e.train_samples_per_s for e in epochs[1:] if e.complete] or [
             e.train_samples_per_s for e in epochs
@@ -62,26 +94,29 @@ def train_table(result: RunResult) -> Table:
         details = rep.details if rep else {}
         variant = details.get("variant") or ("compiled module" if "compiled" in details else "")
         table.add_row(
-            c.cell.backend,
-            status,
-            variant or "—",
+            Text(c.cell.backend),
+            status_text(c.status),
+            Text(variant or "—"),
             str(len(epochs)) if epochs else "—",
             f"{last.train_loss:.4f}" if last else "—",
             _pct(last.train_accuracy if last else None),
             _pct(last.eval_accuracy if last else None),
-            ms(stats.median_ms) if stats else "—",
-            rate(c.cell.batch_size / (stats.median_ms / 1e3)) if stats else "—",
+            step,
+            step_rate,
             rate(statistics.median(steady)) if steady else "—",
             _pct(wait / train_s) if train_s else "—",
-            ms(rep.cold_start_ms) if rep else "—",
+            _first_step(rep),
             f"{rep.phases.total_s:.1f} s" if rep and rep.phases.total_s else "—",
             (rep.weights_digest or "—")[:8] if rep else "—",
         )
-    table.caption = (
+    caption = (
         "last epoch's train loss/accuracy and held-out eval accuracy; step = forward + "
         "backward + optimizer step (first step, compile included, shown apart); "
         "step samples/s = batch / median step; epoch samples/s = median over epochs after "
         "the first of samples / train-loop wall time; loader wait = share of that wall time "
         "spent collating batches; weights = digest of the initial weights"
     )
+    if any(c.status == "disturbed" for c in cells):
+        caption += "\n" + DISTURBED_NOTE
+    table.caption = Text("\n".join([caption, *reasons]))  # reasons are never markup
     return table
