@@ -932,19 +932,34 @@ def best_tables(rows: list[Row]) -> list[dict[str, Any]]:
 # -- 7. thread scaling -----------------------------------------------------------------
 
 SCALING_AXES = ("model", "mode", "batch_size", "resolution", "precision", "device", "init")
+UNSTABLE_BASE = "(base unstable?)"
 
 
 def scaling_frame(summ: pd.DataFrame) -> pd.DataFrame:
     """Per (workload, series) measured at two or more thread counts: the speedup of each
-    thread count over the smallest, from median latencies of valid cells."""
-    cols = [*SCALING_AXES, "series", "threads", "median_ms", "base_threads", "speedup", "ideal"]
+    thread count over the smallest, from median latencies of valid cells. base_trusted is
+    False where a cell at the smallest count was unstable: those speedups are marked."""
+    cols = [
+        *SCALING_AXES,
+        "series",
+        "threads",
+        "median_ms",
+        "base_threads",
+        "base_trusted",
+        "speedup",
+        "ideal",
+    ]
     if summ is None or summ.empty:
         return pd.DataFrame(columns=cols)
     valid = summ[summ["valid"] & summ["median_ms"].notna()]
     parts = []
     for _, grp in valid.groupby([*SCALING_AXES, "series"], sort=False):
         # Two runs of the same series and workload at one thread count: their median.
-        g = grp.groupby("threads", as_index=False)["median_ms"].median().sort_values("threads")
+        g = (
+            grp.groupby("threads", as_index=False)
+            .agg(median_ms=("median_ms", "median"), trusted=("trusted", "all"))
+            .sort_values("threads")
+        )
         if len(g) < 2:
             continue
         base_t, base_ms = int(g["threads"].iloc[0]), float(g["median_ms"].iloc[0])
@@ -952,6 +967,7 @@ def scaling_frame(summ: pd.DataFrame) -> pd.DataFrame:
         g = g.assign(
             **{a: first[a] for a in [*SCALING_AXES, "series"]},
             base_threads=base_t,
+            base_trusted=bool(g["trusted"].iloc[0]),
             speedup=base_ms / g["median_ms"],
             ideal=g["threads"] / base_t,
         )
@@ -996,13 +1012,14 @@ def scaling_figure(summ: pd.DataFrame, colors: dict[str, str]) -> Panel:
             )
             owners.append(gi)
         for series, s in sel.groupby("series", sort=False):
+            trusted = bool(s["base_trusted"].all())
             fig.add_trace(
                 go.Scatter(
                     x=s["threads"].tolist(),
                     y=s["speedup"].tolist(),
                     mode="lines+markers",
-                    name=_text(series),
-                    line={"color": _color(colors, series)},
+                    name=_text(series) + ("" if trusted else f" {UNSTABLE_BASE}"),
+                    line={"color": _color(colors, series), "dash": "solid" if trusted else "dot"},
                     visible=gi == 0,
                     customdata=list(
                         zip(s["median_ms"], 100 * s["speedup"] / s["ideal"], strict=True)
@@ -1030,6 +1047,11 @@ def scaling_figure(summ: pd.DataFrame, colors: dict[str, str]) -> Panel:
         "backend and workload (all valid cells of these runs, profiled or not); the dashed "
         "line is linear scaling."
     )
+    if not df["base_trusted"].all():
+        note += (
+            f" Dotted lines marked '{UNSTABLE_BASE}': the cell at the smallest thread count "
+            "was unstable, so their speedups are indicative only."
+        )
     return Panel(fig, note)
 
 

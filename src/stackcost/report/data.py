@@ -2,7 +2,10 @@
 
 Rule enforced here, so no view can break it: a timing exists only for a valid cell
 ("ok" or "unstable"). A cell whose worst repetition is "wrong", failed or skipped carries
-its status, reason and error, never a latency, throughput, cold start or ratio.
+its status, reason and error, never a latency, throughput, cold start or ratio. A
+"disturbed" cell's timing is kept apart, in marked_* columns, which no plot, pool or ratio
+reads; a ratio carries its baseline's status (base_status), trusted only when "ok"
+(see report/marks.py for how views show both).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stackcost.result import VALID_STATUSES
+from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, VALID_STATUSES
 from stackcost.runs import RunResult
 
 MIB = 2**20
@@ -38,15 +41,16 @@ CONDITION_AXES = ("mode", "batch_size", "resolution", "precision", "threads", "d
 SEVERITY = {
     "ok": 0,
     "unstable": 1,
-    "unsupported": 2,
-    "unavailable": 3,
-    "skipped": 4,
-    "interrupted": 5,
-    "timeout": 6,
-    "oom": 7,
-    "failed": 8,
-    "crashed": 9,
-    "wrong": 10,
+    "disturbed": 2,
+    "unsupported": 3,
+    "unavailable": 4,
+    "skipped": 5,
+    "interrupted": 6,
+    "timeout": 7,
+    "oom": 8,
+    "failed": 9,
+    "crashed": 10,
+    "wrong": 11,
 }
 UNKNOWN_SEVERITY = 99
 
@@ -66,6 +70,8 @@ TIMING_COLUMNS = (
     "cold_start_ms",
     "startup_ms",
 )
+# A disturbed repetition's timings, apart from the valid ones so no pool can take them.
+DISTURBED_COLUMNS = ("disturbed_median_ms", "disturbed_throughput_per_s")
 NUMERIC_COLUMNS = (
     *TIMING_COLUMNS,
     "peak_rss_bytes",
@@ -76,6 +82,8 @@ NUMERIC_COLUMNS = (
     "tolerance",
     "prepare_s",
     "total_s",
+    "others_cores",
+    *DISTURBED_COLUMNS,
 )
 CELL_TIMINGS = (
     "median_ms",
@@ -87,6 +95,8 @@ CELL_TIMINGS = (
     "cold_start_ms",
     "startup_ms",
 )
+# What a disturbed cell shows, marked: its valid repetitions' if any, else its disturbed ones'.
+MARKED_TIMINGS = ("marked_median_ms", "marked_throughput_per_s")
 CELL_COLUMNS = (
     "run_id",
     "cell_key",
@@ -98,9 +108,11 @@ CELL_COLUMNS = (
     "status",
     "reason",
     "valid",
+    "trusted",
     "n_repetitions",
     "n_valid",
     *CELL_TIMINGS,
+    *MARKED_TIMINGS,
     "peak_rss_bytes",
     "allocator_peak_bytes",
     "max_rel_err",
@@ -115,6 +127,10 @@ def severity(status: str) -> int:
 
 def is_valid(status: str) -> bool:
     return status in VALID_STATUSES
+
+
+def is_trusted(status: str) -> bool:
+    return status in TRUSTED_STATUSES
 
 
 def _options(opts: dict[str, str]) -> str:
@@ -139,6 +155,17 @@ def frame(runs: list[RunResult]) -> pd.DataFrame:
                     r.verification.tolerance if r.verification else None for _, r in run.records
                 ],
                 "log_tail": [r.log_tail for _, r in run.records],
+                # Other processes' cores over the timed loop: why a repetition is disturbed.
+                "others_cores": [
+                    r.disturbance.others_cores if r.disturbance else None for _, r in run.records
+                ],
+                "disturbed_median_ms": [
+                    r.stats.median_ms if r.status == "disturbed" and r.stats else None
+                    for _, r in run.records
+                ],
+                "disturbed_throughput_per_s": [
+                    r.throughput if r.status == "disturbed" else None for _, r in run.records
+                ],
             }
         )
         extra = extra.drop(columns=[c for c in extra.columns if c in df.columns])
@@ -156,15 +183,17 @@ def frame(runs: list[RunResult]) -> pd.DataFrame:
                 "status",
                 "reason",
                 "valid",
+                "trusted",
                 *NUMERIC_COLUMNS,
                 "log_tail",
             ]
-        ).astype({"valid": bool})
+        ).astype({"valid": bool, "trusted": bool})
     df = pd.concat(parts, ignore_index=True)
     for col in NUMERIC_COLUMNS:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     df["reason"] = df["reason"].fillna("")
     df["valid"] = df["status"].map(is_valid)
+    df["trusted"] = df["status"].map(is_trusted)
     df.loc[~df["valid"], list(TIMING_COLUMNS)] = np.nan
     df.insert(2, "series", _series(df))
     return df
@@ -196,7 +225,7 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
     """
     df = frame(data) if isinstance(data, list) else data
     if df.empty:
-        return pd.DataFrame(columns=list(CELL_COLUMNS)).astype({"valid": bool})
+        return pd.DataFrame(columns=list(CELL_COLUMNS)).astype({"valid": bool, "trusted": bool})
     keys = ["run_id", "cell_key"]
     g = df.groupby(keys, sort=False)
     out = g.agg(
@@ -219,11 +248,21 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
         allocator_peak_bytes=("allocator_peak_bytes", "max"),
         max_rel_err=("max_rel_err", "max"),
         tolerance=("tolerance", "max"),
+        disturbed_median_ms=("disturbed_median_ms", "median"),
+        disturbed_throughput_per_s=("disturbed_throughput_per_s", "median"),
     )
     worst = pd.DataFrame({k: _worst(grp) for k, grp in g}).T
     worst.index = pd.MultiIndex.from_tuples(worst.index, names=keys)
     out = out.join(worst).reset_index()
     out["valid"] = out["status"].map(is_valid)
+    out["trusted"] = out["status"].map(is_trusted)
+    # A disturbed cell shows, marked, what its undisturbed repetitions measured, else what
+    # its disturbed ones did: never the two pooled. Only the marked_* columns carry it.
+    disturbed = out["status"] == "disturbed"
+    for marked, clean, busy in zip(
+        MARKED_TIMINGS, ("median_ms", "throughput_per_s"), DISTURBED_COLUMNS, strict=True
+    ):
+        out[marked] = out[clean].fillna(out[busy]).where(disturbed)
     out.loc[~out["valid"], list(CELL_TIMINGS)] = np.nan
     out["n_valid"] = out["n_valid"].astype(int)
     out = out.sort_values(["model", "run_id", *CONDITION_AXES], kind="stable")
@@ -233,30 +272,39 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
 def with_ratios(cell_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     """Add time, CPU-memory and device-memory ratios to the baseline backend.
 
-    Baseline group = same workload (every axis but the backend). The baseline is taken
-    from the same run when it has one, else from any run with that workload. Device
-    memory ratios are NaN on CPU: there is no allocator peak to compare.
+    Baseline group = same workload (every axis but the backend). The baseline is a valid
+    cell ("ok" preferred over "unstable") from the same run when it has one, else from any
+    run with that workload. base_status is that cell's status ("" where there is none): a
+    ratio is trusted only over an "ok" baseline. Device memory ratios are NaN on CPU: there
+    is no allocator peak to compare.
     """
     out = cell_df.copy()
-    for col in ("time_ratio", "cpu_mem_ratio", "device_mem_ratio"):
+    for col in RATIO_METRICS:
         out[col] = np.nan
+    out["base_status"] = ""
     if out.empty:
         return out
     keys = list(WORKLOAD_AXES)
-    measures = ["median_ms", "peak_rss_bytes", "allocator_peak_bytes"]
+    measures = ["median_ms", "peak_rss_bytes", "allocator_peak_bytes", "status"]
     base = out[out["valid"] & (out["backend"] == baseline) & (out["options"] == "")]
-    same_run = base.groupby(["run_id", *keys])[measures].first().add_suffix("_base")
-    any_run = base.groupby(keys)[measures].first().add_suffix("_base")
+    # One whole row per group, trusted first (first() would mix rows column by column).
+    base = base.sort_values("trusted", ascending=False, kind="stable")
+    same_run = (
+        base.drop_duplicates(["run_id", *keys]).set_index(["run_id", *keys])[measures]
+    ).add_suffix("_base")
+    any_run = base.drop_duplicates(keys).set_index(keys)[measures].add_suffix("_base")
     merged = out.join(same_run, on=["run_id", *keys])
     fallback = out.join(any_run, on=keys)
+    has_same = merged["status_base"].notna()
     for col in same_run.columns:
-        merged[col] = merged[col].fillna(fallback[col])
+        merged[col] = merged[col].where(has_same, fallback[col])
     valid = out["valid"]
     out["time_ratio"] = (merged["median_ms"] / merged["median_ms_base"]).where(valid)
     out["cpu_mem_ratio"] = (merged["peak_rss_bytes"] / merged["peak_rss_bytes_base"]).where(valid)
     out["device_mem_ratio"] = (
         merged["allocator_peak_bytes"] / merged["allocator_peak_bytes_base"]
     ).where(valid)
+    out["base_status"] = merged["status_base"].where(valid).fillna("").astype(str)
     return out
 
 
@@ -318,10 +366,17 @@ def throughput_tables(cell_df: pd.DataFrame, baseline: str = "eager") -> list[Th
 
 
 def failures(cell_df: pd.DataFrame) -> pd.DataFrame:
-    """Every non-valid cell, worst first."""
-    bad = cell_df[~cell_df["valid"]].copy()
+    """Every cell without a measured timing, worst first (disturbed ones did measure)."""
+    bad = cell_df[~cell_df["status"].isin(MEASURED_STATUSES)].copy()
     bad["_rank"] = bad["status"].map(severity)
     return bad.sort_values("_rank", ascending=False, kind="stable").drop(columns="_rank")
+
+
+def untrusted(cell_df: pd.DataFrame) -> pd.DataFrame:
+    """Cells with timings that are not trusted (unstable, disturbed), disturbed first."""
+    rows = cell_df[cell_df["status"].isin(MEASURED_STATUSES - TRUSTED_STATUSES)].copy()
+    rows["_rank"] = rows["status"].map(severity)
+    return rows.sort_values("_rank", ascending=False, kind="stable").drop(columns="_rank")
 
 
 def wants_batch_search(runs: list[RunResult]) -> list[str]:
@@ -340,7 +395,7 @@ def best_batches(cell_df: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
     for key, grp in df.groupby(["run_id", "model", "series", *fixed], sort=False):
         grp = grp.sort_values("batch_size")
         ok = grp[grp["valid"] & grp["throughput_per_s"].notna()]
-        bad = grp[~grp["valid"]]
+        bad = grp[~grp["status"].isin(MEASURED_STATUSES)]  # what stopped the search
         first_bad = bad.iloc[0] if len(bad) else None
         best = ok.loc[ok["throughput_per_s"].idxmax()] if len(ok) else None
         rows.append(
@@ -413,10 +468,34 @@ def _geomean(x: pd.Series) -> float:
     return float(np.exp(np.log(x).mean())) if len(x) else math.nan
 
 
+def over_untrusted_base(ratio_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+    """Non-baseline cells whose ratios divide by an unstable baseline: left out of summaries."""
+    has_base = ratio_df["base_status"] != ""
+    return ratio_df[
+        ratio_df["valid"]
+        & (ratio_df["backend"] != baseline)
+        & has_base
+        & ~ratio_df["base_status"].isin(TRUSTED_STATUSES)
+    ]
+
+
+def untrusted_base_note(ratio_df: pd.DataFrame, baseline: str = "eager") -> str:
+    """Why some workloads are missing from the ratio summaries ('' when none is)."""
+    n = len(over_untrusted_base(ratio_df, baseline))
+    if not n:
+        return ""
+    return (
+        f"{n} cell{'s' if n > 1 else ''} left out of the ratios: {baseline} was unstable on "
+        "their workload, so a ratio to it is indicative only (shown marked ? in the tables)."
+    )
+
+
 def ratio_summary(ratio_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     """Per (model, non-baseline series, metric): geometric mean of the ratios over the
-    workloads both ran, with their min and max and how many workloads there were."""
-    df = ratio_df[ratio_df["valid"] & (ratio_df["backend"] != baseline)]
+    workloads both ran, with their min and max and how many workloads there were. Only
+    ratios over a trusted ("ok") baseline count."""
+    trusted_base = ratio_df["base_status"].isin(TRUSTED_STATUSES)
+    df = ratio_df[ratio_df["valid"] & (ratio_df["backend"] != baseline) & trusted_base]
     rows = []
     for (model, series), grp in df.groupby(["model", "series"], sort=False):
         for metric in RATIO_METRICS:

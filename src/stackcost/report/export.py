@@ -9,7 +9,9 @@ from typing import Any, Literal
 import pandas as pd
 
 from stackcost.report import data
+from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
 from stackcost.report.units import num
+from stackcost.result import TRUSTED_STATUSES
 from stackcost.runs import RunResult
 
 Format = Literal["md", "csv", "json"]
@@ -30,7 +32,8 @@ def _err(value: float) -> str:
 
 
 def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
-    """A GitHub markdown table, one row per cell, units in the headers."""
+    """A GitHub markdown table, one row per cell, units in the headers; a footnote says
+    what the marks mean when any is used."""
     multi_run = summ["run_id"].nunique() > 1
     header = [
         *(["run"] if multi_run else []),
@@ -70,19 +73,25 @@ def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
             r.batch_size,
             r.resolution,
             r.status,
-            num(r.median_ms),
+            timing_cell(r, "median_ms"),
             band,
-            num(r.throughput_per_s),
-            num(r.time_ratio, 3),
+            timing_cell(r, "throughput_per_s"),
+            ratio_cell(r.time_ratio, r.base_status),
             num(r.peak_rss_bytes / data.MIB),
             num(r.allocator_peak_bytes / data.MIB),
             num(r.cold_start_ms),
             num(r.startup_ms),
             _err(r.max_rel_err),
-            r.reason if not r.valid else "",
+            r.reason if r.status != "ok" else "",
         ]
         lines.append("| " + " | ".join(_md_escape(v) for v in row) + " |")
-    return "\n".join(lines) + "\n"
+    notes = []
+    if (~summ["base_status"].isin(["", *TRUSTED_STATUSES])).any():  # some ratio marked ?
+        notes.append(ratio_note(baseline))
+    if (summ["status"] == "disturbed").any():
+        notes.append(DISTURBED_NOTE)
+    footer = "".join(f"\n{_md_escape(n)}\n" for n in notes)
+    return "\n".join(lines) + "\n" + footer
 
 
 def _jsonable(value: Any) -> Any:
@@ -114,6 +123,9 @@ def export(runs: list[RunResult], fmt: Format, baseline: str = "eager") -> str:
                 "*_per_s": "samples per second",
                 "*_bytes": "bytes",
                 "*_ratio": "backend / baseline on the same workload",
+                "base_status": "status of the baseline cell a ratio divides by; the ratio "
+                "is trusted only when it is ok ('' = no valid baseline: no ratio)",
+                "marked_*": "a disturbed cell's timing: shown marked, used by no ratio",
                 "max_rel_err": "max|out - ref| / max|ref|",
             },
             "runs": [

@@ -174,7 +174,11 @@ def _ratio_figure(ratio_df: pd.DataFrame, colors: dict[str, str], baseline: str)
     fig.legend(
         handles, labels, loc="outside lower center", ncols=min(len(labels), 5), frameon=False
     )
-    fig.suptitle(f"ratio to {_plain(baseline)} (geometric mean over workloads; below 1 is better)")
+    title = f"ratio to {_plain(baseline)} (geometric mean over workloads; below 1 is better)"
+    left_out = len(data.over_untrusted_base(ratio_df, baseline))
+    if left_out:  # never silently: say how many ratios an unstable baseline removed
+        title += f"\n{left_out} cell(s) left out: {_plain(baseline)} was unstable on their workload"
+    fig.suptitle(title)
     return fig
 
 
@@ -396,10 +400,16 @@ def _scaling_fig(summ: pd.DataFrame, colors: dict[str, str]) -> Figure | None:
             (line,) = ax.plot(ts, [t / base for t in ts], "--", color="#888", label="ideal")
             handles.setdefault("ideal (linear)", line)
         for series, s in sel.groupby("series", sort=False):
+            trusted = bool(s["base_trusted"].all())  # dotted: over an unstable base
             (line,) = ax.plot(
-                s["threads"], s["speedup"], marker="o", ms=3.5, color=colors.get(series, "#333")
+                s["threads"],
+                s["speedup"],
+                marker="o",
+                ms=3.5,
+                color=colors.get(series, "#333"),
+                linestyle="-" if trusted else ":",
             )
-            handles.setdefault(series, line)
+            handles.setdefault(series if trusted else f"{series} {costs.UNSTABLE_BASE}", line)
         _log2_x(ax, ts, "intra-op threads")
         row = dict(zip(costs.SCALING_AXES, key, strict=True))
         ax.set_title(

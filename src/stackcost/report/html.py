@@ -17,9 +17,11 @@ from plotly.offline import get_plotlyjs
 
 from stackcost.env import now
 from stackcost.report import costs, data, plots, training
+from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
 from stackcost.report.style import PALETTE, series_colors
 from stackcost.report.template import PAGE
 from stackcost.report.units import num
+from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, headline
 from stackcost.runs import RunResult
 
 NOT_RUN = ("skipped", "unavailable", "unsupported")
@@ -129,11 +131,11 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
             r.threads,
             r.batch_size,
             r.resolution,
-            num(r.median_ms),
+            timing_cell(r, "median_ms"),
             band,
-            num(r.throughput_per_s),
-            num(r.time_ratio, 3),
-            num(r.cpu_mem_ratio, 3),
+            timing_cell(r, "throughput_per_s"),
+            ratio_cell(r.time_ratio, r.base_status),
+            ratio_cell(r.cpu_mem_ratio, r.base_status),
             num(r.peak_rss_bytes / data.MIB),
             num(r.allocator_peak_bytes / data.MIB),
             num(r.cold_start_ms),
@@ -142,12 +144,62 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
             _err(r.tolerance),
             f"{r.n_valid} / {r.n_repetitions}",
         ]
-        rows.append({"cols": values, "status": r.status, "valid": r.valid})
+        rows.append({"cols": values, "status": r.status, "kind": _kind(r.status)})
+    marks = []
+    if len(summ) and (~summ["base_status"].isin(["", *TRUSTED_STATUSES])).any():
+        marks.append(ratio_note(baseline))
+    if len(summ) and (summ["status"] == "disturbed").any():
+        marks.append(DISTURBED_NOTE)
     return {
         "cell_header": header,
         "cell_rows": rows,
         "cell_text_columns": len(text_cols) + multi_run,
+        "cell_marks": marks,
     }
+
+
+def _kind(status: str) -> str:
+    """The row class: a trusted timing, one shown but not trusted, or none at all."""
+    if status in TRUSTED_STATUSES:
+        return "trusted"
+    return "untrusted" if status in MEASURED_STATUSES else "invalid"
+
+
+def _untrusted(summ: pd.DataFrame, multi_run: bool) -> tuple[list[str], list[dict[str, Any]]]:
+    """Unstable and disturbed cells, each with the headline of its reason."""
+    header = [
+        *(["run"] if multi_run else []),
+        "model",
+        "backend",
+        "batch",
+        "res (px)",
+        "precision",
+        "threads",
+        "device",
+        "status",
+        "median (ms)",
+        "reason",
+    ]
+    rows = [
+        {
+            "cols": [
+                *([r.run_id] if multi_run else []),
+                r.model,
+                r.series,
+                r.batch_size,
+                r.resolution,
+                r.precision,
+                r.threads,
+                r.device,
+                r.status,
+                timing_cell(r, "median_ms"),
+            ],
+            "status": r.status,
+            "reason": headline(r.reason) or "(no reason recorded)",
+        }
+        for r in data.untrusted(summ).itertuples(index=False)
+    ]
+    return header, rows
 
 
 def _err(value: float) -> str:
@@ -288,9 +340,11 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         for metric in ("latency", "throughput", "memory"):
             fig = plots.sweep_figure(summ, x, metric, colors) if not note else None
             plot_slots[f"{metric}_{suffix}"] = figs.add(fig, note)
-    no_ratio = f"No backend has a valid result on a workload where {baseline} has one."
+    left_out = data.untrusted_base_note(summ, baseline) if len(summ) else ""
+    no_ratio = f"No backend has a valid result on a workload where {baseline} is ok."
     ratio_fig = plots.ratio_figure(summ, colors, baseline)
-    plot_slots["ratios"] = figs.add(ratio_fig, "" if ratio_fig else no_ratio)
+    ratio_notes = [left_out] if ratio_fig else [no_ratio, left_out]
+    plot_slots["ratios"] = figs.add(ratio_fig, " ".join(n for n in ratio_notes if n))
     startup = plots.startup_figure(summ, colors)
     plot_slots["startup"] = figs.add(startup, "" if startup else "No valid cold-start times.")
     ver_fig, ver_note = plots.verification_figure(summ)
@@ -309,6 +363,7 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
     search_runs = data.wants_batch_search(runs)
     best_header, best_rows = _best_batches(summ, search_runs) if search_runs else ([], None)
     failure_header, failure_rows = _failures(summ, multi_run)
+    untrusted_header, untrusted_rows = _untrusted(summ, multi_run)
     statuses = summ["status"] if len(summ) else pd.Series([], dtype=str)
     inference_nav = [
         ("latency", "latency"),
@@ -318,6 +373,7 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         ("startup", "startup"),
         ("verification", "verification"),
         ("failures", "failures"),
+        ("untrusted", "unstable & disturbed"),
         *([("best-batch", "best batch")] if search_runs else []),
         ("cells", "all cells"),
         ("costs", "where the time goes"),
@@ -335,8 +391,10 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         "counts": {
             "cells": len(summ),
             "valid": int(summ["valid"].sum()) if len(summ) else 0,
+            "unstable": int((statuses == "unstable").sum()),
+            "disturbed": int((statuses == "disturbed").sum()),
             "wrong": int((statuses == "wrong").sum()),
-            "failed": int((~statuses.isin([*NOT_RUN, "wrong", "ok", "unstable"])).sum()),
+            "failed": int((~statuses.isin([*NOT_RUN, "wrong", *MEASURED_STATUSES])).sum()),
             "skipped": int(statuses.isin(NOT_RUN).sum()),
         },
         "nav": nav,
@@ -347,6 +405,8 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         "verification": _verification(summ),
         "failure_header": failure_header,
         "failures": failure_rows,
+        "untrusted_header": untrusted_header,
+        "untrusted": untrusted_rows,
         "best_header": best_header,
         "best_batches": best_rows,
         **_cell_table(summ, baseline, multi_run),

@@ -30,6 +30,8 @@ PAGE = r"""<!DOCTYPE html>
   td.text, th.text { text-align: left; }
   tr.status-wrong td, td.status-wrong { background: var(--bad); }
   tr.invalid td { color: #8a1c1c; }
+  tr.untrusted td { background: var(--warn); }
+  tr.status-disturbed td { color: #6a3d9a; }
   tr.status-skipped td, tr.status-unavailable td, tr.status-unsupported td { color: var(--muted); }
   td.best { font-weight: bold; }
   pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; padding: .5rem;
@@ -52,6 +54,7 @@ PAGE = r"""<!DOCTYPE html>
 {% else %}
 {% if has_cells %}<p class="counts">
   <span>{{ counts.cells }} cells</span><span>{{ counts.valid }} valid</span>
+  <span>{{ counts.unstable }} unstable</span><span>{{ counts.disturbed }} disturbed</span>
   <span>{{ counts.wrong }} wrong</span><span>{{ counts.failed }} failed</span>
   <span>{{ counts.skipped }} skipped or not run</span>
 </p>{% endif %}
@@ -59,7 +62,9 @@ PAGE = r"""<!DOCTYPE html>
 {% if has_cells %}<p class="muted">Each repetition is a separate process. Lines are the median over repetitions
   of each repetition's median; shaded bands span the min to max of those medians. Only cells
   whose every repetition is "ok" or "unstable" have timings: "wrong", failed and skipped cells
-  never do.</p>{% endif %}
+  never do. A "disturbed" cell (other processes used its cores) shows its median marked †
+  in the tables, but no plot, ratio or baseline uses it; a ratio over an "unstable"
+  {{ baseline }} is marked ? and left out of the summaries.</p>{% endif %}
 {% endif %}
 
 {% macro plot(p) -%}
@@ -117,7 +122,8 @@ PAGE = r"""<!DOCTYPE html>
 <p class="muted">Per model, each backend's time, CPU memory (peak RSS) and device memory
   (allocator peak) divided by {{ baseline }}'s on the same workload; bars are the geometric
   mean over workloads, whiskers their min and max. The dashed line at 1.0 is {{ baseline }};
-  below 1 is better for time and memory.</p>
+  below 1 is better for time and memory. Only workloads where {{ baseline }} is "ok" count:
+  a ratio over an unstable or disturbed {{ baseline }} would not be a measurement.</p>
 {{ plot(plots.ratios) }}
 
 <h2 id="startup">Cold start and startup</h2>
@@ -149,7 +155,22 @@ PAGE = r"""<!DOCTYPE html>
     <td class="text">{{ f.reason }}{% if f.log_tail %}<details><summary>log</summary><pre>{{ f.log_tail }}</pre></details>{% endif %}</td></tr>
   {% endfor %}
 </table></div>
-{% else %}<p class="note">No failures: every cell is ok or unstable.</p>
+{% else %}<p class="note">No failures: every cell measured a timing.</p>
+{% endif %}
+
+<h2 id="untrusted">Unstable and disturbed cells</h2>
+<p class="muted">"unstable": verified, but the time cap stopped it or its warmup never
+  settled; its timing is used, and a ratio over it is marked ?. "disturbed": other processes
+  used its cores during the timed loop; its median is shown marked † and used nowhere.</p>
+{% if untrusted %}
+<div class="scroll"><table>
+  <tr>{% for h in untrusted_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for u in untrusted %}
+  <tr class="status-{{ u.status }} untrusted">{% for v in u.cols %}<td class="text">{{ v }}</td>{% endfor %}
+    <td class="text">{{ u.reason }}</td></tr>
+  {% endfor %}
+</table></div>
+{% else %}<p class="note">None: every measured cell is ok, so every ratio is trusted.</p>
 {% endif %}
 
 {% if best_batches is not none %}
@@ -171,10 +192,11 @@ PAGE = r"""<!DOCTYPE html>
 <div class="scroll"><table>
   <tr>{% for h in cell_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
   {% for row in cell_rows %}
-  <tr class="status-{{ row.status }}{{ '' if row.valid else ' invalid' }}">
+  <tr class="status-{{ row.status }} {{ row.kind }}">
     {% for v in row.cols %}<td{% if loop.index <= cell_text_columns %} class="text"{% endif %}>{{ v }}</td>{% endfor %}</tr>
   {% endfor %}
 </table></div>
+{{ notes(cell_marks) }}
 </details>
 
 <h2 id="costs">Where the time goes</h2>
