@@ -9,3 +9,20 @@ def tiny() -> torch.nn.Module:
 
 def not_a_module():
     return "a string"
+
+
+def exits():
+    import sys
+
+    sys.exit(0)
+
+
+def prints() -> torch.nn.Module:
+    print("hello from a chatty factory [bold]not markup[/bold]")
+    return tiny()
+
+
+def aborts():
+    import os
+
+    os.abort()

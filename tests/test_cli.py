@@ -32,10 +32,6 @@ def run_cli(capsys, *argv):
             ["run", "--model", "no_such_module_xyz:make", "--input-shape", "3,8,8"],
             "no_such_module_xyz",
         ),
-        (
-            ["run", "--model", "tests.factories:not_a_module", "--input-shape", "4"],
-            "not a torch.nn.Module",
-        ),
         (["run", "--model", "tests.factories:tiny"], "--input-shape"),
         (["list", "gadgets"], "gadgets"),
         (["run", "mlp", "--profile", "--sample-interval", "0"], "sample-interval '0' must be"),

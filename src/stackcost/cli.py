@@ -21,7 +21,13 @@ from stackcost.commands import (
     train,
 )
 from stackcost.commands import build as build_cmd
+from stackcost.execute.machine_lock import MachineBusy
 from stackcost.spec import SpecError
+
+# Longest error line printed: a value echoed back (a YAML bomb's list) must not flood.
+MAX_ERROR_CHARS = 300
+# sysexits' EX_TEMPFAIL: not bad input, try again later (another stackcost is measuring).
+EXIT_BUSY = 75
 
 COMMANDS = {
     "run": run,
@@ -58,6 +64,12 @@ def build_parser() -> Parser:
     return parser
 
 
+def one_line(message: str) -> str:
+    """An error as one line of at most MAX_ERROR_CHARS characters."""
+    text = " ".join(message.split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Piped output gets a wide table rather than rich's 80-column default.
     console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -65,8 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command].run(args, console)
     except (UsageError, SpecError) as exc:
-        print(f"stackcost: error: {exc}", file=sys.stderr)
+        print(f"stackcost: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except MachineBusy as exc:
+        print(f"stackcost: busy: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_BUSY
     except KeyboardInterrupt:
         print("stackcost: interrupted; completed repetitions are stored", file=sys.stderr)
         return 130

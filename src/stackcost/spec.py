@@ -7,12 +7,15 @@ allowed; the CLI prints it and exits 2 before anything touches the store.
 from __future__ import annotations
 
 import itertools
+import math
+import os
+import re
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stackcost import zoo
-from stackcost.backends import REGISTRY, is_import_path, load_backend
+from stackcost.backends import REGISTRY, is_import_path
 from stackcost.cell import DEVICES, MODES, PRECISIONS, Cell, ModelRef
 from stackcost.measure.protocol import Protocol
 from stackcost.verify import DEFAULT_TOLERANCE
@@ -22,10 +25,15 @@ class SpecError(ValueError):
     """Bad input: the message is one line, fit to print as is."""
 
 
+# Bounds checked before anything is expanded or written (README: "What stackcost refuses").
+SQLITE_INT_MAX = 2**63 - 1  # every integer lands in a SQLite INTEGER column
+MAX_AXIS_VALUES = 10_000  # values one axis (a range, a list) may expand to
+MAX_CELLS = 100_000  # cells one spec may expand to
+MAX_REPEATS = 1_000  # independent processes per cell
+
+
 def parse_range(text: str, what: str) -> list[int]:
     """'8..1024x2' (geometric), '32..224+32' (arithmetic) or '1..4' (step 1), inclusive."""
-    import re
-
     match = re.fullmatch(r"\s*(\d+)\s*\.\.\s*(\d+)\s*(?:([x+])\s*(\d+))?\s*", text)
     if not match:
         raise SpecError(
@@ -34,6 +42,8 @@ def parse_range(text: str, what: str) -> list[int]:
         )
     start, stop = int(match[1]), int(match[2])
     op, step = match[3] or "+", int(match[4] or 1)
+    for value in (start, stop, step):
+        check_int(value, what)
     if start <= 0:
         raise SpecError(f"{what} range {text!r} must start at a positive integer")
     if start > stop:
@@ -43,6 +53,15 @@ def parse_range(text: str, what: str) -> list[int]:
             f"{what} range {text!r}: the {'factor' if op == 'x' else 'step'} "
             f"must be {'>= 2' if op == 'x' else '>= 1'}"
         )
+    count = (
+        (stop.bit_length() - start.bit_length() + 2) if op == "x" else (stop - start) // step + 1
+    )
+    if count > MAX_AXIS_VALUES:  # an upper bound for x: checked before the list exists
+        n = len(_geometric(start, stop, step)) if op == "x" else count
+        if n > MAX_AXIS_VALUES:
+            raise SpecError(
+                f"{what} range {text!r} expands to {n:,} values (at most {MAX_AXIS_VALUES:,})"
+            )
     values, v = [], start
     while v <= stop:
         values.append(v)
@@ -50,12 +69,29 @@ def parse_range(text: str, what: str) -> list[int]:
     return values
 
 
+def _geometric(start: int, stop: int, factor: int) -> list[int]:
+    values, v = [], start
+    while v <= stop:
+        values.append(v)
+        v *= factor
+    return values
+
+
+def check_int(value: int, what: str) -> int:
+    """Refuse integers a SQLite INTEGER column cannot hold."""
+    if abs(value) > SQLITE_INT_MAX:
+        raise SpecError(f"{what} {value} is too large (at most {SQLITE_INT_MAX})")
+    return value
+
+
 def parse_positive_ints(text: str, what: str) -> list[int]:
     """A comma list of positive integers and ranges: '1,8', '8..1024x2', '1,2,16..64x2'."""
-    values = []
+    values: list[int] = []
     for part in (p.strip() for p in str(text).split(",")):
         if ".." in part:
             values.extend(parse_range(part, what))
+            if len(values) > MAX_AXIS_VALUES:
+                raise SpecError(f"{what} list has more than {MAX_AXIS_VALUES:,} values")
             continue
         try:
             value = int(part)
@@ -63,7 +99,9 @@ def parse_positive_ints(text: str, what: str) -> list[int]:
             raise SpecError(f"{what} {part!r} is not an integer (expected e.g. 1,8,16)") from None
         if value <= 0:
             raise SpecError(f"{what} {value} must be a positive integer (>= 1)")
-        values.append(value)
+        values.append(check_int(value, what))
+        if len(values) > MAX_AXIS_VALUES:
+            raise SpecError(f"{what} list has more than {MAX_AXIS_VALUES:,} values")
     return values
 
 
@@ -92,6 +130,9 @@ def parse_options(items: list[str]) -> dict[str, dict[str, str]]:
 
 
 class RunSpec(BaseModel):
+    # NaN or inf in any float (tolerance, a time) would pass every comparison it meets.
+    model_config = ConfigDict(allow_inf_nan=False)
+
     models: list[ModelRef]
     backends: list[str] = Field(default_factory=lambda: list(REGISTRY))
     modes: list[str] = Field(default_factory=lambda: ["infer"])
@@ -100,7 +141,7 @@ class RunSpec(BaseModel):
     precisions: list[str] = Field(default_factory=lambda: ["fp32"])
     threads: list[int] = Field(default_factory=lambda: [1])
     devices: list[str] = Field(default_factory=lambda: ["cpu"])
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     protocol: Protocol = Field(default_factory=Protocol)
     timeout_s: float = Field(600.0, gt=0)
     tolerance: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
@@ -108,11 +149,13 @@ class RunSpec(BaseModel):
     # Instead of batch_sizes: double the batch from 1 per series until throughput stops
     # improving, memory or time runs out, or max_batch is reached.
     find_max_batch: bool = False
-    max_batch: int = Field(1024, ge=1)
+    max_batch: int = Field(1024, ge=1, le=SQLITE_INT_MAX)
     # Where the time goes (issue 6): after the timed loop, a profiled pass (breakdown),
     # FLOPs, and a side-channel sampler (utilization, energy) during the timed loop.
     profile: bool = False
     sample_interval_ms: float = Field(10.0, gt=0)
+    # Variables passed to workers beyond the whitelist (execute/environ.py); recorded.
+    inherit_env: list[str] = Field(default_factory=list)
 
     def digest(self) -> str:
         """Identity of the spec, for resume."""
@@ -155,6 +198,9 @@ def _default_resolution(model: ModelRef) -> int:
     return zoo.model_info(model.name).default_resolution
 
 
+FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
 def model_ref(
     name: str,
     *,
@@ -168,15 +214,20 @@ def model_ref(
     """A ModelRef with the zoo's defaults filled in; raises SpecError on bad input."""
     if init not in zoo.INIT_SCHEMES:
         raise SpecError(f"unknown init {init!r} (allowed: {', '.join(zoo.INIT_SCHEMES)})")
+    check_int(seed, "seed")
     if ":" in name:
         if input_shape is None:
             raise SpecError(
                 f"model {name!r} is a factory: give its input shape, e.g. --input-shape 3,224,224"
             )
-        try:
-            zoo.build_custom(name)
-        except zoo.ZooError as exc:
-            raise SpecError(str(exc)) from None
+        if in_channels is not None:
+            raise SpecError(
+                f"--in-channels {in_channels} does not apply to factory {name!r}: "
+                f"its --input-shape sets the channels ({input_shape[0]})"
+            )
+        if not FACTORY_PATH.fullmatch(name):
+            raise SpecError(f"model factory {name!r} is not of the form 'package.module:factory'")
+        # Not imported here: user code runs in a probe and in workers only (execute/probe.py).
         return ModelRef(
             name=name,
             num_classes=num_classes or 0,
@@ -189,6 +240,11 @@ def model_ref(
     if name not in zoo.MODELS:
         allowed = ", ".join(zoo.MODELS)
         raise SpecError(f"unknown model {name!r} (allowed: {allowed}, or package.module:factory)")
+    if input_shape is not None:
+        raise SpecError(
+            f"--input-shape does not apply to zoo model {name!r}: its shape follows from "
+            "--in-channels and --resolution"
+        )
     info = zoo.model_info(name)
     return ModelRef(
         name=name,
@@ -200,8 +256,63 @@ def model_ref(
     )
 
 
+def _clip(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text):,} chars)"
+
+
+def _check_sizes(spec: RunSpec) -> None:
+    """Integers a store can hold, axes and grids of a bounded size: before expansion."""
+    for what, values in (
+        ("batch size", spec.batch_sizes),
+        ("threads", spec.threads),
+        ("resolution", spec.resolutions or []),
+    ):
+        if len(values) > MAX_AXIS_VALUES:
+            raise SpecError(f"{what} list has {len(values):,} values (at most {MAX_AXIS_VALUES:,})")
+        for v in values:
+            check_int(v, what)
+            if v <= 0:
+                raise SpecError(f"{what} {v} must be a positive integer (>= 1)")
+    for model in spec.models:
+        check_int(model.seed, "seed")
+        for what, v in (("num-classes", model.num_classes), ("in-channels", model.in_channels)):
+            check_int(v, what)
+        for v in model.input_shape or ():
+            check_int(v, "input shape dimension")
+    axes = (
+        spec.models,
+        spec.backends,
+        spec.modes,
+        spec.batch_sizes,
+        spec.resolutions or [None],
+        spec.precisions,
+        spec.threads,
+        spec.devices,
+    )
+    cells = math.prod(len(axis) for axis in axes)
+    if cells > MAX_CELLS:
+        raise SpecError(f"the spec expands to {cells:,} cells (at most {MAX_CELLS:,})")
+
+
+def check_threads(threads: list[int]) -> None:
+    from stackcost.env import cores
+
+    available = cores()
+    for n in threads:
+        if n > available:
+            raise SpecError(
+                f"threads {n} is more than the {available} CPUs this process may use "
+                f"(allowed: 1..{available}): oversubscribed threads measure the scheduler"
+            )
+
+
 def validate(fields: dict | RunSpec) -> RunSpec:
-    """Check types (pydantic), then names against registries and resolutions against models."""
+    """Check types (pydantic), then names against registries and resolutions against models;
+    user code (factories, custom backends) is checked in a child process."""
+    from stackcost.execute.environ import check_names, worker_environ
+    from stackcost.execute.probe import ProbeError, learn
+
     if isinstance(fields, RunSpec):
         fields = fields.model_dump()
     try:
@@ -209,37 +320,46 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise SpecError(f"{loc} = {err.get('input')!r}: {err['msg']}") from None
+        raise SpecError(f"{loc} = {_clip(err.get('input'))}: {err['msg']}") from None
+    _check_sizes(spec)
     for backend in spec.backends:
         if backend not in REGISTRY and not is_import_path(backend):
             raise SpecError(
                 f"unknown backend {backend!r} (allowed: {', '.join(REGISTRY)}, or module:Class)"
             )
-    for name, options in spec.backend_options.items():
+    for name in spec.backend_options:
         if name not in spec.backends:
             raise SpecError(f"options given for backend {name!r}, which is not being run")
-        try:
-            problem = load_backend(name).check_options(options)
-        except (ImportError, AttributeError, TypeError) as exc:
-            raise SpecError(f"backend {name!r} cannot be loaded: {exc}") from None
-        if problem:
-            raise SpecError(problem)
     parse_choices(",".join(spec.modes), "mode", MODES)
     if "train" in spec.modes:  # a train cell needs data and an optimizer: a TrainSpec
         raise SpecError("mode 'train' is run by `stackcost train MODEL --dataset ...`")
     parse_choices(",".join(spec.precisions), "precision", PRECISIONS)
     parse_choices(",".join(spec.devices), "device", DEVICES)
-    for what, values in (("batch size", spec.batch_sizes), ("threads", spec.threads)):
-        for v in values:
-            if v <= 0:
-                raise SpecError(f"{what} {v} must be a positive integer (>= 1)")
+    check_threads(spec.threads)
+    defaults = RunSpec.model_fields
+    if spec.sample_interval_ms != defaults["sample_interval_ms"].default and not spec.profile:
+        raise SpecError("sample-interval applies only with profile (it is the sampler's rate)")
+    if spec.max_batch != defaults["max_batch"].default and not spec.find_max_batch:
+        raise SpecError("max-batch applies only with find-max-batch (it bounds the search)")
+    problem = check_names(spec.inherit_env)
+    if problem:
+        raise SpecError(problem)
     for model in spec.models:
         for res in spec.resolutions or []:
-            if res <= 0:
-                raise SpecError(f"resolution {res} must be a positive integer (>= 1)")
             problem = zoo.check_resolution(model.name, res)
             if problem:
                 raise SpecError(problem)
+    try:
+        facts = learn(
+            {name: spec.backend_options.get(name, {}) for name in spec.backends},
+            factories=[m.name for m in spec.models if m.is_factory],
+            environ=worker_environ(os.environ, {}, spec.inherit_env),
+        )
+    except ProbeError as exc:
+        raise SpecError(str(exc)) from None
+    for fact in facts.values():
+        if fact.options_problem:
+            raise SpecError(fact.options_problem)
     return spec
 
 

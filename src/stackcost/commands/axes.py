@@ -6,10 +6,17 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from stackcost.env import cores
-from stackcost.spec import SpecError, parse_choices, parse_options, parse_positive_ints
+from stackcost.spec import (
+    SpecError,
+    check_int,
+    parse_choices,
+    parse_options,
+    parse_positive_ints,
+)
 
 
 def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
@@ -64,6 +71,12 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         "--sample-interval",
         help="side-channel sampling interval with --profile, in ms (default 10)",
     )
+    p.add_argument(
+        "--inherit-env",
+        action="append",
+        metavar="NAME",
+        help="pass this environment variable to workers (repeatable; recorded with the run)",
+    )
     p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
     p.add_argument("--quiet", action="store_true", help="no live progress")
 
@@ -73,8 +86,12 @@ def number(text: str, what: str, cast: type = float, minimum: float = 0.0) -> An
         value = cast(text)
     except ValueError:
         raise SpecError(f"{what} {text!r} is not a number") from None
+    if not math.isfinite(value):  # nan, inf, and 1e309 (which float() reads as inf)
+        raise SpecError(f"{what} {text!r} must be a finite number")
     if value <= minimum:
         raise SpecError(f"{what} {text!r} must be greater than {minimum:g}")
+    if cast is int:
+        check_int(value, what)
     return value
 
 
@@ -127,4 +144,6 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["sample_interval_ms"] = number(args.sample_interval, "sample-interval")
     if args.max_batch is not None:
         fields["max_batch"] = parse_positive_ints(args.max_batch, "max-batch")[0]
+    if args.inherit_env:
+        fields["inherit_env"] = args.inherit_env
     return fields

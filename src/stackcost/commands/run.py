@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from stackcost.commands.axes import add_axis_args, axis_fields, number
+from stackcost.execute.local import LocalExecutor
+from stackcost.execute.machine_lock import MachineBusy, MachineLock
+from stackcost.measure.disturbance import POLICIES
+from stackcost.result import VALID_STATUSES, headline
 from stackcost.spec import (
     SpecError,
     db_problem,
@@ -31,6 +38,22 @@ def add_parser(sub: Any) -> None:
     )
     add_model_args(p)
     add_axis_args(p, defaults=True)
+    add_session_args(p)
+
+
+def add_session_args(p: argparse.ArgumentParser) -> None:
+    """How a measuring command shares the machine: run, sweep and train."""
+    p.add_argument(
+        "--on-disturbed",
+        default="retry",
+        help="a repetition others' processes disturbed: retry (default: 2 more tries once "
+        "the machine is quiet, then keep), keep (store it marked), fail (store it, stop)",
+    )
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="refuse (exit 75) instead of queueing when another stackcost is measuring here",
+    )
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -77,33 +100,77 @@ def measure_and_show(
     from stackcost.report.table import results_table
     from stackcost.store import Store
 
+    if args.on_disturbed not in POLICIES:
+        raise SpecError(
+            f"--on-disturbed {args.on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
+        )
     problem = db_problem(args.db)
     if problem:
         raise SpecError(problem)
     command = " ".join(["stackcost", *sys.argv[1:]])
     err = Console(stderr=True)
     progress = LiveProgress(err, enabled=not args.quiet)
+    lock = MachineLock(
+        wait=not args.no_wait,
+        on_wait=lambda line: err.print(Text(line, style="yellow")),
+        who=f"pid {os.getpid()}: {command}"[:300],
+    )
+    if args.no_wait and (other := lock.busy()):  # before the store is touched
+        raise MachineBusy(f"another stackcost is measuring on this machine ({other})")
 
     def opened(run_id: str, resumed: bool, stored: int) -> None:
         if resumed:
-            err.print(f"resuming run {run_id}: {stored} repetitions already stored ({fresh_hint})")
+            err.print(
+                Text(f"resuming run {run_id}: {stored} repetitions already stored ({fresh_hint})")
+            )
+
+    def retrying(cell: Any, result: Any, attempt: int, of: int) -> None:
+        err.print(
+            Text(
+                f"{cell.label()}: {headline(result.reason)}; try {attempt + 1} of {of + 1} "
+                "once the machine is quiet (--on-disturbed keep stores it as it is)",
+                style="yellow",
+            )
+        )
 
     with Store(args.db) as store, progress:
         result = execute(
             spec,
             store,
+            executor=LocalExecutor(lock=lock),
             command=command,
             resume=resume,
             on_start=progress.start,
             on_result=progress.result,
             on_open=opened,
+            on_disturbed=args.on_disturbed,
+            on_retry=retrying,
             **({"make_task": make_task} if make_task else {}),
         )
     console.print((table or results_table)(result))
     profile = profile_table(result)
     if profile is not None:
         console.print(profile)
-    console.print(f"stored run [bold]{result.run_id}[/] in {args.db}")
+    console.print(Text.assemble("stored run ", (result.run_id, "bold"), f" in {args.db}"))
+    return _exit_code(result)
+
+
+def _exit_code(result: Any) -> int:
+    """1 when a cell failed, the run stopped early, or nothing was measured cleanly; the
+    last two say why in one line. A CI gate must not pass on a run that measured nothing."""
+    if result.stopped:
+        print(f"stackcost: stopped: {result.stopped}", file=sys.stderr)
+        return 1
+    statuses = Counter(rep.status for _, rep in result.records)
+    if not any(statuses[s] for s in VALID_STATUSES):
+        summary = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
+        first = next((rep.reason for _, rep in result.records if rep.reason), "")
+        why = f"; first reason: {headline(first)}" if first else ""
+        print(
+            f"stackcost: nothing was measured cleanly ({summary or 'no cells'}){why}",
+            file=sys.stderr,
+        )
+        return 1
     return 1 if result.failed else 0
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from stackcost.commands.axes import add_axis_args, axis_fields
-from stackcost.commands.run import measure_and_show
+from stackcost.commands.run import add_session_args, measure_and_show
 from stackcost.spec import SpecError
 
 
@@ -22,6 +22,7 @@ def add_parser(sub: Any) -> None:
         help="measure everything again in a new run instead of resuming",
     )
     add_axis_args(p, defaults=False)
+    add_session_args(p)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from stackcost.commands.axes import number
+from stackcost.commands.run import add_session_args
 from stackcost.env import cores
-from stackcost.spec import SpecError, db_problem, model_ref, parse_positive_ints
+from stackcost.execute import scratch
+from stackcost.execute.environ import check_names
+from stackcost.spec import SpecError, check_threads, db_problem, model_ref, parse_positive_ints
 
 
 def add_parser(sub: Any) -> None:
@@ -42,6 +44,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeout", default="1800", help="seconds per repetition (default 1800)")
     p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
     p.add_argument("--quiet", action="store_true", help="no live progress")
+    p.add_argument(
+        "--inherit-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass this environment variable to workers (repeatable; recorded with the run)",
+    )
+    add_session_args(p)
     p.add_argument(
         "--resume",
         action="store_true",
@@ -86,6 +96,11 @@ def spec_from_args(args: argparse.Namespace):
     else:
         resolution = default_resolution(args.model, native)
     seed = int(number(args.seed, "seed", int, -1))
+    threads = parse_positive_ints(args.threads, "threads")
+    check_threads(threads)
+    problem = check_names(args.inherit_env)
+    if problem:
+        raise SpecError(problem)
     model = model_ref(
         args.model,
         num_classes=info.num_classes or 10,
@@ -108,10 +123,11 @@ def spec_from_args(args: argparse.Namespace):
         ),
         batch_size=batch,
         resolution=resolution,
-        threads=parse_positive_ints(args.threads, "threads"),
+        threads=threads,
         repeats=parse_positive_ints(args.repeats, "repeats")[0],
         timeout_s=number(args.timeout, "timeout"),
         data_dir=str(Path(args.data_dir).resolve()) if args.data_dir else None,
+        inherit_env=args.inherit_env,
     )
 
 
@@ -157,8 +173,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     problem = db_problem(args.db)  # before the weights are built: bad input costs nothing
     if problem:
         raise SpecError(problem)
-    with tempfile.TemporaryDirectory(prefix="stackcost-train-") as artifacts:
-        weights_path, digest = save_initial_weights(spec, Path(artifacts))
+    # The run's scratch directory: a killed run's initial weights are cleaned by the next.
+    artifacts = scratch.make()
+    try:
+        weights_path, digest = save_initial_weights(spec, artifacts)
         if args.resume:
             check_resumable(spec, Path(args.db), digest)
 
@@ -182,3 +200,5 @@ def run(args: argparse.Namespace, console: Console) -> int:
             make_task=make_task,
             fresh_hint="without --resume every backend trains again in a new run",
         )
+    finally:
+        scratch.remove(artifacts)

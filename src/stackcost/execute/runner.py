@@ -13,18 +13,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackcost.backends import Availability, Capabilities, load_backend
 from stackcost.cell import Cell
 from stackcost.env import collect, fingerprint, now
 from stackcost.execute import scratch
 from stackcost.execute.environ import recorded, worker_environ
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.plan import Plan
+from stackcost.execute.probe import BackendFacts, ProbeError, learn
 from stackcost.execute.task import RepetitionTask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RepetitionResult
 from stackcost.runs import RunResult, superseded_dropped
-from stackcost.spec import RunSpec
+from stackcost.spec import RunSpec, SpecError
 
 if TYPE_CHECKING:
     from stackcost.train.spec import TrainSpec
@@ -45,25 +45,37 @@ def _device_reason(device: str) -> str | None:
         import torch
 
         if not torch.cuda.is_available():
-            return "no CUDA device here (torch.cuda.is_available() is False)"
+            return (
+                "no CUDA device here (torch.cuda.is_available() is False): run on a machine "
+                "with an NVIDIA GPU and a CUDA build of torch, e.g. "
+                "pip install torch --index-url https://download.pytorch.org/whl/cu130"
+            )
     return None
 
 
-def why_not_runnable(
-    cell: Cell, cache: dict[str, tuple[Availability, Capabilities]]
-) -> tuple[str, str] | None:
+def why_not_runnable(cell: Cell, facts: dict[str, BackendFacts]) -> tuple[str, str] | None:
     """(status, reason) for a cell that cannot run, decided without spawning a worker."""
-    if cell.backend not in cache:
-        backend = load_backend(cell.backend)
-        cache[cell.backend] = (backend.available(), backend.capabilities)
-    availability, capabilities = cache[cell.backend]
-    if not availability.ok:
-        return "unavailable", availability.reason
-    problem = capabilities.why_not(cell)
+    backend = facts[cell.backend]
+    if not backend.ok:
+        return "unavailable", backend.reason
+    problem = backend.why_not(cell)
     if problem:
         return "unsupported", problem
     device = _device_reason(cell.device)
     return ("unavailable", device) if device else None
+
+
+def backend_facts(spec: RunSpec | TrainSpec) -> dict[str, BackendFacts]:
+    """Every backend's facts, user code asked in a child (execute/probe.py)."""
+    options = spec.backend_options
+    inherit = list(getattr(spec, "inherit_env", []))
+    try:
+        return learn(
+            {name: options.get(name, {}) for name in spec.backends},
+            environ=worker_environ(os.environ, {}, inherit),
+        )
+    except ProbeError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def machine_peaks(env_fp: str, threads: list[int]) -> dict[str, dict]:
@@ -97,12 +109,13 @@ class Runner:
         self.stopped = ""  # why the run stopped early (--on-disturbed fail)
         self.plan = Plan(spec)
         self.cell_ids: dict[str, int] = {}
-        self.cache: dict[str, tuple[Availability, Capabilities]] = {}
+        self.facts: dict[str, BackendFacts] = {}
         self.done = 0
         self.total = 0
 
     def open(self, command: str, resume: bool) -> tuple[str, bool]:
         """The run to write into (resumed or new), and whether it was resumed."""
+        self.facts = backend_facts(self.spec)  # before any write: user code may be unusable
         env = collect(self.spec.threads)
         spec_hash, env_fp = self.spec.digest(), fingerprint(env)
         run_id = self.store.find_run(spec_hash, env_fp) if resume else None
@@ -140,7 +153,7 @@ class Runner:
     def _tasks(self, run_id: str, artifacts: Path) -> Iterator[RepetitionTask]:
         for i, (cell, rep) in enumerate(self.plan.next_cells()):
             self._cell_id(run_id, cell)
-            blocked = why_not_runnable(cell, self.cache)
+            blocked = why_not_runnable(cell, self.facts)
             skipped = self.plan.skip_reason(cell)
             if blocked or skipped:
                 status, reason = blocked or ("skipped", skipped)

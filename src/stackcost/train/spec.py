@@ -9,17 +9,19 @@ import hashlib
 import math
 from typing import ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from stackcost import zoo
-from stackcost.backends import REGISTRY, is_import_path, load_backend
+from stackcost.backends import REGISTRY, is_import_path
 from stackcost.cell import Cell, ModelRef, TrainConfig
-from stackcost.spec import SpecError
+from stackcost.spec import MAX_REPEATS, SpecError
 
 DEFAULT_BACKENDS = ("eager", "inductor", "torchscript")
 
 
 class TrainSpec(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)
+
     model: ModelRef
     backends: list[str] = Field(default_factory=lambda: list(DEFAULT_BACKENDS))
     train: TrainConfig = Field(default_factory=TrainConfig)
@@ -27,10 +29,12 @@ class TrainSpec(BaseModel):
     resolution: int
     threads: list[int] = Field(default_factory=lambda: [1])
     device: str = "cpu"
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     timeout_s: float = Field(1800.0, gt=0)
     data_dir: str | None = None  # where the files are; not part of any cell's identity
     backend_options: dict[str, dict[str, str]] = Field(default_factory=dict)
+    # Variables passed to workers beyond the whitelist (execute/environ.py); recorded.
+    inherit_env: list[str] = Field(default_factory=list)
 
     # What execute.plan.Plan asks of a spec: training has no batch search.
     find_max_batch: ClassVar[bool] = False
@@ -75,13 +79,13 @@ def check_learning_rate(text: str) -> float:
 
 def check_data(dataset: str, data_dir: str | None) -> None:
     """Unknown dataset or missing files: SpecError, without reading more than one sample."""
-    from stackcost.data import DATASETS, DatasetMissing, load_dataset
+    from stackcost.data import DATASETS, DatasetCorrupt, DatasetMissing, load_dataset
 
     if dataset not in DATASETS:
         raise SpecError(f"unknown dataset {dataset!r} (allowed: {', '.join(DATASETS)})")
     try:
         load_dataset(dataset, "train", data_dir, limit=1)
-    except DatasetMissing as exc:
+    except (DatasetMissing, DatasetCorrupt) as exc:
         raise SpecError(str(exc).splitlines()[0]) from None
 
 
@@ -89,18 +93,18 @@ def check_backends(backends: list[str], mode: str = "train") -> None:
     """Unknown backends are bad input; so is a request where no backend can train."""
     if not backends:
         raise SpecError("no backend given (e.g. --backends eager,inductor,torchscript)")
-    trainers = []
+    from stackcost.execute.probe import ProbeError, learn
+
     for name in backends:
         if name not in REGISTRY and not is_import_path(name):
             raise SpecError(
                 f"unknown backend {name!r} (allowed: {', '.join(REGISTRY)}, or module:Class)"
             )
-        try:
-            backend = load_backend(name)
-        except (ImportError, AttributeError, TypeError) as exc:
-            raise SpecError(f"backend {name!r} cannot be loaded: {exc}") from None
-        if mode in backend.capabilities.modes:
-            trainers.append(name)
+    try:  # a custom backend is user code: asked in a child (execute/probe.py)
+        facts = learn({name: {} for name in backends})
+    except ProbeError as exc:
+        raise SpecError(str(exc)) from None
+    trainers = [name for name in backends if mode in facts[name].modes]
     if not trainers:
         only = backends[0] if len(backends) == 1 else ", ".join(backends)
         raise SpecError(

@@ -1,0 +1,165 @@
+"""What the parent must know about user code, learned in a throwaway process.
+
+A model factory or a custom backend ("module:Name") is the user's code: its import may
+print, call sys.exit or crash. The parent (which holds the store and the run) never
+imports it. Validation asks a child instead: does the factory resolve to a callable
+(it is not called: calling it is the worker's job, and its failure a cell's result),
+is the backend a Backend subclass, what does it say of itself (available, capabilities,
+options)? A broken answer is bad input, refused before anything is written.
+
+Usage (by probe() only): python -m stackcost.execute.probe REQUEST.json ANSWER.json
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stackcost.backends.base import Capabilities
+
+if TYPE_CHECKING:
+    from stackcost.backends.base import Backend
+    from stackcost.cell import Cell
+
+# Importing a user's module may import torch (seconds); anything longer is a hang.
+TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class BackendFacts:
+    """What the engine asks of a backend before running it."""
+
+    ok: bool
+    reason: str  # why not available ("" when ok)
+    modes: frozenset[str]
+    devices: frozenset[str]
+    precisions: frozenset[str]
+    options_problem: str | None = None
+
+    def why_not(self, cell: Cell) -> str | None:
+        """The reason this backend cannot run `cell`, or None when it can."""
+        return Capabilities(self.modes, self.devices, self.precisions).why_not(cell)
+
+
+class ProbeError(ValueError):
+    """User code that cannot be used: one line naming it."""
+
+
+def probe(
+    factories: list[str],
+    backends: Mapping[str, Mapping[str, str]],
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, BackendFacts]:
+    """Check factories and learn custom backends' facts in one child; ProbeError on a
+    factory or backend that cannot be used."""
+    if not factories and not backends:
+        return {}
+    request = {"factories": factories, "backends": {k: dict(v) for k, v in backends.items()}}
+    with tempfile.TemporaryDirectory(prefix="stackcost-probe-") as tmp:
+        req, ans = Path(tmp) / "request.json", Path(tmp) / "answer.json"
+        req.write_text(json.dumps(request))
+        names = ", ".join([*factories, *backends])
+        try:
+            out = subprocess.run(
+                [sys.executable, "-m", __name__, str(req), str(ans)],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+                env=dict(environ) if environ is not None else None,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise ProbeError(f"importing {names} did not finish in {TIMEOUT_S:g} s") from None
+        if not ans.exists():
+            how = (
+                f"died on signal {-out.returncode}"
+                if out.returncode < 0
+                else f"exited with code {out.returncode}"
+            )
+            raise ProbeError(f"importing {names} {how} before it could be checked")
+        answer = json.loads(ans.read_text())
+    if answer.get("error"):
+        raise ProbeError(answer["error"])
+    return {
+        name: BackendFacts(
+            ok=f["ok"],
+            reason=f["reason"],
+            modes=frozenset(f["modes"]),
+            devices=frozenset(f["devices"]),
+            precisions=frozenset(f["precisions"]),
+            options_problem=f["options_problem"],
+        )
+        for name, f in answer["backends"].items()
+    }
+
+
+def learn(
+    backends: Mapping[str, Mapping[str, str]],
+    factories: list[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, BackendFacts]:
+    """Facts of every backend named (with the options given to it): stackcost's own are
+    asked here, user code in a child (probe). ProbeError on unusable user code."""
+    from stackcost.backends import is_import_path, load_backend
+
+    custom = {name: opts for name, opts in backends.items() if is_import_path(name)}
+    facts = probe(factories or [], custom, environ)
+    for name, options in backends.items():
+        if name not in custom:
+            facts[name] = BackendFacts(**_facts_of(load_backend(name), options))
+    return facts
+
+
+def _facts_of(backend: Backend, options: Mapping[str, str]) -> dict:
+    availability, caps = backend.available(), backend.capabilities
+    return {
+        "ok": availability.ok,
+        "reason": availability.reason,
+        "modes": frozenset(caps.modes),
+        "devices": frozenset(caps.devices),
+        "precisions": frozenset(caps.precisions),
+        "options_problem": backend.check_options(dict(options)),
+    }
+
+
+def _answer(request: dict) -> dict:
+    """In the child: the facts, or the first problem as one line."""
+    from stackcost.backends import load_backend
+    from stackcost.zoo.custom import ZooError, load_factory
+
+    for path in request["factories"]:
+        try:
+            load_factory(path)
+        except ZooError as exc:
+            return {"error": str(exc)}
+    facts = {}
+    for name, options in request["backends"].items():
+        try:
+            backend = load_backend(name)
+        except (ImportError, AttributeError, TypeError, ValueError) as exc:
+            return {"error": f"backend {name!r} cannot be loaded: {exc}".splitlines()[0]}
+        except Exception as exc:  # whatever the user's module raises at import
+            return {"error": f"backend {name!r}: importing it raised {type(exc).__name__}: {exc}"}
+        f = _facts_of(backend, options)
+        facts[name] = {k: sorted(v) if isinstance(v, frozenset) else v for k, v in f.items()}
+    return {"backends": facts}
+
+
+def main(argv: list[str]) -> int:
+    request_path, answer_path = argv[:2]
+    try:
+        answer = _answer(json.loads(Path(request_path).read_text()))
+    except SystemExit as exc:
+        answer = {"error": f"importing user code called sys.exit({exc.code!r})"}
+    Path(answer_path).write_text(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
