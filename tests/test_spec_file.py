@@ -98,3 +98,41 @@ def test_shipped_examples_are_valid():
     for name in ("scaling.yaml", "frameworks.yaml"):
         spec = load_sweep(ROOT / "examples" / name)
         assert spec.repeats >= 1 and spec.cells()
+
+
+def test_small_aliases_are_fine(tmp_path):
+    text = "models:\n  - {name: mlp, init: &i kaiming-normal}\n  - {name: mnist-cnn, init: *i}\n"
+    spec = load_sweep(write(tmp_path, text))
+    assert [m.init for m in spec.models] == ["kaiming-normal"] * 2
+
+
+def test_bounds_count_values_as_aliases_expand_them():
+    from stackcost.spec_yaml import MAX_VALUES, check_bounds
+
+    check_bounds("a: [" + "1, " * (MAX_VALUES - 10) + "]\n", "flat.yaml")
+    doubling = ["l0: &l0 [x, x]"] + [f"l{i}: &l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, 20)]
+    check_bounds("\n".join(doubling[:14]), "x.yaml")  # about 2^16 values: under the bound
+    with pytest.raises(SpecError, match=r"x.yaml:15: .* once its aliases are expanded"):
+        check_bounds("\n".join(doubling), "x.yaml")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "models: [mlp]\n" + "k" * 900 + ": 1\n",
+        "models: [mlp]\nbackends: [" + "b" * 5000 + "]\n",
+        "models: [" + "m" * 5000 + "]\n",
+        "models: [mlp]\nprotocol: {" + "p" * 900 + ": 1}\n",
+        "models: [mlp]\nbatch_sizes: '" + "9" * 5000 + "..1'\n",
+        "models: [mlp]\nrepeats: " + "9" * 5000 + "\n",
+        "models: [mlp]\nrepeats: 2001-02-30\n",
+    ],
+)
+def test_messages_stay_one_short_line_whatever_the_value(tmp_path, text):
+    deep = tmp_path / ("d" * 200) / ("e" * 200)
+    deep.mkdir(parents=True)
+    with pytest.raises(SpecError) as exc:
+        load_sweep(write(deep, text))
+    message = str(exc.value)
+    assert "\n" not in message and len(message) <= 300, message
+    assert "spec.yaml:" in message  # the clipped path still ends in the file and line

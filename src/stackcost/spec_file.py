@@ -9,6 +9,8 @@ repeats: 3
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,9 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stackcost import zoo
 from stackcost.backends import REGISTRY, is_import_path
+from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
 from stackcost.measure.protocol import Protocol
 from stackcost.spec import SpecError, model_ref, parse_positive_ints, validate
+from stackcost.spec_yaml import load_bounded, read_spec_text
 
 IntAxis = list[int] | int | str  # a list, one value, or "1,8" / "8..1024x2" text
 
@@ -84,7 +88,12 @@ def _axis(value: Any, what: str) -> list[int] | None:
         value = [value]
     if isinstance(value, list):
         value = ",".join(str(v) for v in value)
-    return parse_positive_ints(value, what)
+    try:
+        return parse_positive_ints(value, what)
+    except SpecError:
+        raise
+    except ValueError:  # int() refuses over 4300 digits
+        raise SpecError(f"{what} {shown(value, 40)} has a number too large") from None
 
 
 def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None):
@@ -94,28 +103,41 @@ def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None):
     backend options are merged key by key.
     """
     path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"spec file {str(path)!r} does not exist")
-    text = path.read_text()
+    source = middle(str(path))  # what messages start with: a long path would crowd them out
+    with one_line_errors():
+        text = read_spec_text(path)
+        try:
+            node, data = load_bounded(text, source)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark else ""
+            problem = one_line(str(getattr(exc, "problem", None) or exc), 120)
+            raise SpecError(f"{source}{line}: not valid YAML ({problem})") from None
+        if not isinstance(data, dict):
+            raise SpecError(f"{source}:1: a sweep spec is a mapping with at least a 'models' key")
+        for key, value in (overrides or {}).items():
+            if isinstance(value, dict) and isinstance(data.get(key), dict):
+                value = {**data[key], **value}
+            data[key] = value
+        return sweep_from_data(data, source, _lines(node) if node is not None else {})
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Whatever value a message quotes, it stays one line of at most MAX_MESSAGE characters."""
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise SpecError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}:1: a sweep spec is a mapping with at least a 'models' key")
-    for key, value in (overrides or {}).items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
-            value = {**data[key], **value}
-        data[key] = value
-    return sweep_from_data(data, str(path), _lines(node) if node is not None else {})
+        yield
+    except SpecError as exc:
+        raise SpecError(one_line(str(exc))) from None
 
 
 def sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int] | None = None):
     """Validate sweep fields (from a file or from flags) into a RunSpec."""
-    lines = lines or {}
+    with one_line_errors():
+        return _sweep_from_data(data, source, lines or {})
+
+
+def _sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int]):
     path = source
     try:
         sweep = SweepFile.model_validate(data)
@@ -138,7 +160,7 @@ def sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int] |
     for i, name in enumerate(backends):
         if name not in REGISTRY and not is_import_path(name):
             raise SpecError(
-                f"{at('backends', i)}: backends[{i}]: unknown backend {name!r} "
+                f"{at('backends', i)}: backends[{i}]: unknown backend {shown(name)} "
                 f"(allowed: {', '.join(REGISTRY)}, or module:Class)"
             )
     axes = {}
@@ -202,12 +224,13 @@ def _message(path: str, lines: dict[tuple, int], exc: ValidationError) -> str:
         elif loc[:1] == ("models",):
             parent = ModelEntry  # type: ignore[assignment]
         allowed = ", ".join(parent.model_fields)
-        return f"{where}: unknown key {loc[-1]!r} (allowed: {allowed})"
+        return f"{where}: unknown key {shown(loc[-1], 40)} (allowed: {allowed})"
     if err["type"] == "missing":
         return f"{where}: missing required key {key!r}"
     if err["type"] == "too_short":
         return f"{where}: {key} must not be empty"
-    return f"{where}: {key} = {err.get('input')!r}: {err['msg']}"
+    # The input can be a whole (expanded) list: shown clipped.
+    return f"{where}: {key} = {shown(err.get('input'))}: {one_line(err['msg'], 80)}"
 
 
 def _where_loc(path: str, lines: dict[tuple, int], loc: tuple) -> str:
