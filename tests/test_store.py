@@ -1,9 +1,12 @@
 import sqlite3
 
+import pytest
+
 from stackcost.measure.stats import summarize
 from stackcost.result import Memory, RepetitionResult
 from stackcost.runs import RunResult
-from stackcost.store import SCHEMA_VERSION, Store, check_writable
+from stackcost.spec import SpecError
+from stackcost.store import SCHEMA_VERSION, Store, StoreError, check_writable
 from stackcost.verify import Verification
 from tests.conftest import tiny_cell
 
@@ -80,3 +83,95 @@ def test_a_version_1_store_is_migrated(tmp_path):
         assert store.find_run("s", "e") == run_id
     version = sqlite3.connect(path).execute("SELECT value FROM meta").fetchone()[0]
     assert version == str(SCHEMA_VERSION) == "3"
+
+
+def _wal_store(path):
+    with Store(path) as store:
+        run_id = store.create_run({}, {})
+        store.add_repetition(store.add_cell(run_id, tiny_cell()), _result([5, 6, 7]))
+    return run_id
+
+
+def _files(directory):
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
+def test_read_only_leaves_the_bytes_and_no_wal_files(tmp_path):
+    run_id = _wal_store(tmp_path / "s.db")
+    before = _files(tmp_path)
+    assert set(before) == {"s.db"}  # WAL mode, closed: the log was folded back in
+    with Store(tmp_path / "s.db", read_only=True) as store:
+        assert store.run_ids() == [run_id]
+        assert len(RunResult.from_store(store, run_id).records) == 1
+    assert _files(tmp_path) == before
+
+
+def test_read_only_beside_a_live_writer_sees_its_commits(tmp_path):
+    path = tmp_path / "s.db"
+    _wal_store(path)
+    with Store(path) as writer:
+        new = writer.create_run({}, {})
+        assert (tmp_path / "s.db-wal").exists()  # the commit is in the log only
+        with Store(path, read_only=True) as reader:
+            assert new in reader.run_ids()
+        with Store(path) as second_writer:  # concurrent writers keep working
+            second_writer.finish_run(new)
+        writer.finish_run(new)
+    assert set(_files(tmp_path)) == {"s.db"}
+
+
+def test_read_only_reads_an_old_store_without_migrating_it(tmp_path):
+    path = tmp_path / "v2.db"
+    run_id = _wal_store(path)
+    db = sqlite3.connect(path)
+    db.executescript("DROP TABLE epochs; UPDATE meta SET value='2' WHERE key='schema_version';")
+    db.close()
+    before = _files(tmp_path)
+    with Store(path, read_only=True) as store:
+        ((_, rep),) = RunResult.from_store(store, run_id).records
+        assert rep.epochs == []
+    assert _files(tmp_path) == before
+
+
+def test_read_only_says_so_when_a_writer_changed_the_file_meanwhile(tmp_path):
+    path = tmp_path / "s.db"
+    _wal_store(path)
+    reader = Store(path, read_only=True)
+    with Store(path) as writer:  # opens, commits, checkpoints into the main file, closes
+        writer.create_run({}, {})
+    with pytest.raises(StoreError, match="changed while it was read"):
+        reader.close()
+
+
+@pytest.mark.parametrize("content", [b"", None], ids=["0-byte", "sqlite-without-tables"])
+def test_a_writer_makes_a_store_of_an_empty_file_a_reader_refuses_it(tmp_path, content):
+    path = tmp_path / "s.db"
+    if content is None:
+        sqlite3.connect(path).execute("PRAGMA user_version = 1").connection.close()
+    else:
+        path.write_bytes(content)
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="empty|no stackcost store"):
+        Store(path, read_only=True)
+    assert path.read_bytes() == before and set(_files(tmp_path)) == {"s.db"}
+    assert check_writable(path) is None
+    with Store(path) as store:
+        assert store.run_ids() == []
+
+
+def test_a_writer_refuses_a_foreign_or_damaged_file_untouched(tmp_path):
+    foreign = tmp_path / "foreign.db"
+    db = sqlite3.connect(foreign)
+    db.execute("CREATE TABLE users (id INTEGER)")
+    db.commit()
+    db.close()
+    damaged = tmp_path / "damaged.db"
+    _wal_store(tmp_path / "good.db")
+    damaged.write_bytes((tmp_path / "good.db").read_bytes()[:5000])
+    before = _files(tmp_path)
+    for path, message in ((foreign, "not a stackcost store"), (damaged, "damaged")):
+        assert message in check_writable(path)
+        with pytest.raises(StoreError, match=message):
+            Store(path)
+    assert _files(tmp_path) == before
+    assert issubclass(StoreError, SpecError)  # the CLI prints it as one line, exit 2

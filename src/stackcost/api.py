@@ -75,7 +75,7 @@ def load_runs(db: str | Path, run_ids: list[str]) -> list[RunResult]:
 
     if not Path(db).is_file():
         raise SpecError(f"no database at {str(db)!r}")
-    with Store(db) as store:
+    with Store(db, read_only=True) as store:
         known = store.run_ids()
         if not known:
             raise SpecError(f"{str(db)!r} holds no runs")

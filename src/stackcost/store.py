@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from stackcost.cell import Cell
+from stackcost.clip import shown
 from stackcost.env import now
 from stackcost.result import EpochRecord, RepetitionResult
+from stackcost.spec import SpecError
+from stackcost.store_check import Snapshot, connect_read_only, snapshot, store_problem
 
 SCHEMA_VERSION = 3
 
@@ -133,33 +136,49 @@ CELL_COLUMNS = (
 )
 
 
-class StoreError(ValueError):
-    pass
+class StoreError(SpecError):
+    """A store that cannot be used as asked: bad input, so one line and exit 2 (a SpecError)."""
 
 
 def check_writable(path: Path) -> str | None:
-    """Why `path` cannot hold a store, without creating anything; None when it can."""
-    if path.is_dir():
-        return f"database path {str(path)!r} is a directory"
+    """Why `path` cannot hold a store, without creating or writing anything; None when it can."""
+    problem = store_problem(path, writing=True, newest=SCHEMA_VERSION)
+    if problem:
+        return problem
+    name = shown(str(path))
     if path.exists():
         if not os.access(path, os.W_OK):
-            return f"database {str(path)!r} is not writable"
-        with path.open("rb") as f:
-            head = f.read(16)
-        if head and head != b"SQLite format 3\x00":
-            return f"database {str(path)!r} exists and is not a SQLite file"
+            return f"database {name} is not writable"
         return None
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        return f"database directory {str(parent)!r} does not exist"
+        return f"database directory {shown(str(parent))} does not exist"
     if not os.access(parent, os.W_OK):
-        return f"database directory {str(parent)!r} is not writable"
+        return f"database directory {shown(str(parent))} is not writable"
     return None
 
 
 class Store:
-    def __init__(self, path: str | Path) -> None:
+    """The store at `path`, checked before use (StoreError when damaged or foreign).
+
+    read_only: for report, compare and history; never creates, migrates or writes the
+    file, and leaves no -wal/-shm files beside it.
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        problem = store_problem(self.path, writing=not read_only, newest=SCHEMA_VERSION)
+        if problem:
+            raise StoreError(problem)
+        self._unchanged: Snapshot | None = None
+        if read_only:
+            before = snapshot(self.path)
+            self.db, immutable = connect_read_only(self.path)
+            self.db.row_factory = sqlite3.Row
+            # Immutable reads take no locks: a writer that checkpointed meanwhile shows.
+            self._unchanged = before if immutable else None
+            self._tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+            return
         self.db = sqlite3.connect(self.path)
         self.db.row_factory = sqlite3.Row
         # WAL: a reader (report, compare) never blocks the writer, and a killed
@@ -182,15 +201,31 @@ class Store:
             self.db.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
+        self._tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
 
     def close(self) -> None:
+        """Close; StoreError when a read-only view saw the file change under it."""
         self.db.close()
+        if self._unchanged is not None and self._changed():
+            raise StoreError(
+                f"database {shown(str(self.path))} changed while it was read "
+                "(a writer finished meanwhile): run the command again"
+            )
+
+    def _changed(self) -> bool:
+        try:
+            return snapshot(self.path) != self._unchanged
+        except OSError:  # removed or replaced meanwhile
+            return True
 
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # the exception in flight says more than a changed file would
+            self.db.close()
 
     # -- writes ---------------------------------------------------------------
     def create_run(
@@ -330,6 +365,8 @@ class Store:
         ]
 
     def epochs(self, repetition_id: int) -> list[EpochRecord]:
+        if "epochs" not in self._tables:  # a store from before training, read as it is
+            return []
         rows = self.db.execute(
             f"SELECT {', '.join(EPOCH_COLUMNS)} FROM epochs WHERE repetition_id=? ORDER BY epoch",
             (repetition_id,),
