@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from stackcost.compare.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+from stackcost.outputs import check_output_file
 from stackcost.spec import SpecError
 
 METRIC_NAMES = ("latency", "throughput", "peak_memory", "cold_start")
@@ -68,6 +69,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not 0 < args.alpha < 1:
         raise SpecError(f"--alpha must be in (0, 1), got {args.alpha}")
     limits = thresholds(args.threshold, args.threshold_metric)
+    if args.markdown:  # before the sides are loaded and compared
+        inputs = [Path(args.baseline), Path(args.candidate), Path(args.db)]
+        check_output_file(Path(args.markdown), "--markdown", inputs)
     cmp = compare_sides(
         load_side(args.baseline, args.db), load_side(args.candidate, args.db), limits, args.alpha
     )

@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from stackcost.clip import shown
+from stackcost.outputs import check_output_file
 from stackcost.spec import SpecError
 
 
@@ -32,13 +34,30 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--figure", help="write the plot as an image (PNG, PDF, SVG)")
 
 
+def check_figure_format(path: Path) -> None:
+    """matplotlib picks the format by the suffix: an unknown one fails only after the plot."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") not in formats:
+        raise SpecError(
+            f"--figure {shown(str(path))}: name an image format by its suffix "
+            f"(allowed: {', '.join(sorted(formats))})"
+        )
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.compare.history import figure, html, load_history
 
     if not Path(args.db).is_file():
-        raise SpecError(f"no database at {args.db!r}")
+        raise SpecError(f"no database at {shown(args.db)}")
     if not (args.label in ("commit", "run") or args.label.startswith("version:")):
-        raise SpecError(f"--label must be commit, run or version:PKG, got {args.label!r}")
+        raise SpecError(f"--label must be commit, run or version:PKG, got {shown(args.label)}")
+    for flag, output in (("-o", args.output), ("--figure", args.figure)):
+        if output:  # before the store is read: a bad output costs nothing
+            check_output_file(Path(output), flag, inputs=[Path(args.db)])
+    if args.figure:
+        check_figure_format(Path(args.figure))
 
     def where(cell: Any) -> bool:
         return (

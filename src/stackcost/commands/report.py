@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
+from stackcost.outputs import check_output_dir, check_output_file
 from stackcost.spec import SpecError
 
 
@@ -31,11 +32,18 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.api import load_runs
 
+    default = "report.html" if args.format == "html" else None  # else stdout
+    output = args.output or default
+    # Before the store is read and the report rendered: a bad output costs nothing.
+    if output:
+        check_output_file(Path(output), "-o", inputs=[Path(args.db)])
+    if args.figures:
+        check_output_dir(Path(args.figures), "--figures")
     runs = load_runs(args.db, args.runs)
     if args.format == "html":
         from stackcost.report.html import render_html
 
-        out = Path(args.output or "report.html")
+        out = Path(output or "report.html")
         out.write_text(render_html(runs, baseline=args.baseline), encoding="utf-8")
         console.print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB), open it in a browser")
     else:

@@ -1,0 +1,66 @@
+"""Can an output be written where it was asked? Answered before rendering, not after.
+
+A report renders for seconds to minutes; finding out afterwards that -o names a
+directory, or a place nobody may write, wastes that and ends in a traceback. The checks
+try what the write will do (open the file for writing, create a file or a directory
+beside it), since permission bits lie to root and say nothing about /proc. They leave
+nothing behind: an existing file is opened without truncating, probes are removed.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from stackcost.clip import shown
+from stackcost.spec import SpecError
+
+
+def check_output_file(path: Path, flag: str, inputs: Iterable[Path] = ()) -> None:
+    """SpecError unless `path` can be written as a file, and is none of `inputs`."""
+    name = shown(str(path))
+    if path.is_dir():
+        raise SpecError(f"{flag} {name} is a directory (expected a file to write)")
+    if path.exists():
+        for source in inputs:
+            if source.exists() and path.samefile(source):
+                raise SpecError(f"{flag} {name} is an input of this command: it would be lost")
+        if not path.is_file():  # /dev/stdout, a pipe: nothing to probe without side effects
+            return
+        try:  # no O_TRUNC: the file keeps its bytes
+            os.close(os.open(path, os.O_WRONLY))
+        except OSError as exc:
+            raise SpecError(f"{flag} {name} cannot be written ({exc.strerror})") from None
+        return
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise SpecError(f"{flag} {name}: its directory {shown(str(parent))} {what}")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".stackcost-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise SpecError(
+            f"{flag} {name} cannot be written: directory {shown(str(parent))} "
+            f"does not take new files ({exc.strerror})"
+        ) from None
+
+
+def check_output_dir(path: Path, flag: str) -> None:
+    """SpecError unless files can be written in directory `path` (made with its parents)."""
+    name = shown(str(path))
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise SpecError(f"{flag} {name}: {shown(str(existing))} is a file, not a directory")
+    try:  # what the write does: a new file in `path`, or a new directory beside it
+        if existing == path:
+            fd, probe = tempfile.mkstemp(dir=path, prefix=".stackcost-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".stackcost-probe-"))
+    except OSError as exc:
+        raise SpecError(f"{flag} {name} cannot be written ({exc.strerror})") from None
