@@ -78,23 +78,9 @@ def _from_run(run: RunResult, label: str) -> Side:
 
 
 def _from_json(path: Path) -> Side:
-    payload = json.loads(path.read_text(encoding="utf-8"))
-    records = payload.get("records") if isinstance(payload, dict) else None
-    if not records:
-        raise SpecError(
-            f"{path} has per-cell summaries only; compare needs per-repetition samples: "
-            "pass the .db file or a run id instead"
-        )
-    run = RunResult(
-        run_id=payload.get("run_id", path.stem),
-        db_path=path,
-        env=payload.get("env", {}),
-        spec=payload.get("spec", {}),
-        records=[
-            (Cell.model_validate(r["cell"]), RepetitionResult.model_validate(r["result"]))
-            for r in records
-        ],
-    )
+    from stackcost.compare.run_json import read_run_json
+
+    run = read_run_json(path)  # validated: a truncated file is one line, not a traceback
     return _from_run(run, f"{path.name} ({run.run_id})")
 
 

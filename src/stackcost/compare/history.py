@@ -116,7 +116,7 @@ def load_history(
     from stackcost.store import Store
 
     series: dict[str, Series] = {}
-    with Store(db) as store:
+    with Store(db, read_only=True) as store:
         for run_id in store.run_ids():  # ordered by started_at
             row = store.run_row(run_id)
             env = json.loads(row["env_json"])
