@@ -150,4 +150,5 @@ def headline(reason: str) -> str:
     lines = [line.strip() for line in reason.splitlines() if line.strip()]
     if not lines:
         return ""
-    return next((line for line in lines if "error:" in line.lower()), lines[-1])
+    # The first line names the exception ("RuntimeError: ..."): a diagnostic comes later.
+    return next((line for line in lines[1:] if "error:" in line.lower()), lines[-1])

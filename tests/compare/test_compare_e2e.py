@@ -29,6 +29,8 @@ def run_busy(db, monkeypatch, busy_us: int):
         repeats=3,
         db=db,
         protocol=FAST,
+        # Workers get a whitelisted environment: the slowdown must be passed explicitly.
+        inherit_env=["STACKCOST_TEST_BUSY_US"],
     )
 
 

@@ -102,3 +102,31 @@ class BusyBackend(Backend):
             return inner()
 
         return Prepared(step, {"busy_us": delay * 1e6})
+
+
+class AllocFailBackend(Backend):
+    """Fails as c10's CPU allocator does when a batch does not fit (no real allocation)."""
+
+    name = "alloc-fail"
+    description = "raises c10's DefaultCPUAllocator message in prepare at batch >= 4"
+
+    def prepare(self, model, example, cell, ctx):
+        if cell.batch_size >= 4:
+            raise RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:127] data. DefaultCPUAllocator: can't "
+                "allocate memory: you tried to allocate 137438953472 bytes. Error code 12"
+            )
+        return EagerBackend().prepare(model, example, cell, ctx)
+
+
+class EnvBackend(Backend):
+    """Eager, recording which of a few variables its worker process saw."""
+
+    name = "env"
+    description = "eager; details['seen_env'] lists the worker's variables of interest"
+
+    def prepare(self, model, example, cell, ctx):
+        prepared = EagerBackend().prepare(model, example, cell, ctx)
+        names = ("KMP_AFFINITY", "STACKCOST_TEST_PASSED", "OMP_NUM_THREADS", "PATH")
+        prepared.details["seen_env"] = {k: os.environ.get(k) for k in names}
+        return prepared

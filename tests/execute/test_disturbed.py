@@ -1,0 +1,97 @@
+"""Acceptance: a run beside real CPU burners is `disturbed` (or retries to a clean
+result) and never `ok`; the same run alone is not disturbed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from stackcost.env import cores
+from stackcost.execute.runner import execute
+from stackcost.measure.protocol import Protocol
+from stackcost.spec import RunSpec, model_ref
+from stackcost.store import Store
+
+# Long enough that /proc/stat's tick slack is small (2 ticks x 2 CPUs / 0.4 s = 0.1 core).
+PROTOCOL = Protocol(min_time_s=0.4, max_time_s=0.8, warmup_max_time_s=0.3, check_interval_s=0.02)
+
+
+@contextmanager
+def burners(n: int) -> Iterator[list[subprocess.Popen]]:
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield procs
+    finally:
+        stop(procs)
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def spec() -> RunSpec:
+    return RunSpec(
+        models=[model_ref("mlp")],
+        backends=["eager"],
+        resolutions=[8],
+        batch_sizes=[4],
+        threads=[1],
+        protocol=PROTOCOL,
+    )
+
+
+def statuses(db) -> list[str]:
+    import sqlite3
+
+    return [r[0] for r in sqlite3.connect(db).execute("SELECT status FROM repetitions")]
+
+
+def test_beside_burners_a_kept_repetition_is_disturbed_never_ok(tmp_path):
+    with burners(cores()), Store(tmp_path / "s.db") as store:
+        result = execute(spec(), store, on_disturbed="keep")
+    ((_, rep),) = result.records
+    assert rep.status == "disturbed", (rep.status, rep.reason, rep.disturbance)
+    assert rep.disturbance.others_cores >= 0.9  # at least one burner's core
+    assert "other processes used" in rep.reason
+    assert rep.stats is not None  # the numbers are kept, marked, not trusted
+    assert statuses(tmp_path / "s.db") == ["disturbed"]
+
+
+def test_retry_waits_out_the_burners_and_stores_a_clean_result(tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores())]
+    retries: list[int] = []
+
+    def on_retry(cell, result, attempt, of):  # the burners end after the first try
+        retries.append(attempt)
+        stop(procs)
+
+    try:
+        with Store(tmp_path / "s.db") as store:
+            result = execute(spec(), store, on_retry=on_retry)
+    finally:
+        stop(procs)
+    ((_, rep),) = result.records  # the view holds the last try only
+    assert retries == [1]
+    assert rep.status in ("ok", "unstable"), (rep.status, rep.reason)
+    assert [a.others_cores >= 0.9 for a in rep.disturbance.attempts] == [True]
+    assert statuses(tmp_path / "s.db")[0] == "disturbed"  # the disturbed try is kept as history
+
+
+def test_the_same_run_alone_is_not_disturbed(tmp_path):
+    with Store(tmp_path / "s.db") as store:
+        result = execute(spec(), store, on_disturbed="keep")
+    ((_, rep),) = result.records
+    assert rep.status in ("ok", "unstable"), (rep.reason, rep.disturbance)
+    assert rep.disturbance.others_cores < rep.disturbance.threshold_cores
+
+
+def test_fail_stops_the_run_after_storing_the_disturbed_repetition(tmp_path):
+    two = spec().model_copy(update={"batch_sizes": [4, 8]})
+    with burners(cores()), Store(tmp_path / "s.db") as store:
+        result = execute(two, store, on_disturbed="fail")
+    assert "--on-disturbed fail stops the run" in result.stopped
+    assert statuses(tmp_path / "s.db") == ["disturbed"]  # the second cell never ran

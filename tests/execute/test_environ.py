@@ -1,0 +1,59 @@
+"""The worker's environment: a whitelist, stackcost's thread settings, --inherit-env."""
+
+from __future__ import annotations
+
+from stackcost.execute.environ import check_names, recorded, worker_environ
+from stackcost.execute.runner import execute
+from stackcost.runs import RunResult
+from stackcost.spec import RunSpec, model_ref
+from stackcost.store import Store
+from tests.conftest import FAST
+
+ENV = "tests.execute.fake_backends:EnvBackend"
+
+
+def test_whitelist_own_settings_and_inherited_names():
+    parent = {
+        "PATH": "/bin",
+        "LC_ALL": "C",
+        "KMP_AFFINITY": "compact",
+        "DNNL_VERBOSE": "1",
+        "OMP_NUM_THREADS": "8",
+        "MINE": "x",
+    }
+    env = worker_environ(parent, {"OMP_NUM_THREADS": "2"}, ["MINE"])
+    assert env == {"PATH": "/bin", "LC_ALL": "C", "OMP_NUM_THREADS": "2", "MINE": "x"}
+    assert recorded(env) == {"MINE": "x", "OMP_NUM_THREADS": "2", "PATH": "/bin"}
+
+
+def test_names_are_checked():
+    assert check_names(["OK_NAME", "_x1"]) is None
+    assert "not an environment variable name" in check_names(["1BAD"])
+    assert "'A=B'" in check_names(["A=B"])
+
+
+def run_env_cell(tmp_path, inherit: list[str]) -> RunResult:
+    spec = RunSpec(
+        models=[model_ref("mlp")],
+        backends=[ENV],
+        resolutions=[4],
+        batch_sizes=[2],
+        protocol=FAST,
+        inherit_env=inherit,
+    )
+    with Store(tmp_path / f"s{len(inherit)}.db") as store:
+        return execute(spec, store, on_disturbed="keep")
+
+
+def test_a_stray_tuning_variable_does_not_reach_the_worker_unless_inherited(tmp_path, monkeypatch):
+    monkeypatch.setenv("KMP_AFFINITY", "granularity=fine,compact")
+    monkeypatch.setenv("STACKCOST_TEST_PASSED", "yes")
+    plain = run_env_cell(tmp_path, [])
+    seen = plain.records[0][1].details["seen_env"]
+    assert seen["KMP_AFFINITY"] is None and seen["STACKCOST_TEST_PASSED"] is None
+    assert seen["OMP_NUM_THREADS"] == "1" and seen["PATH"]
+    assert "KMP_AFFINITY" not in plain.env["worker_environ"]
+
+    passed = run_env_cell(tmp_path, ["KMP_AFFINITY"])
+    assert passed.records[0][1].details["seen_env"]["KMP_AFFINITY"] == "granularity=fine,compact"
+    assert passed.env["worker_environ"]["KMP_AFFINITY"] == "granularity=fine,compact"
