@@ -40,8 +40,11 @@ def parse_range(text: str, what: str) -> list[int]:
             f"{what} range {text!r} is malformed (expected START..STOP, START..STOPxFACTOR "
             "or START..STOP+STEP, e.g. 8..1024x2)"
         )
-    start, stop = int(match[1]), int(match[2])
-    op, step = match[3] or "+", int(match[4] or 1)
+    try:
+        start, stop = int(match[1]), int(match[2])
+        op, step = match[3] or "+", int(match[4] or 1)
+    except ValueError:  # more digits than int() will read (4300)
+        raise SpecError(f"{what} range {text[:40]!r}... has numbers too long to read") from None
     for value in (start, stop, step):
         check_int(value, what)
     if start <= 0:
@@ -96,7 +99,9 @@ def parse_positive_ints(text: str, what: str) -> list[int]:
         try:
             value = int(part)
         except ValueError:
-            raise SpecError(f"{what} {part!r} is not an integer (expected e.g. 1,8,16)") from None
+            raise SpecError(
+                f"{what} {part[:40]!r} is not an integer (expected e.g. 1,8,16)"
+            ) from None
         if value <= 0:
             raise SpecError(f"{what} {value} must be a positive integer (>= 1)")
         values.append(check_int(value, what))

@@ -83,7 +83,7 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
             repeats=args.repeats,
             max_remeasure=args.max_remeasure,
             higher_is_better=args.higher_is_better,
-            log=lambda s: console.print(f"  measured {s}", highlight=False),
+            log=lambda s: console.print(f"  measured {s}", highlight=False, markup=False),
         )
     except BisectError as exc:
         raise SpecError(str(exc)) from None
@@ -95,9 +95,9 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         value = "—" if p.value is None else f"{p.value:.4g}"
         t.add_row(p.point[:12] if args.git else p.point, value, p.verdict, p.note)
     console.print(t)
-    console.print(f"good {result.good_value:.4g}, bad {result.bad_value:.4g}")
+    console.print(f"good {result.good_value:.4g}, bad {result.bad_value:.4g}", markup=False)
     if result.first_bad:
-        console.print(f"first bad: {result.first_bad}")
+        console.print(f"first bad: {result.first_bad}", markup=False)
         return 0
     console.print(
         "ambiguous (skipped points): the first bad is one of " + ", ".join(result.candidates)

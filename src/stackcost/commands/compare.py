@@ -79,8 +79,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     console.print(summary_line(cmp))
     for c in cmp.cells:  # one plain line per failing cell: greppable in CI logs
         if c.verdict in ("regressed", "newly failing"):
-            console.print(f"{c.verdict}: {c.cell.label()}", highlight=False, soft_wrap=True)
+            console.print(
+                f"{c.verdict}: {c.cell.label()}", highlight=False, soft_wrap=True, markup=False
+            )
     if args.markdown:
         Path(args.markdown).write_text(markdown(cmp, limits, args.alpha), encoding="utf-8")
-        console.print(f"wrote {args.markdown}")
+        console.print(f"wrote {args.markdown}", markup=False)
     return 1 if cmp.failed else 0

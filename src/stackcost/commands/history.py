@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from stackcost.clip import shown
@@ -47,7 +48,7 @@ def check_figure_format(path: Path) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.compare.history import figure, html, load_history
+    from stackcost.compare.history import figure, html, load_history, untrusted_summary
 
     if not Path(args.db).is_file():
         raise SpecError(f"no database at {shown(args.db)}")
@@ -80,10 +81,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
             kind = "[red]regression[/]" if st in s.regressions else "[green]improvement[/]"
             level = f"{st.before:.4g} → {st.after:.4g}"
             t.add_row(
-                s.cell.label(),
+                escape(s.cell.label()),
                 str(len(s.points)),
-                p.label,
-                p.run_id,
+                escape(p.label),
+                escape(p.run_id),
                 level,
                 f"{st.change:+.1%}",
                 kind,
@@ -91,11 +92,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if t.row_count:
         console.print(t)
     else:
-        console.print(f"no change points in {len(series)} series")
+        console.print(f"no change points in {len(series)} series", markup=False)
+    for line in untrusted_summary(series):  # unstable / disturbed points, marked
+        console.print(line, markup=False, style="yellow")
     if args.output:
         Path(args.output).write_text(html(series, args.metric), encoding="utf-8")
-        console.print(f"wrote {args.output}")
+        console.print(f"wrote {args.output}", markup=False)
     if args.figure:
         figure(series, args.metric, Path(args.figure))
-        console.print(f"wrote {args.figure}")
+        console.print(f"wrote {args.figure}", markup=False)
     return 0

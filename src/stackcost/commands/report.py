@@ -45,7 +45,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         out = Path(output or "report.html")
         out.write_text(render_html(runs, baseline=args.baseline), encoding="utf-8")
-        console.print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB), open it in a browser")
+        console.print(
+            f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB), open it in a browser",
+            markup=False,
+        )
     else:
         from stackcost.report.export import export
 
@@ -59,12 +62,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
             text = export(runs, args.format)
         if args.output:
             Path(args.output).write_text(text, encoding="utf-8")
-            console.print(f"wrote {args.output}")
+            console.print(f"wrote {args.output}", markup=False)
         else:
             print(text)
     if args.figures:
         from stackcost.report.figures import write_figures
 
         paths = write_figures(runs, Path(args.figures), baseline=args.baseline)
-        console.print(f"wrote {len(paths)} figure files to {args.figures}")
+        console.print(f"wrote {len(paths)} figure files to {args.figures}", markup=False)
     return 0
