@@ -67,7 +67,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def model_from_args(name: str, args: argparse.Namespace):
     shape = parse_shape(args.input_shape) if args.input_shape else None
-    if shape and args.resolution:
+    if shape and args.resolution and ":" in name:
         raise SpecError("--resolution does not apply to a factory model: its --input-shape sets it")
     first = lambda text, what: parse_positive_ints(text, what)[0] if text else None  # noqa: E731
     return model_ref(
