@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/peaks.py
 	$(PY) benchmarks/sampler_overhead.py
 	$(PY) benchmarks/native_train_step.py
+	$(PY) benchmarks/disturbance_overhead.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
