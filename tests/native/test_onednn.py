@@ -126,3 +126,19 @@ def test_profiled_run_times_every_primitive(onednn_build, tmp_path):
     tel = result.telemetry
     assert tel.means_from.startswith("the measured process's counters")
     assert 0.5 < tel.cpu_util_cores_mean <= 2.05
+
+
+@pytest.mark.slow
+def test_a_cpp_repetition_beside_burners_is_disturbed(onednn_build, tmp_path):
+    """The C++ program's own loop edges feed the same disturbance rule as Python's."""
+    from stackcost.measure.protocol import Protocol
+    from tests.execute.test_disturbed import burners
+
+    t = task(tmp_path, "mnist-cnn")
+    t = t.model_copy(
+        update={"protocol": Protocol(min_time_s=0.4, max_time_s=1, warmup_max_time_s=0.5)}
+    )
+    with burners(2):
+        result = run_task(t)
+    assert result.status == "disturbed", (result.status, result.reason, result.disturbance)
+    assert result.disturbance.others_cores >= 0.9
