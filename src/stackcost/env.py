@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import subprocess
@@ -65,6 +66,44 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
+def gpus(nvml: Any = None) -> tuple[list[dict[str, Any]], str | None]:
+    """The GPUs NVML sees (name, uuid, memory, driver) and, when there are none, why."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError as exc:
+            return [], f"no NVML: {exc}"
+
+    def text(value: Any) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        return [], f"no NVML: {text(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    try:
+        out = []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            out.append(
+                {
+                    "index": i,
+                    "name": text(nvml.nvmlDeviceGetName(h)),
+                    "uuid": text(nvml.nvmlDeviceGetUUID(h)),
+                    "memory_bytes": int(nvml.nvmlDeviceGetMemoryInfo(h).total),
+                }
+            )
+        driver = text(nvml.nvmlSystemGetDriverVersion())
+        for gpu in out:
+            gpu["driver"] = driver
+        return out, None if out else "NVML found no GPU"
+    except nvml.NVMLError as exc:
+        return [], f"NVML: {text(exc)}"
+    finally:
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
+
+
 def fingerprint(env: dict[str, Any]) -> str:
     """What must match for stored results to count as this machine's: resume keys on it.
 
@@ -89,6 +128,7 @@ def collect(threads: list[int] | None = None) -> dict[str, Any]:
     from stackcost import __version__
 
     mem = psutil.virtual_memory()
+    devices, no_gpu = gpus()
     return {
         "stackcost": __version__,
         "stackcost_git": git_commit(Path(__file__).resolve().parent),
@@ -100,7 +140,8 @@ def collect(threads: list[int] | None = None) -> dict[str, Any]:
         "hostname": platform.node(),
         "cpu": cpu_info(),
         "memory_bytes": mem.total,
-        "gpus": [],  # filled by telemetry where NVML exists (see issue on utilization)
+        "gpus": devices,  # from NVML where it exists
+        "gpu_reason": no_gpu,  # why there are none
         "threads": {"requested": threads, **{v: os.environ.get(v) for v in THREAD_VARS}},
         "collected_at": now(),
     }

@@ -290,3 +290,38 @@ def test_sampler_yields_by_default_and_normal_is_recorded(tmp_path: Path):
     with Sampler(out_path=tmp_path / "n.jsonl", nvml=False, sched_idle=False) as s:
         assert os.sched_getscheduler(s.process.pid) == os.SCHED_OTHER
     assert s.summary().sched == "normal"
+
+
+def test_the_environment_record_lists_nvmls_gpus():
+    from stackcost.env import gpus
+
+    class Nvml(FakeNvml):
+        def nvmlDeviceGetUUID(self, h: str) -> bytes:
+            return b"GPU-1234"
+
+        def nvmlSystemGetDriverVersion(self) -> bytes:
+            return b"580.65"
+
+    devices, reason = gpus(Nvml())
+    assert reason is None
+    assert devices == [
+        {
+            "index": 0,
+            "name": "Fake GPU",
+            "uuid": "GPU-1234",
+            "memory_bytes": 2**34,
+            "driver": "580.65",
+        }
+    ]
+
+
+def test_no_nvml_leaves_no_gpus_and_says_why():
+    from stackcost.env import gpus
+
+    class Broken(FakeNvml):
+        def nvmlInit(self) -> None:
+            raise self.NVMLError("NVML Shared Library Not Found")
+
+    assert gpus(Broken()) == ([], "no NVML: NVML Shared Library Not Found")
+    devices, reason = gpus()  # this machine: no GPU
+    assert devices == [] or reason is None
