@@ -165,35 +165,34 @@ def _kind(status: str) -> str:
     return "untrusted" if status in MEASURED_STATUSES else "invalid"
 
 
+# A cell's identity and status, as the failure and untrusted listings show it.
+_CELL_HEADER = ("model", "backend", "batch", "res (px)", "precision", "threads", "device")
+
+
+def _cell_header(multi_run: bool) -> list[str]:
+    return [*(["run"] if multi_run else []), *_CELL_HEADER, "status"]
+
+
+def _cell_cols(r: Any, multi_run: bool) -> list[Any]:
+    return [
+        *([r.run_id] if multi_run else []),
+        r.model,
+        r.series,
+        r.batch_size,
+        r.resolution,
+        r.precision,
+        r.threads,
+        r.device,
+        r.status,
+    ]
+
+
 def _untrusted(summ: pd.DataFrame, multi_run: bool) -> tuple[list[str], list[dict[str, Any]]]:
     """Unstable and disturbed cells, each with the headline of its reason."""
-    header = [
-        *(["run"] if multi_run else []),
-        "model",
-        "backend",
-        "batch",
-        "res (px)",
-        "precision",
-        "threads",
-        "device",
-        "status",
-        "median (ms)",
-        "reason",
-    ]
+    header = [*_cell_header(multi_run), "median (ms)", "reason"]
     rows = [
         {
-            "cols": [
-                *([r.run_id] if multi_run else []),
-                r.model,
-                r.series,
-                r.batch_size,
-                r.resolution,
-                r.precision,
-                r.threads,
-                r.device,
-                r.status,
-                timing_cell(r, "median_ms"),
-            ],
+            "cols": [*_cell_cols(r, multi_run), timing_cell(r, "median_ms")],
             "status": r.status,
             "reason": headline(r.reason) or "(no reason recorded)",
         }
@@ -243,31 +242,10 @@ def _verification(summ: pd.DataFrame) -> dict[str, Any]:
 
 
 def _failures(summ: pd.DataFrame, multi_run: bool) -> tuple[list[str], list[dict[str, Any]]]:
-    header = [
-        *(["run"] if multi_run else []),
-        "model",
-        "backend",
-        "batch",
-        "res (px)",
-        "precision",
-        "threads",
-        "device",
-        "status",
-        "reason",
-    ]
+    header = [*_cell_header(multi_run), "reason"]
     rows = [
         {
-            "cols": [
-                *([r.run_id] if multi_run else []),
-                r.model,
-                r.series,
-                r.batch_size,
-                r.resolution,
-                r.precision,
-                r.threads,
-                r.device,
-                r.status,
-            ],
+            "cols": _cell_cols(r, multi_run),
             "status": r.status,
             "reason": r.reason or "(no reason recorded)",
             "log_tail": r.log_tail or "",
