@@ -22,7 +22,7 @@ DEVICES: tuple[str, ...] = ("cpu", "cuda")
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ModelRef(Frozen):

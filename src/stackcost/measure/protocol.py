@@ -20,7 +20,8 @@ from stackcost.measure.timer import CpuTimer, CudaTimer, Step
 class Protocol(BaseModel):
     """Stop rule and warmup settings; stored with every run."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelt key in a spec is an error
+    # A misspelt key in a spec is an error; NaN or inf would pass every comparison it meets.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     min_time_s: float = Field(1.0, ge=0)
     min_iters: int = Field(10, ge=1)
