@@ -55,3 +55,39 @@ def test_edge_counters_replace_interpolated_means():
     assert exact.system_busy_cores_mean == pytest.approx(1.5)
     assert exact.other_busy_cores_mean == pytest.approx(0.5) and exact.busy_machine
     assert exact.means_from.startswith("the measured process's counters")
+
+
+BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+
+
+def test_a_reaped_childs_cpu_is_the_families():
+    """A compiler that Inductor runs and waits for is the cell's work, not another's."""
+    import subprocess
+    import sys
+
+    from stackcost.measure.counters import family_cpu_s
+
+    before = family_cpu_s()
+    subprocess.run([sys.executable, "-c", BURN], check=True)
+    assert family_cpu_s() - before >= 0.3
+
+
+def test_a_live_child_counts_in_its_group_and_not_outside_it():
+    """A compile-worker pool (same group) counts; the --profile sampler (own group) not."""
+    import subprocess
+    import sys
+    import time
+
+    from stackcost.measure.counters import family_cpu_s
+
+    spin = BURN + "time.sleep(30)\n"
+    for own_group, counted in ((False, True), (True, False)):
+        before = family_cpu_s()
+        child = subprocess.Popen([sys.executable, "-c", spin], start_new_session=own_group)
+        try:
+            time.sleep(1.0)  # its 0.3 s of CPU is spent, and it is still alive
+            grew = family_cpu_s() - before
+        finally:
+            child.kill()
+            child.wait()
+        assert (grew >= 0.25) is counted, (own_group, grew)

@@ -284,7 +284,16 @@ class Sampler:
         # Open from start() to stop(): a file, not a pipe nobody drains.
         self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
         t0 = time.perf_counter()
-        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        # Its own process group: the measured process counts its group's descendants as its
+        # own work (counters.family_cpu_s), and the sampler is an instrument, not the cell.
+        # It exits by itself when the process it watches is gone.
+        self.process = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            start_new_session=True,
+        )
         assert self.process.stdout is not None
         ready, _, _ = select([self.process.stdout], [], [], self.ready_timeout_s)
         line = self.process.stdout.readline() if ready else ""

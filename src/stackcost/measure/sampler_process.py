@@ -54,7 +54,7 @@ from typing import IO, Any
 
 import psutil
 
-from stackcost.measure.counters import busy_from_stat_line
+from stackcost.measure.counters import busy_from_stat_line, descendant_pids, stat_fields
 
 DEFAULT_INTERVAL_S = 0.010
 RAPL_ROOT = Path("/sys/class/powercap")
@@ -191,10 +191,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def _stat_fields(fd: int) -> list[bytes]:
-    """/proc/<pid>/stat after the command name (which may hold spaces and parentheses):
-    [0] state, [11] utime, [12] stime, [13] cutime, [14] cstime, [21] rss (pages)."""
-    raw = os.pread(fd, 4096, 0)
-    return raw[raw.rindex(b")") + 2 :].split()
+    return stat_fields(os.pread(fd, 4096, 0))
 
 
 class ProcessTree:
@@ -221,30 +218,13 @@ class ProcessTree:
     def _descendants(self) -> set[int]:
         """Every descendant, through each thread's children file; psutil's walk of all of
         /proc where the kernel lacks those files (CONFIG_PROC_CHILDREN)."""
-        found: set[int] = set()
-        todo = [self.pid]
-        while todo:
-            parent = todo.pop()
-            try:
-                tids = os.listdir(f"/proc/{parent}/task")
-            except OSError:
-                continue  # exited meanwhile
-            for tid in tids:
-                try:
-                    with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
-                        kids = {int(k) for k in f.read().split()}
-                except FileNotFoundError:
-                    if not os.path.exists(f"/proc/{parent}/task/{tid}"):
-                        continue  # the thread exited
-                    try:
-                        return {c.pid for c in self.root.children(recursive=True)}
-                    except psutil.Error:
-                        return set()
-                except OSError:
-                    continue
-                todo += kids - found
-                found |= kids
-        return found
+        found = descendant_pids(self.pid)
+        if found is not None:
+            return found
+        try:
+            return {c.pid for c in self.root.children(recursive=True)}
+        except psutil.Error:
+            return set()
 
     def _refresh(self) -> None:
         kids = self._descendants() - {self._self}

@@ -31,8 +31,8 @@ def train_native(
     from stackcost.native.training import epoch_records
 
     cell = task.cell
-    # The program's whole run is the window: its own CPU arrives as a reaped child's.
-    first = Edge.with_children()
+    # The program's whole run is the window: its CPU arrives as a reaped child's.
+    first = Edge.now()
     answer = backend.run_native_train(
         model,
         (splits["train"].images, splits["train"].labels),
@@ -41,7 +41,7 @@ def train_native(
         PrepareContext(workdir=Path(task.workdir)),
         task.timeout_s,
     )
-    result.disturbance = assess(Window.between(first, Edge.with_children()))
+    result.disturbance = assess(Window.between(first, Edge.now()))
     details = answer["details"]
     phases.prepare_s = details["build_s"] + details["export_s"]
     phases.timed_s = answer["process_s"]
