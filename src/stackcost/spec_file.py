@@ -58,6 +58,7 @@ class SweepFile(BaseModel):
     max_batch: int = Field(1024, ge=1)
     profile: bool = False
     sample_interval_ms: float = Field(10.0, gt=0)
+    inherit_env: list[str] = Field(default_factory=list)  # passed to workers, recorded
 
     @field_validator("models", mode="before")
     @classmethod

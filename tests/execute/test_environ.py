@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from stackcost.execute.environ import check_names, recorded, worker_environ
 from stackcost.execute.runner import execute
 from stackcost.runs import RunResult
-from stackcost.spec import RunSpec, model_ref
+from stackcost.spec import RunSpec, SpecError, model_ref
 from stackcost.store import Store
 from tests.conftest import FAST
 
@@ -57,3 +59,14 @@ def test_a_stray_tuning_variable_does_not_reach_the_worker_unless_inherited(tmp_
     passed = run_env_cell(tmp_path, ["KMP_AFFINITY"])
     assert passed.records[0][1].details["seen_env"]["KMP_AFFINITY"] == "granularity=fine,compact"
     assert passed.env["worker_environ"]["KMP_AFFINITY"] == "granularity=fine,compact"
+
+
+def test_a_sweep_spec_names_variables_to_inherit(tmp_path):
+    from stackcost.spec_file import load_sweep
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("models: [mlp]\nbackends: [eager]\nthreads: 1\ninherit_env: [KMP_AFFINITY]\n")
+    assert load_sweep(spec).inherit_env == ["KMP_AFFINITY"]
+    spec.write_text("models: [mlp]\nbackends: [eager]\nthreads: 1\ninherit_env: ['A=B']\n")
+    with pytest.raises(SpecError, match="not an environment variable name"):
+        load_sweep(spec)
