@@ -52,6 +52,7 @@ CASES = [
     (run("--backends", "os:system"), "not a stackcost Backend subclass"),
     (run("--backends", "os:path"), "not a stackcost Backend subclass"),
     (run("--backends", "tests.execute.exiting_backend:X"), "sys.exit(3)"),
+    (run("--backends", "no_such_module_xyz:Backend"), "no_such_module_xyz"),
     (["run", "--model", "no_such_pkg_xyz:make", "--input-shape", "4"], "no_such_pkg_xyz"),
     (["run", "--model", "tests.factories:nothing_here", "--input-shape", "4"], "no attribute"),
     (["run", "--model", "not a path:x y", "--input-shape", "4"], "is not of the form"),

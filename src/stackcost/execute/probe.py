@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackcost.backends.base import Capabilities
+from stackcost.errors import SpecError
 
 if TYPE_CHECKING:
     from stackcost.backends.base import Backend
@@ -47,8 +48,8 @@ class BackendFacts:
         return Capabilities(self.modes, self.devices, self.precisions).why_not(cell)
 
 
-class ProbeError(ValueError):
-    """User code that cannot be used: one line naming it."""
+class ProbeError(SpecError):
+    """User code that cannot be used: bad input, one line naming it."""
 
 
 def probe(

@@ -21,11 +21,11 @@ Body = Callable[[T, RepetitionResult, Phases, float], None]
 
 
 # Text of an allocation failure, whatever raised it: c10's CPU allocator, C++'s
-# std::bad_alloc (from a native program's "error:" line), CUDA's caching allocator.
+# std::bad_alloc (from a native program's "error:" line), CUDA's caching allocator
+# ("CUDA out of memory"), errno ENOMEM.
 OOM_MARKERS = (
     "DefaultCPUAllocator: can't allocate memory",
     "std::bad_alloc",
-    "CUDA out of memory",
     "out of memory",
     "Cannot allocate memory",
 )

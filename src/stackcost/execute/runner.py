@@ -19,12 +19,12 @@ from stackcost.execute import scratch
 from stackcost.execute.environ import recorded, worker_environ
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.plan import Plan
-from stackcost.execute.probe import BackendFacts, ProbeError, learn
+from stackcost.execute.probe import BackendFacts, learn
 from stackcost.execute.task import RepetitionTask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RepetitionResult
 from stackcost.runs import RunResult, superseded_dropped
-from stackcost.spec import RunSpec, SpecError
+from stackcost.spec import RunSpec
 
 if TYPE_CHECKING:
     from stackcost.train.spec import TrainSpec
@@ -65,19 +65,6 @@ def why_not_runnable(cell: Cell, facts: dict[str, BackendFacts]) -> tuple[str, s
     return ("unavailable", device) if device else None
 
 
-def backend_facts(spec: RunSpec | TrainSpec) -> dict[str, BackendFacts]:
-    """Every backend's facts, user code asked in a child (execute/probe.py)."""
-    options = spec.backend_options
-    inherit = list(getattr(spec, "inherit_env", []))
-    try:
-        return learn(
-            {name: options.get(name, {}) for name in spec.backends},
-            environ=worker_environ(os.environ, {}, inherit),
-        )
-    except ProbeError as exc:
-        raise SpecError(str(exc)) from None
-
-
 def machine_peaks(env_fp: str, threads: list[int]) -> dict[str, dict]:
     """This machine's measured FLOP/s and bandwidth per thread count, stored with the run's
     environment (measured once per environment, then read from the cache)."""
@@ -115,7 +102,11 @@ class Runner:
 
     def open(self, command: str, resume: bool) -> tuple[str, bool]:
         """The run to write into (resumed or new), and whether it was resumed."""
-        self.facts = backend_facts(self.spec)  # before any write: user code may be unusable
+        # Before any write: user code may be unusable (ProbeError is bad input).
+        self.facts = learn(
+            {name: self.spec.backend_options.get(name, {}) for name in self.spec.backends},
+            environ=worker_environ(os.environ, {}, self.spec.inherit_env),
+        )
         env = collect(self.spec.threads)
         spec_hash, env_fp = self.spec.digest(), fingerprint(env)
         run_id = self.store.find_run(spec_hash, env_fp) if resume else None
@@ -123,7 +114,7 @@ class Runner:
             if getattr(self.spec, "profile", False):
                 env["peaks"] = machine_peaks(env_fp, self.spec.threads)
             # What every worker inherits (thread settings are per cell, in each result).
-            env["worker_environ"] = recorded(worker_environ(os.environ, {}, self.inherit_env))
+            env["worker_environ"] = recorded(worker_environ(os.environ, {}, self.spec.inherit_env))
             spec_json = self.spec.model_dump(mode="json")
             return self.store.create_run(spec_json, env, command, spec_hash, env_fp), False
         stored = list(self.store.repetitions(run_id, with_samples=False))
@@ -131,10 +122,6 @@ class Runner:
             self.plan.observe(cell, result)
             self.done += result.status != "interrupted"
         return run_id, True
-
-    @property
-    def inherit_env(self) -> list[str]:
-        return list(getattr(self.spec, "inherit_env", []))
 
     def _cell_id(self, run_id: str, cell: Cell) -> int:
         key = cell.key()
@@ -172,7 +159,7 @@ class Runner:
             if self.on_start:
                 self.on_start(cell, rep)
             task = self.make_task(cell, rep, str(artifacts / f"{i}-{rep}"))
-            yield task.model_copy(update={"inherit_env": self.inherit_env})
+            yield task.model_copy(update={"inherit_env": self.spec.inherit_env})
 
     def _inference_task(self, cell: Cell, rep: int, workdir: str) -> RepetitionTask:
         return RepetitionTask(

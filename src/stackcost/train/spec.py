@@ -93,17 +93,15 @@ def check_backends(backends: list[str], mode: str = "train") -> None:
     """Unknown backends are bad input; so is a request where no backend can train."""
     if not backends:
         raise SpecError("no backend given (e.g. --backends eager,inductor,torchscript)")
-    from stackcost.execute.probe import ProbeError, learn
+    from stackcost.execute.probe import learn
 
     for name in backends:
         if name not in REGISTRY and not is_import_path(name):
             raise SpecError(
                 f"unknown backend {name!r} (allowed: {', '.join(REGISTRY)}, or module:Class)"
             )
-    try:  # a custom backend is user code: asked in a child (execute/probe.py)
-        facts = learn({name: {} for name in backends})
-    except ProbeError as exc:
-        raise SpecError(str(exc)) from None
+    # A custom backend is user code, asked in a child (ProbeError is a SpecError).
+    facts = learn({name: {} for name in backends})
     trainers = [name for name in backends if mode in facts[name].modes]
     if not trainers:
         only = backends[0] if len(backends) == 1 else ", ".join(backends)
