@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
+from stackcost.clip import one_line
 from stackcost.commands import (
     bisect,
     compare,
@@ -24,8 +25,6 @@ from stackcost.commands import build as build_cmd
 from stackcost.execute.machine_lock import MachineBusy
 from stackcost.spec import SpecError
 
-# Longest error line printed: a value echoed back (a YAML bomb's list) must not flood.
-MAX_ERROR_CHARS = 300
 # sysexits' EX_TEMPFAIL: not bad input, try again later (another stackcost is measuring).
 EXIT_BUSY = 75
 
@@ -62,12 +61,6 @@ def build_parser() -> Parser:
     for module in COMMANDS.values():
         module.add_parser(sub)
     return parser
-
-
-def one_line(message: str) -> str:
-    """An error as one line of at most MAX_ERROR_CHARS characters."""
-    text = " ".join(message.split())
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stackcost import zoo
 from stackcost.backends import REGISTRY, is_import_path
 from stackcost.cell import DEVICES, MODES, PRECISIONS, Cell, ModelRef
+from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
 from stackcost.verify import DEFAULT_TOLERANCE
@@ -247,11 +248,6 @@ def model_ref(
     )
 
 
-def _clip(value: object, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text):,} chars)"
-
-
 def _check_sizes(spec: RunSpec) -> None:
     """Integers a store can hold, axes and grids of a bounded size: before expansion."""
     for what, values in (
@@ -311,7 +307,7 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise SpecError(f"{loc} = {_clip(err.get('input'))}: {err['msg']}") from None
+        raise SpecError(f"{loc} = {shown(err.get('input'))}: {err['msg']}") from None
     _check_sizes(spec)
     for backend in spec.backends:
         if backend not in REGISTRY and not is_import_path(backend):
