@@ -60,18 +60,12 @@ def _signal_name(code: int) -> str:
 
 
 class LocalExecutor:
-    """`lock` is held around each repetition (None: no machine-wide lock, for tests of the
-    executor itself); the worker's environment is built by execute/environ.py."""
+    """`lock` (default: the machine-wide one, waiting) is held around each repetition; the
+    worker's environment is built from this process's by execute/environ.py."""
 
-    def __init__(
-        self,
-        python: str = sys.executable,
-        lock: MachineLock | None = None,
-        parent_environ: dict[str, str] | None = None,
-    ) -> None:
+    def __init__(self, python: str = sys.executable, lock: MachineLock | None = None) -> None:
         self.python = python
         self.lock = lock if lock is not None else MachineLock()
-        self.parent_environ = dict(os.environ) if parent_environ is None else parent_environ
 
     def map(
         self, tasks: Iterable[RepetitionTask]
@@ -103,7 +97,7 @@ class LocalExecutor:
                     str(task_path),
                     str(result_path),
                 ],
-                env=worker_environ(self.parent_environ, task.thread_env(), task.inherit_env),
+                env=worker_environ(os.environ, task.thread_env(), task.inherit_env),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
