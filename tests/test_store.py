@@ -82,7 +82,42 @@ def test_a_version_1_store_is_migrated(tmp_path):
         run_id = store.create_run({}, {}, spec_hash="s", env_fingerprint="e")
         assert store.find_run("s", "e") == run_id
     version = sqlite3.connect(path).execute("SELECT value FROM meta").fetchone()[0]
-    assert version == str(SCHEMA_VERSION) == "3"
+    assert version == str(SCHEMA_VERSION) == "4"
+
+
+def test_a_version_3_store_keeps_its_image_cells_and_their_keys(tmp_path):
+    """Schema 4 makes resolution one size axis among others: an old cell row is rebuilt
+    with sizes '{"resolution": N}', loads as the same Cell, and keeps its key."""
+    path = tmp_path / "v3.db"
+    cell = tiny_cell()
+    old_json = cell.model_dump_json(exclude={"sizes"})[:-1] + ', "resolution": 4}'
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema_version', '3');"
+        "CREATE TABLE runs (id TEXT PRIMARY KEY, started_at TEXT NOT NULL, finished_at TEXT,"
+        " command TEXT, spec_json TEXT NOT NULL, env_json TEXT NOT NULL, git_commit TEXT,"
+        " spec_hash TEXT, env_fingerprint TEXT);"
+        "INSERT INTO runs VALUES ('old', 't', 't', 'c', '{}', '{}', NULL, NULL, NULL);"
+        "CREATE TABLE cells (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL REFERENCES runs(id),"
+        " cell_key TEXT NOT NULL, model TEXT NOT NULL, backend TEXT NOT NULL,"
+        " mode TEXT NOT NULL, batch_size INTEGER NOT NULL, resolution INTEGER NOT NULL,"
+        " precision TEXT NOT NULL, threads INTEGER NOT NULL, device TEXT NOT NULL,"
+        " cell_json TEXT NOT NULL, UNIQUE (run_id, cell_key));"
+    )
+    db.execute(
+        "INSERT INTO cells VALUES (1, 'old', ?, 'mlp', 'eager', 'infer', 2, 4, 'fp32', 1,"
+        " 'cpu', ?)",
+        (cell.key(), old_json),
+    )
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        store.add_repetition(1, _result([5, 6, 7]))
+        [(loaded, _)] = list(store.repetitions("old"))
+    assert loaded == cell and loaded.key() == cell.key() and loaded.resolution == 4
+    row = sqlite3.connect(path).execute("SELECT resolution, sizes FROM cells").fetchone()
+    assert row == (4, '{"resolution": 4}')
 
 
 def _wal_store(path):

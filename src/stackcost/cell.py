@@ -10,11 +10,13 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Mode = Literal["infer", "train"]
 Precision = Literal["fp32", "bf16", "fp16"]
 Device = Literal["cpu", "cuda"]
+
+HF_PREFIX = "hf:"  # --model hf:<model_type>: a Hugging Face architecture from its config
 
 MODES: tuple[str, ...] = ("infer", "train")
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
@@ -37,10 +39,27 @@ class ModelRef(Frozen):
     # whose shape follows from in_channels and the cell's resolution.
     input_shape: tuple[int, ...] | None = None
     seed: int = 0
+    # Hugging Face models ("hf:bert"): config fields the user overrode (-c key=value), and
+    # the head on top of the base model (None: the type's default). Left out of the key
+    # when unset, so keys of cells stored before they existed are unchanged.
+    config: dict[str, int | float | bool | str] = Field(default_factory=dict)
+    head: str | None = None
+
+    @property
+    def is_hf(self) -> bool:
+        return self.name.startswith(HF_PREFIX)
 
     @property
     def is_factory(self) -> bool:
-        return ":" in self.name
+        """A user's "package.module:ATTR", imported only in children."""
+        return ":" in self.name and not self.is_hf
+
+    def key_data(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        for name in ("config", "head"):
+            if not data[name]:
+                del data[name]
+        return data
 
 
 class TrainConfig(Frozen):
@@ -66,7 +85,9 @@ class Cell(Frozen):
     backend: str
     mode: Mode = "infer"
     batch_size: int = 1
-    resolution: int = 224
+    # The workload's size axes and their values: {"resolution": 224}, {"seq_len": 128}, or
+    # {} for a model without one. Cells stored before this read "resolution" (see below).
+    sizes: dict[str, int] = Field(default_factory=lambda: {"resolution": 224})
     precision: Precision = "fp32"
     threads: int = 1
     device: Device = "cpu"
@@ -76,36 +97,69 @@ class Cell(Frozen):
     # Set for mode "train" only; left out of the key when None so inference keys stay stable.
     train: TrainConfig | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _resolution_is_a_size(cls, data: Any) -> Any:
+        """Cells written before size axes existed (and callers that still say
+        resolution=...) carry an image resolution."""
+        if isinstance(data, dict) and "resolution" in data:
+            data = dict(data)
+            resolution = data.pop("resolution")
+            if "sizes" in data and data["sizes"] != {"resolution": resolution}:
+                raise ValueError("give either resolution or sizes, not both")
+            data["sizes"] = {"resolution": resolution}
+        return data
+
+    @property
+    def resolution(self) -> int | None:
+        """The image side in px, for image workloads; None for others."""
+        return self.sizes.get("resolution")
+
     def key(self) -> str:
-        """A stable digest of everything that defines the cell."""
+        """A stable digest of everything that defines the cell.
+
+        An image cell hashes exactly as it did before size axes were general ("resolution"
+        at the top level), so history and compare still match runs stored before."""
         data = self.model_dump(mode="json")
+        data["model"] = self.model.key_data()
         if self.train is None:
             del data["train"]
+        sizes = data.pop("sizes")
+        if list(sizes) == ["resolution"]:
+            data["resolution"] = sizes["resolution"]
+        else:
+            data["sizes"] = sizes
         blob = json.dumps(data, sort_keys=True)
         return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
+    def size_label(self) -> str:
+        """The sizes with their units: '224 px', '128 tokens' ('' when there are none)."""
+        from stackcost.workload import show_sizes
+
+        return show_sizes(self.sizes)
+
     def label(self) -> str:
+        sizes = "".join(f" {v}{SIZE_TAGS.get(k, k)}" for k, v in self.sizes.items())
         return (
-            f"{self.model.name} {self.backend} {self.mode} b{self.batch_size} "
-            f"r{self.resolution} {self.precision} t{self.threads} {self.device}"
+            f"{self.model.name} {self.backend} {self.mode} b{self.batch_size}{sizes} "
+            f"{self.precision} t{self.threads} {self.device}"
         )
 
-    def input_shape(self) -> tuple[int, ...]:
-        """Shape of the batched input tensor."""
-        if self.model.input_shape is not None:
-            return (self.batch_size, *self.model.input_shape)
-        return (self.batch_size, self.model.in_channels, self.resolution, self.resolution)
-
     def flat(self) -> dict[str, Any]:
-        """Columns for tables and DataFrames."""
+        """Columns for tables and DataFrames: one per size axis the cell has."""
         return {
             "model": self.model.name,
             "backend": self.backend,
             "mode": self.mode,
             "batch_size": self.batch_size,
-            "resolution": self.resolution,
+            **self.sizes,
+            "sizes": self.size_label(),
             "precision": self.precision,
             "threads": self.threads,
             "device": self.device,
             "init": self.model.init,
         }
+
+
+# Short unit tags for one-line cell labels: "resnet50 eager infer b8 224px ...".
+SIZE_TAGS = {"resolution": "px", "seq_len": "tok", "samples": "smp"}

@@ -11,16 +11,18 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stackcost import zoo
 from stackcost.backends import REGISTRY, is_import_path
-from stackcost.cell import DEVICES, MODES, PRECISIONS, Cell, ModelRef
+from stackcost.cell import DEVICES, HF_PREFIX, MODES, PRECISIONS, Cell, ModelRef
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
 from stackcost.verify import DEFAULT_TOLERANCE
+from stackcost.workload import SIZE_AXES, Workload
 
 # Bounds checked before anything is expanded or written (README: "What stackcost refuses").
 SQLITE_INT_MAX = 2**63 - 1  # every integer lands in a SQLite INTEGER column
@@ -109,6 +111,33 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return tuple(parse_positive_ints(text, "input shape dimension"))
 
 
+def parse_config(items: list[str]) -> dict[str, int | float | bool | str]:
+    """'key=value' config overrides; values read as JSON where they are (4, 0.1, true)."""
+    import json
+
+    out: dict[str, int | float | bool | str] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        if not (eq and re.fullmatch(r"[A-Za-z_]\w*", key.strip())):
+            raise SpecError(
+                f"config {shown(item)} must look like key=value, e.g. num_hidden_layers=4"
+            )
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        if not isinstance(value, (int, float, bool, str)) or (
+            isinstance(value, float) and not math.isfinite(value)
+        ):
+            raise SpecError(
+                f"config {key.strip()}={shown(text)}: give a number, true/false or a word"
+            )
+        if isinstance(value, int) and not isinstance(value, bool):
+            check_int(value, f"config {key.strip()}")
+        out[key.strip()] = value
+    return out
+
+
 def parse_options(items: list[str]) -> dict[str, dict[str, str]]:
     """'backend.key=value' pairs into {backend: {key: value}}."""
     out: dict[str, dict[str, str]] = {}
@@ -129,7 +158,9 @@ class RunSpec(BaseModel):
     backends: list[str] = Field(default_factory=lambda: list(REGISTRY))
     modes: list[str] = Field(default_factory=lambda: ["infer"])
     batch_sizes: list[int] = Field(default_factory=lambda: [1])
-    resolutions: list[int] | None = None  # None: each model's default
+    # Values per size axis ("resolution", "seq_len", "samples"); an axis left out runs at
+    # each model's default, and an axis applies only to the models that have it.
+    sizes: dict[str, list[int]] = Field(default_factory=dict)
     precisions: list[str] = Field(default_factory=lambda: ["fp32"])
     threads: list[int] = Field(default_factory=lambda: [1])
     devices: list[str] = Field(default_factory=lambda: ["cpu"])
@@ -148,6 +179,34 @@ class RunSpec(BaseModel):
     sample_interval_ms: float = Field(10.0, gt=0)
     # Variables passed to workers beyond the whitelist (execute/environ.py); recorded.
     inherit_env: list[str] = Field(default_factory=list)
+    # Workloads that live in code the parent does not import ("hf:" types, a user's
+    # Workload): their facts, learned in a child by `validate`, keyed by model name.
+    learned: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolutions_are_sizes(cls, data: Any) -> Any:
+        """`resolutions` (the spelling before size axes were general) is the resolution axis."""
+        if isinstance(data, dict) and "resolutions" in data:
+            data = dict(data)
+            values = data.pop("resolutions")
+            if values:
+                data["sizes"] = {**data.get("sizes", {}), "resolution": values}
+        return data
+
+    @property
+    def resolutions(self) -> list[int] | None:
+        return self.sizes.get("resolution")
+
+    def workload(self, model: ModelRef) -> Workload:
+        """The model's workload as the parent knows it: the zoo's, or learned in a child."""
+        if model.name in self.learned:
+            return Workload.from_facts(self.learned[model.name])
+        if model.is_factory and model.input_shape is not None:
+            return zoo.factory_workload(model, builder="")
+        if model.is_hf or model.is_factory:
+            raise SpecError(f"model {model.name!r} was not checked: validate the spec first")
+        return zoo.model_info(model.name)
 
     def digest(self) -> str:
         """Identity of the spec, for resume."""
@@ -158,11 +217,13 @@ class RunSpec(BaseModel):
     def cells(self) -> list[Cell]:
         out = []
         for model in self.models:
-            resolutions = self.resolutions or [_default_resolution(model)]
-            for mode, batch, res, prec, threads, device, backend in itertools.product(
+            workload = self.workload(model)
+            axes = workload.axes
+            per_axis = [self.sizes.get(a) or [workload.sizes[a]] for a in axes]
+            for mode, batch, sizes, prec, threads, device, backend in itertools.product(
                 self.modes,
                 self.batch_sizes,
-                resolutions,
+                [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*per_axis)],
                 self.precisions,
                 self.threads,
                 self.devices,
@@ -174,7 +235,7 @@ class RunSpec(BaseModel):
                         backend=backend,
                         mode=mode,
                         batch_size=batch,
-                        resolution=res,
+                        sizes=sizes,
                         precision=prec,
                         threads=threads,
                         device=device,
@@ -184,13 +245,11 @@ class RunSpec(BaseModel):
         return out
 
 
-def _default_resolution(model: ModelRef) -> int:
-    if model.input_shape is not None:
-        return model.input_shape[-1]
-    return zoo.model_info(model.name).default_resolution
-
-
 FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
+HF_NAME = re.compile(re.escape(HF_PREFIX) + r"[a-z][a-z0-9_-]*")
+HEADS = ("base", "classification")  # on top of a Hugging Face model (zoo/hf.py)
 
 
 def model_ref(
@@ -202,20 +261,35 @@ def model_ref(
     init: str = "torch-default",
     input_shape: tuple[int, ...] | None = None,
     seed: int = 0,
+    config: dict[str, Any] | None = None,
+    head: str | None = None,
 ) -> ModelRef:
     """A ModelRef with the zoo's defaults filled in; raises SpecError on bad input."""
     if init not in zoo.INIT_SCHEMES:
         raise SpecError(f"unknown init {init!r} (allowed: {', '.join(zoo.INIT_SCHEMES)})")
     check_int(seed, "seed")
+    if head is not None and head not in HEADS:
+        raise SpecError(f"unknown head {head!r} (allowed: {', '.join(HEADS)})")
+    hf = name.startswith(HF_PREFIX) or zoo.is_hf_entry(name)
+    if (config or head) and not hf:
+        flag = "-c/--config" if config else "--head"
+        raise SpecError(f"{flag} applies to Hugging Face models (hf:TYPE, {zoo.hf_entries()})")
+    if name.startswith(HF_PREFIX):
+        if not HF_NAME.fullmatch(name):
+            raise SpecError(f"model {name!r} is not of the form hf:<model_type>, e.g. hf:bert")
+        for what, given in (("--input-shape", input_shape), ("--in-channels", in_channels)):
+            if given is not None:
+                raise SpecError(f"{what} does not apply to {name}: its config sets the inputs")
+        # The type and the overrides are checked against transformers in a child (probe).
+        return ModelRef(
+            name=name, num_classes=num_classes or 0, init=init, seed=seed,
+            config=dict(config or {}), head=head,
+        )  # fmt: skip
     if ":" in name:
-        if input_shape is None:
-            raise SpecError(
-                f"model {name!r} is a factory: give its input shape, e.g. --input-shape 3,224,224"
-            )
         if in_channels is not None:
             raise SpecError(
                 f"--in-channels {in_channels} does not apply to factory {name!r}: "
-                f"its --input-shape sets the channels ({input_shape[0]})"
+                "its --input-shape (or its Workload) sets the inputs"
             )
         if not FACTORY_PATH.fullmatch(name):
             raise SpecError(f"model factory {name!r} is not of the form 'package.module:factory'")
@@ -223,7 +297,7 @@ def model_ref(
         return ModelRef(
             name=name,
             num_classes=num_classes or 0,
-            in_channels=input_shape[0],
+            in_channels=input_shape[0] if input_shape else 3,
             conv_bias=conv_bias,
             init=init,
             input_shape=input_shape,
@@ -231,20 +305,24 @@ def model_ref(
         )
     if name not in zoo.MODELS:
         allowed = ", ".join(zoo.MODELS)
-        raise SpecError(f"unknown model {name!r} (allowed: {allowed}, or package.module:factory)")
+        raise SpecError(
+            f"unknown model {name!r} (allowed: {allowed}, hf:<model_type>, or package.module:ATTR)"
+        )
     if input_shape is not None:
         raise SpecError(
-            f"--input-shape does not apply to zoo model {name!r}: its shape follows from "
-            "--in-channels and --resolution"
+            f"--input-shape does not apply to zoo model {name!r}: its inputs are declared "
+            "by the zoo (see `stackcost list models`)"
         )
     info = zoo.model_info(name)
     return ModelRef(
         name=name,
-        num_classes=num_classes or info.default_num_classes,
-        in_channels=in_channels or info.default_in_channels,
+        num_classes=num_classes or info.num_classes,
+        in_channels=in_channels or info.in_channels,
         conv_bias=conv_bias,
         init=init,
         seed=seed,
+        config=dict(config or {}),
+        head=head,
     )
 
 
@@ -253,7 +331,7 @@ def _check_sizes(spec: RunSpec) -> None:
     for what, values in (
         ("batch size", spec.batch_sizes),
         ("threads", spec.threads),
-        ("resolution", spec.resolutions or []),
+        *((name.replace("_", " "), values) for name, values in spec.sizes.items()),
     ):
         if len(values) > MAX_AXIS_VALUES:
             raise SpecError(f"{what} list has {len(values):,} values (at most {MAX_AXIS_VALUES:,})")
@@ -272,7 +350,7 @@ def _check_sizes(spec: RunSpec) -> None:
         spec.backends,
         spec.modes,
         spec.batch_sizes,
-        spec.resolutions or [None],
+        *(values for values in spec.sizes.values()),
         spec.precisions,
         spec.threads,
         spec.devices,
@@ -298,7 +376,7 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     """Check types (pydantic), then names against registries and resolutions against models;
     user code (factories, custom backends) is checked in a child process."""
     from stackcost.execute.environ import check_names, worker_environ
-    from stackcost.execute.probe import learn
+    from stackcost.execute.probe import learn, learn_workloads
 
     if isinstance(fields, RunSpec):
         fields = fields.model_dump()
@@ -331,20 +409,32 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     problem = check_names(spec.inherit_env)
     if problem:
         raise SpecError(problem)
-    for model in spec.models:
-        for res in spec.resolutions or []:
-            problem = zoo.check_resolution(model.name, res)
-            if problem:
-                raise SpecError(problem)
-    facts = learn(  # raises ProbeError, a SpecError, on unusable user code
-        {name: spec.backend_options.get(name, {}) for name in spec.backends},
-        factories=[m.name for m in spec.models if m.is_factory],
-        environ=worker_environ(os.environ, {}, spec.inherit_env),
-    )
+    environ = worker_environ(os.environ, {}, spec.inherit_env)
+    # Raise ProbeError, a SpecError, on unusable user code or Hugging Face configs.
+    spec.learned.update(learn_workloads(spec.models, environ))
+    check_sizes(spec.sizes, [spec.workload(m) for m in spec.models])
+    facts = learn({name: spec.backend_options.get(name, {}) for name in spec.backends}, environ)
     for fact in facts.values():
         if fact.options_problem:
             raise SpecError(fact.options_problem)
     return spec
+
+
+def check_sizes(sizes: dict[str, list[int]], workloads: list[Workload]) -> None:
+    """Each size axis given is one stackcost knows, applies to some model, and every value
+    fits every model that has the axis."""
+    for axis, values in sizes.items():
+        if axis not in SIZE_AXES:
+            raise SpecError(f"unknown size axis {axis!r} (allowed: {', '.join(SIZE_AXES)})")
+        having = [w for w in workloads if axis in w.sizes]
+        if not having:
+            w = workloads[0]
+            raise SpecError(w.size_problem(axis, values[0]) or f"{axis} applies to no model")
+        for w in having:
+            for v in values:
+                problem = w.size_problem(axis, v)
+                if problem:
+                    raise SpecError(problem)
 
 
 def db_problem(path: str | Path) -> str | None:

@@ -22,7 +22,7 @@ from stackcost.result import EpochRecord, RepetitionResult
 from stackcost.spec import SpecError
 from stackcost.store_check import Snapshot, connect_read_only, snapshot, store_problem
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Training: one row per epoch of a repetition (times in s, rates in samples/s).
 EPOCHS_TABLE = """CREATE TABLE IF NOT EXISTS epochs (
@@ -60,6 +60,17 @@ EPOCH_COLUMNS = (
     "copy_pinned",
 )
 
+# The cell's axes, stored as columns so plain SQL can filter on them. `sizes` holds the
+# workload's size axes as JSON ('{"seq_len": 128}'); `resolution` repeats an image's.
+CELLS_COLUMNS_SQL = """    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    cell_key TEXT NOT NULL,
+    model TEXT NOT NULL, backend TEXT NOT NULL, mode TEXT NOT NULL,
+    batch_size INTEGER NOT NULL, resolution INTEGER, sizes TEXT NOT NULL DEFAULT '{}',
+    precision TEXT NOT NULL, threads INTEGER NOT NULL, device TEXT NOT NULL,
+    cell_json TEXT NOT NULL,
+    UNIQUE (run_id, cell_key)"""
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -75,14 +86,9 @@ CREATE TABLE IF NOT EXISTS runs (
     env_fingerprint TEXT
 );
 CREATE TABLE IF NOT EXISTS cells (
-    id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES runs(id),
-    cell_key TEXT NOT NULL,
-    model TEXT NOT NULL, backend TEXT NOT NULL, mode TEXT NOT NULL,
-    batch_size INTEGER NOT NULL, resolution INTEGER NOT NULL, precision TEXT NOT NULL,
-    threads INTEGER NOT NULL, device TEXT NOT NULL,
-    cell_json TEXT NOT NULL,
-    UNIQUE (run_id, cell_key)
+"""
+    + CELLS_COLUMNS_SQL
+    + """
 );
 CREATE TABLE IF NOT EXISTS repetitions (
     id INTEGER PRIMARY KEY,
@@ -120,20 +126,25 @@ MIGRATIONS = {
         "ALTER TABLE runs ADD COLUMN env_fingerprint TEXT",
     ],
     3: [EPOCHS_TABLE],  # training: per-epoch records
+    4: [  # size axes: resolution becomes one of them (nullable), sizes as JSON
+        # (a version-1 store written before its first cell has no cells table yet)
+        "CREATE TABLE IF NOT EXISTS cells (id INTEGER PRIMARY KEY, run_id TEXT, cell_key TEXT,"
+        " model TEXT, backend TEXT, mode TEXT, batch_size INTEGER, resolution INTEGER,"
+        " precision TEXT, threads INTEGER, device TEXT, cell_json TEXT)",
+        f"CREATE TABLE cells_v4 ({CELLS_COLUMNS_SQL})",
+        "INSERT INTO cells_v4 (id, run_id, cell_key, model, backend, mode, batch_size,"
+        " resolution, sizes, precision, threads, device, cell_json)"
+        " SELECT id, run_id, cell_key, model, backend, mode, batch_size, resolution,"
+        " '{\"resolution\": ' || resolution || '}', precision, threads, device, cell_json"
+        " FROM cells",
+        "DROP TABLE cells",
+        "ALTER TABLE cells_v4 RENAME TO cells",
+    ],
 }
+# Migrations that rebuild a table run with foreign keys off (SQLite's documented procedure).
+REBUILDS = {4}
 
-
-# The cell's axes, stored as columns so plain SQL can filter on them.
-CELL_COLUMNS = (
-    "model",
-    "backend",
-    "mode",
-    "batch_size",
-    "resolution",
-    "precision",
-    "threads",
-    "device",
-)
+CELL_COLUMNS = ("model", "backend", "mode", "batch_size", "precision", "threads", "device")
 
 
 class StoreError(SpecError):
@@ -184,23 +195,28 @@ class Store:
         # WAL: a reader (report, compare) never blocks the writer, and a killed
         # writer leaves the file consistent.
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
         with self.db:
             self.db.execute(SCHEMA.split(";")[0])  # meta first: it says what to migrate
-            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(row[0]) if row else None
-            if version is not None and version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} has schema {version}, newer than this stackcost's "
-                    f"{SCHEMA_VERSION}: upgrade stackcost"
-                )
-            for step in range((version or SCHEMA_VERSION) + 1, SCHEMA_VERSION + 1):
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row else None
+        if version is not None and version > SCHEMA_VERSION:
+            self.db.close()
+            raise StoreError(
+                f"{self.path} has schema {version}, newer than this stackcost's "
+                f"{SCHEMA_VERSION}: upgrade stackcost"
+            )
+        steps = range((version or SCHEMA_VERSION) + 1, SCHEMA_VERSION + 1)
+        # Set outside the transaction (SQLite ignores it inside one).
+        self.db.execute(f"PRAGMA foreign_keys={'OFF' if REBUILDS & set(steps) else 'ON'}")
+        with self.db:
+            for step in steps:
                 for statement in MIGRATIONS[step]:
                     self.db.execute(statement)
             self.db.executescript(SCHEMA)
             self.db.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
+        self.db.execute("PRAGMA foreign_keys=ON")
         self._tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
 
     def close(self) -> None:
@@ -273,8 +289,16 @@ class Store:
         with self.db:
             self.db.execute(
                 f"INSERT OR IGNORE INTO cells (run_id, cell_key, {', '.join(CELL_COLUMNS)},"
-                f" cell_json) VALUES ({', '.join('?' * (len(CELL_COLUMNS) + 3))})",
-                (run_id, key, *(cell.flat()[c] for c in CELL_COLUMNS), cell.model_dump_json()),
+                f" resolution, sizes, cell_json)"
+                f" VALUES ({', '.join('?' * (len(CELL_COLUMNS) + 5))})",
+                (
+                    run_id,
+                    key,
+                    *(cell.flat()[c] for c in CELL_COLUMNS),
+                    cell.resolution,
+                    json.dumps(cell.sizes),
+                    cell.model_dump_json(),
+                ),
             )
         row = self.db.execute(
             "SELECT id FROM cells WHERE run_id=? AND cell_key=?", (run_id, key)

@@ -13,6 +13,7 @@ from torch import nn
 
 from stackcost.backends import PrepareContext, load_backend
 from stackcost.cell import Cell, ModelRef
+from stackcost.workload import Example
 
 FP32_TOL = 1e-4
 BF16_REL_TOL = 5e-2  # relative to max |reference|
@@ -40,8 +41,9 @@ def tiny_model() -> nn.Module:
     return model.eval()
 
 
-def tiny_input(device: str = "cpu") -> torch.Tensor:
-    return torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(1)).to(device)
+def tiny_input(device: str = "cpu") -> Example:
+    x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(1)).to(device)
+    return Example(("input",), (x,))
 
 
 def make_cell(backend: str, **kw) -> Cell:
@@ -60,13 +62,15 @@ def run(backend_name: str, tmp_path: Path, device: str = "cpu", **kw):
     assert backend.capabilities.why_not(cell) is None
     x = tiny_input(device)
     with torch.inference_mode():
-        reference = tiny_model().to(device)(x).float().cpu()
+        reference = x.call(tiny_model().to(device)).float().cpu()
     prepared = backend.prepare(tiny_model().to(device), x, cell, PrepareContext(tmp_path))
     outputs = [as_tensor(prepared.step()) for _ in range(2)]
     return outputs, prepared.details, reference, cell
 
 
 def as_tensor(out) -> torch.Tensor:
+    if isinstance(out, list):  # ONNX Runtime and OpenVINO: every output, in graph order
+        (out,) = out
     if isinstance(out, np.ndarray):
         return torch.from_numpy(np.array(out, dtype=np.float32))
     return out.detach().float().cpu()
@@ -247,7 +251,7 @@ def test_openvino_returns_fresh_arrays(tmp_path):
         pytest.skip(backend.available().reason)
     cell = make_cell("openvino")
     prepared = backend.prepare(tiny_model(), tiny_input(), cell, PrepareContext(tmp_path))
-    first = prepared.step()
+    (first,) = prepared.step()
     kept = first.copy()
     prepared.step()
     np.testing.assert_array_equal(first, kept)  # a later step must not overwrite it

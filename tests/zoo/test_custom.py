@@ -56,8 +56,8 @@ def test_good_factory_from_working_directory(workdir: Path) -> None:
 
 
 def test_build_model_seeds_and_inits_custom(workdir: Path) -> None:
-    a = build_model(ModelRef(name="usermodels:good", init="kaiming-normal", seed=3), 224)
-    b = build_model(ModelRef(name="usermodels:good", init="kaiming-normal", seed=3), 224)
+    a = build_model(ModelRef(name="usermodels:good", init="kaiming-normal", seed=3), {})
+    b = build_model(ModelRef(name="usermodels:good", init="kaiming-normal", seed=3), {})
     assert not a.training
     assert torch.equal(a[0].weight, b[0].weight)
     assert torch.all(a[0].bias == 0)
@@ -70,7 +70,7 @@ def test_build_model_seeds_and_inits_custom(workdir: Path) -> None:
         ("no_such_module_xyz:make", "cannot import 'no_such_module_xyz'"),
         ("brokenmod:make", r"cannot import 'brokenmod' \(ImportError: missing dependency\)"),
         ("usermodels:missing", "has no attribute 'missing'"),
-        ("usermodels:CONSTANT", r"is not callable \(got int\)"),
+        ("usermodels:CONSTANT", r"is neither callable nor a stackcost Workload \(got int\)"),
         ("usermodels", "not of the form"),
         ("usermodels:", "not of the form"),
         (":good", "not of the form"),

@@ -10,9 +10,7 @@ from stackcost.zoo import INIT_SCHEMES, MODELS, ZooError, apply_init, build_mode
 
 def ref(name: str, **kw: object) -> ModelRef:
     info = MODELS[name]
-    return ModelRef(
-        name=name, num_classes=info.default_num_classes, in_channels=info.default_in_channels, **kw
-    )
+    return ModelRef(name=name, num_classes=info.num_classes, in_channels=info.in_channels, **kw)
 
 
 def bns(model: nn.Module) -> list[nn.BatchNorm2d]:

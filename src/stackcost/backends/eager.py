@@ -22,7 +22,7 @@ class EagerBackend(Backend):
 
         def step():
             with torch.inference_mode():
-                return model(example)
+                return example.call(model)
 
         return Prepared(step, {"grad_mode": "inference_mode"})
 

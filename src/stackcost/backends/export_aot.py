@@ -51,7 +51,7 @@ class ExportAOTBackend(Backend):
             # torch's own pytree deprecation (LeafSpec) fires inside export and packaging.
             warnings.simplefilter("ignore", FutureWarning)
             start = time.perf_counter()
-            program = torch.export.export(model, (example,))
+            program = torch.export.export(model, example.args, example.kwargs)
             export_s = time.perf_counter() - start
             start = time.perf_counter()
             # A fresh inductor cache under workdir: compile_s is a real compile, not a hit
@@ -63,12 +63,13 @@ class ExportAOTBackend(Backend):
 
         def step():
             with torch.inference_mode():
-                return compiled(example)
+                return example.call(compiled)
 
         return Prepared(
             step,
             {
                 "export_s": export_s,
+                "inputs_passed": "by name" if example.keyword else "by position",
                 "compile_s": compile_s,
                 "package_bytes": package.stat().st_size,
                 "cache": "fresh per prepare",

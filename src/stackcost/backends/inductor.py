@@ -55,7 +55,7 @@ class InductorBackend(Backend):
 
         def step():
             with torch.inference_mode():
-                return compiled(example)
+                return example.call(compiled)
 
         return Prepared(
             step,

@@ -70,7 +70,12 @@ class NativeBackend(Backend):
         workdir = Path(ctx.workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
-        write_tensors(workdir / "input.scw", {"input": example})
+        if len(example.tensors) != 1:
+            raise ValueError(
+                f"{self.name} takes one input tensor; {cell.model.name} has "
+                f"{len(example.tensors)} ({', '.join(example.names)})"
+            )
+        write_tensors(workdir / "input.scw", {"input": example.tensors[0]})
         extra = self.export(model, example, cell, workdir)
         export_s = time.perf_counter() - t
         p = protocol
@@ -212,12 +217,12 @@ class TorchScriptCppBackend(LibTorchProgram):
 
         import torch
 
-        from stackcost.backends.torchscript import graph_flags
+        from stackcost.backends.torchscript import graph_flags, trace
 
         freeze, optimize = graph_flags(self, cell)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated
-            module = torch.jit.trace(model, example)
+            module = trace(model, example)
             if freeze:
                 module = torch.jit.freeze(module)
             module.save(str(workdir / "model.pt"))

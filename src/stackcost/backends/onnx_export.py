@@ -8,13 +8,28 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from stackcost.workload import Example
+
 EXPORTERS = ("dynamo", "legacy")
 
 
+def output_names(model: torch.nn.Module, example: Example) -> list[str]:
+    """The model's output tensors named as verification names them ("logits",
+    "last_hidden_state"; "output_1" for the second of a tuple), from one eager call."""
+    import torch
+
+    from stackcost.verify import leaves
+
+    with torch.inference_mode():
+        names = [name for name, _ in leaves(example.call(model))]
+    return [f"output_{n}" if n.isdigit() else n.replace(".", "_") for n in names]
+
+
 def export_onnx(
-    model: torch.nn.Module, example: torch.Tensor, path: Path, exporter: str
+    model: torch.nn.Module, example: Example, path: Path, exporter: str
 ) -> dict[str, Any]:
-    """Export to `path` (input "input", output "output") and return what to record.
+    """Export to `path` and return what to record. Every input and output is named in the
+    graph: the inputs as the workload names them, the outputs as `output_names`.
 
     `path` should sit in a directory of its own: its size, external weights included, is
     the sum of the files there.
@@ -35,6 +50,7 @@ def export_onnx(
     logger = logging.getLogger("torch.onnx")
     level = logger.level
     logger.setLevel(logging.ERROR)
+    outputs = output_names(model, example)
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -42,11 +58,12 @@ def export_onnx(
             warnings.simplefilter("ignore", DeprecationWarning)
             torch.onnx.export(
                 model,
-                (example,),
+                example.args,
                 str(path),
+                kwargs=example.kwargs or None,
                 dynamo=exporter == "dynamo",
-                input_names=["input"],
-                output_names=["output"],
+                input_names=list(example.names),
+                output_names=outputs,
                 verbose=False,  # the dynamo exporter prints progress lines otherwise
             )
     finally:
@@ -57,6 +74,8 @@ def export_onnx(
     graph = onnx.load(str(path), load_external_data=False)
     opset = next((o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")), None)
     return {
+        "onnx_inputs": [i.name for i in graph.graph.input],
+        "onnx_outputs": [o.name for o in graph.graph.output],
         "exporter": exporter,
         "opset": opset,
         "onnx_bytes": sum(f.stat().st_size for f in path.parent.iterdir() if f.is_file()),

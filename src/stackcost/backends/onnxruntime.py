@@ -64,12 +64,16 @@ class OnnxRuntimeBackend(Backend):
         if sess.get_providers()[0] != provider:
             raise RuntimeError(f"onnxruntime did not use {provider}: got {sess.get_providers()}")
 
-        name = sess.get_inputs()[0].name
-        x = np.ascontiguousarray(example.detach().cpu().numpy())
+        # Fed by the graph's input names (an exporter may drop an input the graph never
+        # reads); every output comes back, in the graph's order.
+        given = {
+            n: np.ascontiguousarray(t.detach().cpu().numpy()) for n, t in example.named().items()
+        }
+        feeds = {i.name: given[i.name] for i in sess.get_inputs()}
         used = sess.get_session_options()
 
         def step():
-            return sess.run(None, {name: x})[0]
+            return sess.run(None, feeds)
 
         def breakdown(iters: int):
             # A second session with the same settings and profiling on: the measured
@@ -77,7 +81,7 @@ class OnnxRuntimeBackend(Backend):
             from stackcost.profile import profile_ort
 
             return profile_ort(
-                path, {name: x}, cell.threads, ctx.workdir / "profile", iters=iters,
+                path, feeds, cell.threads, ctx.workdir / "profile", iters=iters,
                 providers=(provider,), opt_level=opt_level,
             )  # fmt: skip
 

@@ -48,16 +48,19 @@ class OpenVINOBackend(Backend):
         compiled = core.compile_model(str(path), "CPU", config)
         compile_s = time.perf_counter() - start
 
-        # Bind the input once (copied into an OV-owned tensor, so no lifetime ties to numpy);
-        # step then is infer alone, without per-call input conversion.
-        x = np.ascontiguousarray(example.detach().cpu().numpy())
+        # Bind the inputs once, by the graph's names (copied into OV-owned tensors, so no
+        # lifetime ties to numpy); step then is infer alone, without per-call conversion.
+        given = example.named()
         request = compiled.create_infer_request()
-        request.set_input_tensor(0, ov.Tensor(x))
+        for port in compiled.inputs:
+            x = np.ascontiguousarray(given[port.get_any_name()].detach().cpu().numpy())
+            request.set_tensor(port, ov.Tensor(x))
+        n_outputs = len(compiled.outputs)
 
         def step():
             request.infer()
-            # The output buffer is reused by the next infer, so hand back a copy.
-            return request.get_output_tensor(0).data.copy()
+            # Output buffers are reused by the next infer, so hand back copies.
+            return [request.get_output_tensor(i).data.copy() for i in range(n_outputs)]
 
         details.update(
             {

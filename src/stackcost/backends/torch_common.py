@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     import torch
 
     from stackcost.cell import Cell
+    from stackcost.workload import Example
 
 TrainStep = Callable[[Any, Any], tuple[Any, Any]]
 
@@ -19,12 +20,11 @@ def torch_dtype(precision: str) -> torch.dtype:
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-def cast(
-    model: torch.nn.Module, example: torch.Tensor, cell: Cell
-) -> tuple[torch.nn.Module, torch.Tensor]:
-    """Model and input in the cell's precision (the engine hands over fp32)."""
+def cast(model: torch.nn.Module, example: Example, cell: Cell) -> tuple[torch.nn.Module, Example]:
+    """Model and floating inputs in the cell's precision (the engine hands over fp32);
+    token ids and masks keep their integer dtypes."""
     dtype = torch_dtype(cell.precision)
-    return model.to(dtype), example.to(dtype)
+    return model.to(dtype), example.cast(dtype)
 
 
 def train_step(module: Any, optimizer: Any, loss_fn: Callable[[Any, Any], Any]) -> TrainStep:

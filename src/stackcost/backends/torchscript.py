@@ -28,6 +28,18 @@ def graph_flags(backend: Backend, cell) -> tuple[bool, bool]:
     return freeze, optimize
 
 
+def trace(model, example, **kwargs):
+    """torch.jit.trace with the workload's inputs: a tuple, or keyword inputs by name.
+
+    Models that return dicts (Hugging Face ModelOutput) trace with strict=False; the graph
+    then returns the same dict, so every output is still compared."""
+    import torch
+
+    if example.keyword:
+        return torch.jit.trace(model, example_kwarg_inputs=example.kwargs, strict=False, **kwargs)
+    return torch.jit.trace(model, example.args, strict=False, **kwargs)
+
+
 class TorchScriptBackend(Backend):
     name = "torchscript"
     description = "TorchScript (jit.trace or jit.script, frozen, optimize_for_inference)"
@@ -56,10 +68,7 @@ class TorchScriptBackend(Backend):
         # still measures it, so keep those notices out of the worker's output.
         with torch.no_grad(), warnings.catch_warnings():  # no autograd in the traced graph
             warnings.simplefilter("ignore", DeprecationWarning)
-            if variant == "trace":
-                module = torch.jit.trace(model, example)
-            else:
-                module = torch.jit.script(model)
+            module = trace(model, example) if variant == "trace" else torch.jit.script(model)
             if optimize:
                 module = torch.jit.optimize_for_inference(torch.jit.freeze(module))
             elif freeze:
@@ -67,7 +76,7 @@ class TorchScriptBackend(Backend):
 
         def step():
             with torch.inference_mode():
-                return module(example)
+                return example.call(module)
 
         return Prepared(
             step,

@@ -17,6 +17,7 @@ from stackcost.spec import (
     parse_options,
     parse_positive_ints,
 )
+from stackcost.workload import SIZE_AXES
 
 
 def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
@@ -29,7 +30,14 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         default=d("1"),
         help="comma list or range: 1,8 or 8..1024x2 or 32..224+32 (default 1)",
     )
-    p.add_argument("--resolution", help="comma list or range of input sizes (default: the model's)")
+    for axis in SIZE_AXES.values():  # --resolution, --seq-len, --samples
+        p.add_argument(
+            axis.flag,
+            dest=f"size_{axis.name}",
+            metavar="N",
+            help=f"comma list or range: {axis.help} (default: the model's; "
+            f"applies to models that have a {axis.name} axis)",
+        )
     p.add_argument("--precision", default=d("fp32"), help="comma list of fp32, bf16, fp16")
     p.add_argument(
         "--threads",
@@ -106,8 +114,13 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.batch_size is not None:
         fields["batch_sizes"] = parse_positive_ints(args.batch_size, "batch size")
-    if args.resolution is not None:
-        fields["resolutions"] = parse_positive_ints(args.resolution, "resolution")
+    sizes = {
+        axis.name: parse_positive_ints(value, axis.name.replace("_", " "))
+        for axis in SIZE_AXES.values()
+        if (value := getattr(args, f"size_{axis.name}")) is not None
+    }
+    if sizes:
+        fields["sizes"] = sizes
     if args.precision is not None:
         fields["precisions"] = parse_choices(args.precision, "precision", ("fp32", "bf16", "fp16"))
     if args.threads is not None:

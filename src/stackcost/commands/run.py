@@ -21,6 +21,7 @@ from stackcost.spec import (
     SpecError,
     db_problem,
     model_ref,
+    parse_config,
     parse_positive_ints,
     parse_shape,
     validate,
@@ -62,12 +63,25 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-channels", help="input channels (default: the model's)")
     p.add_argument("--conv-bias", action="store_true", help="give convolutions a bias")
     p.add_argument("--input-shape", help="per-sample shape for a factory model, e.g. 3,224,224")
+    p.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Hugging Face config override, e.g. -c num_hidden_layers=4 (repeatable)",
+    )
+    p.add_argument(
+        "--head",
+        help="on a Hugging Face model: base (the bare model) or classification "
+        "(default: the model type's)",
+    )
     p.add_argument("--seed", default="0", help="seed for weights and inputs (default 0)")
 
 
 def model_from_args(name: str, args: argparse.Namespace):
     shape = parse_shape(args.input_shape) if args.input_shape else None
-    if shape and args.resolution and ":" in name:
+    if shape and getattr(args, "size_resolution", None) and ":" in name:
         raise SpecError("--resolution does not apply to a factory model: its --input-shape sets it")
     first = lambda text, what: parse_positive_ints(text, what)[0] if text else None  # noqa: E731
     return model_ref(
@@ -78,6 +92,8 @@ def model_from_args(name: str, args: argparse.Namespace):
         conv_bias=args.conv_bias,
         input_shape=shape,
         seed=int(number(args.seed, "seed", int, -1)),
+        config=parse_config(args.config),
+        head=args.head,
     )
 
 

@@ -2,8 +2,9 @@
 
 A model factory or a custom backend ("module:Name") is the user's code: its import may
 print, call sys.exit or crash. The parent (which holds the store and the run) never
-imports it. Validation asks a child instead: does the factory resolve to a callable
-(it is not called: calling it is the worker's job, and its failure a cell's result),
+imports it. Validation asks a child instead: does the model resolve to a Workload (its
+inputs and size axes) or a factory (it is not called: calling it is the worker's job, and
+its failure a cell's result; "hf:" types are checked against transformers here too),
 is the backend a Backend subclass, what does it say of itself (available, capabilities,
 options)? A broken answer is bad input, refused before anything is written.
 
@@ -19,14 +20,14 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stackcost.backends.base import Capabilities
 from stackcost.errors import SpecError
 
 if TYPE_CHECKING:
     from stackcost.backends.base import Backend
-    from stackcost.cell import Cell
+    from stackcost.cell import Cell, ModelRef
 
 # Importing a user's module may import torch (seconds); anything longer is a hang.
 TIMEOUT_S = 120.0
@@ -53,19 +54,22 @@ class ProbeError(SpecError):
 
 
 def probe(
-    factories: list[str],
+    models: list[ModelRef],
     backends: Mapping[str, Mapping[str, str]],
     environ: Mapping[str, str] | None = None,
-) -> dict[str, BackendFacts]:
-    """Check factories and learn custom backends' facts in one child; ProbeError on a
-    factory or backend that cannot be used."""
-    if not factories and not backends:
-        return {}
-    request = {"factories": factories, "backends": {k: dict(v) for k, v in backends.items()}}
+) -> tuple[dict[str, BackendFacts], dict[str, dict[str, Any]]]:
+    """Learn user models' workloads (and check they import) and custom backends' facts in
+    one child; ProbeError on a model or backend that cannot be used."""
+    if not models and not backends:
+        return {}, {}
+    request = {
+        "models": [m.model_dump(mode="json") for m in models],
+        "backends": {k: dict(v) for k, v in backends.items()},
+    }
     with tempfile.TemporaryDirectory(prefix="stackcost-probe-") as tmp:
         req, ans = Path(tmp) / "request.json", Path(tmp) / "answer.json"
         req.write_text(json.dumps(request))
-        names = ", ".join([*factories, *backends])
+        names = ", ".join([*(m.name for m in models), *backends])
         try:
             out = subprocess.run(
                 [sys.executable, "-m", __name__, str(req), str(ans)],
@@ -87,7 +91,7 @@ def probe(
         answer = json.loads(ans.read_text())
     if answer.get("error"):
         raise ProbeError(answer["error"])
-    return {
+    facts = {
         name: BackendFacts(
             ok=f["ok"],
             reason=f["reason"],
@@ -98,11 +102,11 @@ def probe(
         )
         for name, f in answer["backends"].items()
     }
+    return facts, answer["workloads"]
 
 
 def learn(
     backends: Mapping[str, Mapping[str, str]],
-    factories: list[str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, BackendFacts]:
     """Facts of every backend named (with the options given to it): stackcost's own are
@@ -110,11 +114,24 @@ def learn(
     from stackcost.backends import is_import_path, load_backend
 
     custom = {name: opts for name, opts in backends.items() if is_import_path(name)}
-    facts = probe(factories or [], custom, environ)
+    facts, _ = probe([], custom, environ)
     for name, options in backends.items():
         if name not in custom:
             facts[name] = BackendFacts(**_facts_of(load_backend(name), options))
     return facts
+
+
+def needs_probe(model: ModelRef) -> bool:
+    """Whether the model's workload lives in code the parent does not import."""
+    return model.is_factory or model.is_hf or bool(model.config or model.head)
+
+
+def learn_workloads(
+    models: list[ModelRef], environ: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Workload facts of the models that need a child (user code, transformers), by name."""
+    wanted = [m for m in models if needs_probe(m)]
+    return probe(wanted, {}, environ)[1]
 
 
 def _facts_of(backend: Backend, options: Mapping[str, str]) -> dict:
@@ -131,14 +148,26 @@ def _facts_of(backend: Backend, options: Mapping[str, str]) -> dict:
 
 def _answer(request: dict) -> dict:
     """In the child: the facts, or the first problem as one line."""
+    from stackcost import zoo
     from stackcost.backends import load_backend
-    from stackcost.zoo.custom import ZooError, load_factory
+    from stackcost.cell import ModelRef
 
-    for path in request["factories"]:
+    workloads = {}
+    for data in request["models"]:
+        ref = ModelRef.model_validate(data)
         try:
-            load_factory(path)
-        except ZooError as exc:
+            workload = zoo.workload_of(ref)
+            if not workload.inputs:
+                raise zoo.ZooError(
+                    f"model factory {ref.name!r} returns a module: give its input shape, "
+                    "e.g. --input-shape 3,224,224, or point at a stackcost Workload that "
+                    "declares its inputs"
+                )
+            workloads[ref.name] = workload.facts()
+        except zoo.ZooError as exc:
             return {"error": str(exc)}
+        except Exception as exc:  # whatever the user's module (or transformers) raises
+            return {"error": f"model {ref.name!r}: {type(exc).__name__}: {exc}".splitlines()[0]}
     facts = {}
     for name, options in request["backends"].items():
         try:
@@ -149,7 +178,7 @@ def _answer(request: dict) -> dict:
             return {"error": f"backend {name!r}: importing it raised {type(exc).__name__}: {exc}"}
         f = _facts_of(backend, options)
         facts[name] = {k: sorted(v) if isinstance(v, frozenset) else v for k, v in f.items()}
-    return {"backends": facts}
+    return {"backends": facts, "workloads": workloads}
 
 
 def main(argv: list[str]) -> int:

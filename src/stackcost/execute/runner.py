@@ -105,7 +105,7 @@ class Runner:
         # Before any write: user code may be unusable (ProbeError is bad input).
         self.facts = learn(
             {name: self.spec.backend_options.get(name, {}) for name in self.spec.backends},
-            environ=worker_environ(os.environ, {}, self.spec.inherit_env),
+            worker_environ(os.environ, {}, self.spec.inherit_env),
         )
         env = collect(self.spec.threads)
         spec_hash, env_fp = self.spec.digest(), fingerprint(env)

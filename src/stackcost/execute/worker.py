@@ -39,7 +39,8 @@ def _measure(
     from stackcost.measure.leak import check_leak
     from stackcost.measure.protocol import measure
     from stackcost.measure.timer import timer_for
-    from stackcost.verify import to_numpy, verify
+    from stackcost.verify import leaves, verify, worst_output
+    from stackcost.workload import make_example
 
     cell = task.cell
     torch.set_num_threads(cell.threads)
@@ -48,16 +49,16 @@ def _measure(
     baseline = memory.rss_bytes()
 
     t = time.perf_counter()
-    model = zoo.build_model(cell.model, cell.resolution)
+    workload = zoo.workload_of(cell.model)
+    model = zoo.build_model(cell.model, cell.sizes, workload)
     result.weights_digest = zoo.weights_digest(model)
-    generator = torch.Generator().manual_seed(cell.model.seed + 1)
-    example = torch.randn(cell.input_shape(), generator=generator)
+    example = make_example(workload, cell.model, cell.batch_size, cell.sizes)
     phases.build_s = time.perf_counter() - t
 
-    # The eager fp32 reference, computed here on the same weights and input.
+    # The eager fp32 reference, computed here on the same weights and inputs.
     t = time.perf_counter()
     with torch.inference_mode():
-        reference = to_numpy(model(example))
+        reference = leaves(example.call(model))
     phases.reference_s = time.perf_counter() - t
 
     device = torch.device(cell.device)
@@ -104,6 +105,7 @@ def _measure(
             sampler.mark("timed_end")
     if m.window is not None:
         result.disturbance = assess(m.window)
+    result.details["inputs"] = example.record()
     if sampler is not None:
         profiling.record_telemetry(sampler, m, cell, result)
     result.verification = verify(m.output, reference, task.tolerance)
@@ -123,10 +125,10 @@ def _measure(
         profiling.breakdown(backend, prepared, cell, result, native)
     if not result.verification.ok:
         result.status = "wrong"
-        result.reason = (
-            result.verification.detail
-            or f"max relative error {result.verification.max_rel_err:.3g} > "
-            f"tolerance {task.tolerance:.3g}"
+        v = result.verification
+        result.reason = v.detail or (
+            f"max relative error {v.max_rel_err:.3g} > tolerance {task.tolerance:.3g}"
+            + worst_output(v)
         )
     elif m.unstable:
         result.status = "unstable"

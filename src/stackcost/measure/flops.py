@@ -90,8 +90,9 @@ def _traffic_mode() -> Any:
     return TrafficMode()
 
 
-def count_work(model: torch.nn.Module, example: torch.Tensor, mode: str = "infer") -> Work:
-    """FLOPs and estimated bytes of one call of `model` on the batch `example`.
+def count_work(model: torch.nn.Module, example: Any, mode: str = "infer") -> Work:
+    """FLOPs and estimated bytes of one call of `model` on the batch `example` (a tensor,
+    or a workload's Example: several inputs, by name or position).
 
     infer: one forward under no_grad, on the model as given (put it in eval mode first,
     or BatchNorm updates its running stats; the count is the same either way). train: forward, cross-entropy against all-zero
@@ -101,22 +102,29 @@ def count_work(model: torch.nn.Module, example: torch.Tensor, mode: str = "infer
     """
     import torch
     import torch.nn.functional as F
+    from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import FlopCounterMode
+
+    from stackcost.workload import Example
 
     if mode not in ("infer", "train"):
         raise ValueError(f"mode must be 'infer' or 'train', not {mode!r}")
+    if isinstance(example, torch.Tensor):
+        example = Example(("input",), (example,))
     counter = FlopCounterMode(display=False)
     traffic = _traffic_mode()
     # Both modes in one pass: the traffic mode, entered last, sees each op first and
     # passes it on to the FLOP counter, so each op is counted once by each.
     if mode == "infer":
         with torch.no_grad(), counter, traffic:
-            model(example)
+            example.call(model)
     else:
         net = copy.deepcopy(model).train()
-        labels = torch.zeros(example.shape[0], dtype=torch.long, device=example.device)
+        first = example.tensors[0]
+        labels = torch.zeros(first.shape[0], dtype=torch.long, device=first.device)
         with counter, traffic:
-            out = net(example)
+            # The first output tensor is the logits (a ModelOutput's first field).
+            out = next(t for t in tree_leaves(example.call(net)) if isinstance(t, torch.Tensor))
             loss = F.cross_entropy(out.reshape(out.shape[0], -1), labels)
             loss.backward()
     by_op = {op.__name__: int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}

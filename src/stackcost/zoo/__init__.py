@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from stackcost.zoo.custom import ZooError, build_custom, load_factory
+from stackcost.workload import Input, Workload
+from stackcost.zoo.custom import (
+    ZooError,
+    build_custom,
+    custom_workload,
+    factory_workload,
+    load_factory,
+)
 from stackcost.zoo.init import INIT_SCHEMES, apply_init
 
 if TYPE_CHECKING:
@@ -23,63 +30,124 @@ if TYPE_CHECKING:
 __all__ = [
     "INIT_SCHEMES",
     "MODELS",
-    "ModelInfo",
+    "Workload",
     "ZooError",
     "apply_init",
     "build_custom",
     "build_model",
     "check_resolution",
+    "factory_workload",
+    "hf_entries",
+    "is_hf_entry",
     "load_factory",
     "model_info",
     "weights_digest",
+    "workload_of",
 ]
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str
-    factory: str  # "module:function", imported only when the model is built
-    description: str
-    default_resolution: int
-    min_resolution: int
-    default_num_classes: int
-    default_in_channels: int
+HF_BUILDER = "stackcost.zoo.hf:build"
 
 
-def _resnet(name: str, description: str) -> ModelInfo:
+def _image(
+    name: str,
+    builder: str,
+    description: str,
+    resolution: int,
+    minimum: int,
+    classes: int,
+    channels: int,
+) -> Workload:
+    return Workload(
+        name, description, builder,
+        inputs=(Input("input", ("batch", "in_channels", "resolution", "resolution")),),
+        sizes={"resolution": resolution}, minimum={"resolution": minimum},
+        domain="vision", num_classes=classes, in_channels=channels,
+    )  # fmt: skip
+
+
+def _resnet(name: str, description: str) -> Workload:
     # 32 px is the smallest input that still leaves a 1x1 map before the avgpool (stride 32).
-    return ModelInfo(name, f"stackcost.zoo.resnet:{name}", description, 224, 32, 1000, 3)
+    return _image(name, f"stackcost.zoo.resnet:{name}", description, 224, 32, 1000, 3)
 
 
-MODELS: dict[str, ModelInfo] = {
-    info.name: info
-    for info in (
+def _tokens(vocab: int, *extra: str) -> tuple[Input, ...]:
+    """Token ids inside the vocabulary and a valid (all-ones) attention mask."""
+    ids = Input("input_ids", ("batch", "seq_len"), "int64", "ids", vocab)
+    mask = Input("attention_mask", ("batch", "seq_len"), "int64", "mask")
+    more = tuple(Input(n, ("batch", "seq_len"), "int64", "ids", vocab) for n in extra)
+    return (ids, mask, *more)
+
+
+def _hf(
+    name: str,
+    model_type: str,
+    description: str,
+    domain: str,
+    inputs: tuple[Input, ...],
+    sizes: dict[str, int],
+    minimum: dict[str, int] | None = None,
+    maximum: dict[str, int] | None = None,
+    **config: object,
+) -> Workload:
+    """A well-known Hugging Face architecture, built offline from its config (zoo/hf.py)."""
+    return Workload(
+        name, description, HF_BUILDER, inputs, sizes, minimum or {},
+        maximum or {}, keyword=True, domain=domain, num_classes=0,
+        params={"model_type": model_type, "config": config},
+    )  # fmt: skip
+
+
+# One entry per model; its file holds the module code. Adding a model is that file plus
+# one entry here.
+MODELS: dict[str, Workload] = {
+    w.name: w
+    for w in (
         _resnet("resnet18", "ResNet-18, basic blocks 2-2-2-2 (11.7M params)"),
         _resnet("resnet34", "ResNet-34, basic blocks 3-4-6-3 (21.8M params)"),
         _resnet("resnet50", "ResNet-50 v1.5, bottlenecks 3-4-6-3 (25.6M params)"),
-        ModelInfo(
-            "mnist-cnn",
-            "stackcost.zoo.mnist_cnn:mnist_cnn",
-            "Koehler's MNIST CNN: two 5x5 convs, two linear layers (21.8K params)",
-            28,
-            28,
-            10,
-            1,
-        ),
-        ModelInfo(
-            "mlp",
-            "stackcost.zoo.mlp:mlp",
-            "MLP 512-256 on the flattened input, no convolutions (0.5M params at 28x28)",
-            28,
-            1,
-            10,
-            1,
+        _image("mnist-cnn", "stackcost.zoo.mnist_cnn:mnist_cnn",
+               "Koehler's MNIST CNN: two 5x5 convs, two linear layers (21.8K params)",
+               28, 28, 10, 1),
+        _image("mlp", "stackcost.zoo.mlp:mlp",
+               "MLP 512-256 on the flattened input, no convolutions (0.5M params at 28x28)",
+               28, 1, 10, 1),
+        _hf("bert-base", "bert", "BERT-base encoder, 12 layers, hidden 768 (110M params)",
+            "nlp", _tokens(30522), {"seq_len": 128}, maximum={"seq_len": 512}),
+        _hf("gpt2", "gpt2", "GPT-2 small decoder, 12 layers, full forward (124M params)",
+            "decoder", _tokens(50257), {"seq_len": 128}, maximum={"seq_len": 1024}),
+        _hf("t5-small", "t5", "T5-small encoder-decoder, 6+6 layers, d_model 512 (60M params)",
+            "seq2seq", _tokens(32128, "decoder_input_ids"), {"seq_len": 128}),
+        _hf("vit-b16", "vit", "ViT-B/16 vision transformer, 12 layers (86M params)",
+            "vision-transformer",
+            (Input("pixel_values", ("batch", 3, "resolution", "resolution")),),
+            {"resolution": 224}, minimum={"resolution": 16}),
+        _hf("wav2vec2-base", "wav2vec2",
+            "wav2vec 2.0 base speech encoder, 1 s of 16 kHz audio (95M params)", "speech",
+            (Input("input_values", ("batch", "samples")),),
+            {"samples": 16000}, minimum={"samples": 400}),
+        Workload(
+            "dlrm-small", "DLRM-style recommender: 13 dense features, 8 sparse features "
+            "through embedding bags, dot interactions (stackcost's own, 2.2M params)",
+            "stackcost.zoo.dlrm:dlrm_small",
+            inputs=(Input("dense", ("batch", 13)),
+                    Input("sparse", ("batch", 8, 4), "int64", "ids", 1000)),
+            domain="recommender", num_classes=0,
         ),
     )
-}
+}  # fmt: skip
 
 
-def model_info(name: str) -> ModelInfo:
+def is_hf_entry(name: str) -> bool:
+    """A zoo entry built by the Hugging Face adapter (takes -c and --head)."""
+    return name in MODELS and MODELS[name].builder == HF_BUILDER
+
+
+def hf_entries() -> str:
+    return ", ".join(n for n in MODELS if is_hf_entry(n))
+
+
+def model_info(name: str) -> Workload:
     """Registry entry for a zoo name; KeyError if there is none."""
     try:
         return MODELS[name]
@@ -90,44 +158,53 @@ def model_info(name: str) -> ModelInfo:
 def check_resolution(name: str, resolution: int) -> str | None:
     """None if `name` runs at `resolution`, else a one-line reason.
 
-    Custom factories ("module:factory") fix their own input shape, so they always pass.
+    Models resolved in a child (factories, "hf:" types) are checked there, so they pass.
     """
     if ":" in name:
         return None
     if name not in MODELS:
         return f"unknown model {name!r} (known: {', '.join(MODELS)})"
-    minimum = MODELS[name].min_resolution
-    if resolution < minimum:
-        return f"resolution {resolution} is too small for {name} (minimum {minimum})"
-    return None
+    return MODELS[name].size_problem("resolution", resolution)
 
 
-def build_model(ref: ModelRef, resolution: int) -> nn.Module:
+def workload_of(ref: ModelRef) -> Workload:
+    """The workload `ref` names: a zoo entry, a Hugging Face model type ("hf:bert"), or a
+    user's "package.module:ATTR". The last two import code, so they run in children."""
+    if ref.is_hf:
+        from stackcost.zoo.hf import hf_workload
+
+        return hf_workload(ref)
+    if ref.is_factory:
+        return custom_workload(ref)
+    if ref.name not in MODELS:
+        raise ZooError(f"unknown model {ref.name!r} (known: {', '.join(MODELS)})")
+    return MODELS[ref.name]
+
+
+def build_model(
+    ref: ModelRef, sizes: Mapping[str, int] | int, workload: Workload | None = None
+) -> nn.Module:
     """Construct, seed and initialize the model `ref` describes, in eval mode.
 
-    Seeding right before construction makes the weights a function of `ref` alone,
-    whatever the caller did with the global RNG before.
+    `sizes` are the cell's size axes (an int is a resolution). Seeding right before
+    construction makes the weights a function of `ref` and the sizes alone, whatever the
+    caller did with the global RNG before.
     """
     import torch
 
-    if not ref.is_factory:
-        if ref.name not in MODELS:
-            raise ZooError(f"unknown model {ref.name!r} (known: {', '.join(MODELS)})")
-        reason = check_resolution(ref.name, resolution)
+    if isinstance(sizes, int):
+        sizes = {"resolution": sizes}
+    workload = workload or workload_of(ref)
+    for axis, value in sizes.items():
+        reason = workload.size_problem(axis, value)
         if reason is not None:
             raise ZooError(reason)
+    builder = workload.builder
+    if isinstance(builder, str):
+        module_name, _, attr = builder.partition(":")
+        builder = getattr(importlib.import_module(module_name), attr)
     torch.manual_seed(ref.seed)
-    if ref.is_factory:
-        model = build_custom(ref.name)
-    else:
-        module_name, _, attr = MODELS[ref.name].factory.partition(":")
-        factory = getattr(importlib.import_module(module_name), attr)
-        model = factory(
-            num_classes=ref.num_classes,
-            in_channels=ref.in_channels,
-            conv_bias=ref.conv_bias,
-            resolution=resolution,
-        )
+    model = builder(ref, dict(sizes), **workload.params)
     apply_init(model, ref.init)
     return model.eval()
 

@@ -1,5 +1,8 @@
-"""Bring-your-own model: a "package.module:factory" path to a zero-argument callable.
+"""Bring-your-own model: a "package.module:ATTR" path.
 
+ATTR is either a stackcost `Workload` (the model says what it is fed, any inputs: ids,
+masks, several tensors, by name or position) or a zero-argument factory returning an
+nn.Module that takes one float tensor of the --input-shape given with it.
 Imports torch only when a model is actually built, so paths can be validated cheaply.
 """
 
@@ -11,8 +14,12 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from stackcost.workload import Input, Workload
+
 if TYPE_CHECKING:
     from torch import nn
+
+    from stackcost.cell import ModelRef
 
 
 class ZooError(ValueError):
@@ -45,9 +52,44 @@ def load_factory(path: str) -> Callable[[], Any]:
         if not hasattr(obj, part):
             raise ZooError(f"model factory {path!r}: {module_name!r} has no attribute {part!r}")
         obj = getattr(obj, part)
-    if not callable(obj):
-        raise ZooError(f"model factory {path!r} is not callable (got {type(obj).__name__})")
+    if not callable(obj) and not isinstance(obj, Workload):
+        raise ZooError(
+            f"model factory {path!r} is neither callable nor a stackcost Workload "
+            f"(got {type(obj).__name__})"
+        )
     return obj
+
+
+def custom_workload(ref: ModelRef) -> Workload:
+    """The workload at ref.name: the user's own Workload, or a factory's (see below)."""
+    obj = load_factory(ref.name)
+    if isinstance(obj, Workload):
+        if ref.input_shape is not None:
+            raise ZooError(
+                f"--input-shape does not apply to {ref.name!r}: its Workload declares its inputs"
+            )
+        return obj
+    return factory_workload(ref, lambda ref, sizes: build_custom(ref.name))
+
+
+def factory_workload(ref: ModelRef, builder: Any) -> Workload:
+    """A zero-argument factory's workload: one float tensor of ref.input_shape, whose last
+    dimension is the cell's fixed "resolution" (as factory cells have always been keyed).
+    Without an input shape it has no inputs: buildable, but not runnable (probe refuses)."""
+    if ref.input_shape is None:
+        return Workload(ref.name, "user factory", builder, inputs=(), domain="user")
+    side = ref.input_shape[-1]
+    return Workload(
+        ref.name,
+        "user factory",
+        builder,
+        inputs=(Input("input", ("batch", *ref.input_shape)),),
+        sizes={"resolution": side},
+        minimum={"resolution": side},
+        maximum={"resolution": side},
+        domain="user",
+        in_channels=ref.input_shape[0],
+    )
 
 
 def build_custom(path: str) -> nn.Module:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from stackcost.cell import ModelRef
 
 
 class MLP(nn.Module):
@@ -22,8 +28,6 @@ class MLP(nn.Module):
         return self.layers(x)
 
 
-def mlp(
-    num_classes: int = 10, in_channels: int = 1, conv_bias: bool = False, resolution: int = 28
-) -> MLP:
-    # conv_bias is part of the shared factory signature; an MLP has no convolutions.
-    return MLP(num_classes, in_channels, resolution)
+def mlp(ref: ModelRef, sizes: Mapping[str, int]) -> MLP:
+    # ref.conv_bias does not apply: an MLP has no convolutions.
+    return MLP(ref.num_classes, ref.in_channels, sizes["resolution"])

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+if TYPE_CHECKING:
+    from stackcost.cell import ModelRef
 
 MIN_RESOLUTION = 28
 
@@ -43,10 +49,5 @@ class MnistCNN(nn.Module):
         return F.log_softmax(self.fc2(x), dim=1)
 
 
-def mnist_cnn(
-    num_classes: int = 10,
-    in_channels: int = 1,
-    conv_bias: bool = False,
-    resolution: int = MIN_RESOLUTION,
-) -> MnistCNN:
-    return MnistCNN(num_classes, in_channels, conv_bias, resolution)
+def mnist_cnn(ref: ModelRef, sizes: Mapping[str, int]) -> MnistCNN:
+    return MnistCNN(ref.num_classes, ref.in_channels, ref.conv_bias, sizes["resolution"])

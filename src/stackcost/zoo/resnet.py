@@ -6,8 +6,14 @@ parameter counts and state_dict keys match the reference implementation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from stackcost.cell import ModelRef
 
 
 def _conv(cin: int, cout: int, kernel: int, stride: int = 1, bias: bool = False) -> nn.Conv2d:
@@ -121,22 +127,17 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-# Factories share one signature; resolution is accepted but unused (adaptive avgpool).
+# Builders share the workload contract, (ref, sizes) -> module; the resolution is unused
+# (adaptive avgpool).
 
 
-def resnet18(
-    num_classes: int = 1000, in_channels: int = 3, conv_bias: bool = False, resolution: int = 224
-) -> ResNet:
-    return ResNet(BasicBlock, (2, 2, 2, 2), num_classes, in_channels, conv_bias)
+def resnet18(ref: ModelRef, sizes: Mapping[str, int]) -> ResNet:
+    return ResNet(BasicBlock, (2, 2, 2, 2), ref.num_classes, ref.in_channels, ref.conv_bias)
 
 
-def resnet34(
-    num_classes: int = 1000, in_channels: int = 3, conv_bias: bool = False, resolution: int = 224
-) -> ResNet:
-    return ResNet(BasicBlock, (3, 4, 6, 3), num_classes, in_channels, conv_bias)
+def resnet34(ref: ModelRef, sizes: Mapping[str, int]) -> ResNet:
+    return ResNet(BasicBlock, (3, 4, 6, 3), ref.num_classes, ref.in_channels, ref.conv_bias)
 
 
-def resnet50(
-    num_classes: int = 1000, in_channels: int = 3, conv_bias: bool = False, resolution: int = 224
-) -> ResNet:
-    return ResNet(Bottleneck, (3, 4, 6, 3), num_classes, in_channels, conv_bias)
+def resnet50(ref: ModelRef, sizes: Mapping[str, int]) -> ResNet:
+    return ResNet(Bottleneck, (3, 4, 6, 3), ref.num_classes, ref.in_channels, ref.conv_bias)

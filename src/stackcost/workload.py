@@ -1,0 +1,244 @@
+"""The workload contract: a model owns its inputs.
+
+A workload says what a model is fed (names, dtypes, and shapes as functions of the batch
+and of its own size axes), which size axes it has (`resolution` in px for images,
+`seq_len` in tokens for sequences, `samples` for audio) with their defaults, and how to
+build the module. Everything here is plain data: the CLI validates and expands a grid
+from it without importing torch; the inputs are made in the worker, from the seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import torch
+
+    from stackcost.cell import ModelRef
+
+
+@dataclass(frozen=True)
+class SizeAxis:
+    """One size a workload can vary besides the batch: its cell key, unit and spellings."""
+
+    name: str  # the cell's key, the table column ("seq_len")
+    unit: str  # "px", "tokens", "samples"
+    plural: str  # the spec's key: "seq_lens"
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def label(self) -> str:
+        """Column heading: 'seq len (tokens)'."""
+        return f"{self.name.replace('_', ' ')} ({self.unit})"
+
+    def show(self, value: int) -> str:
+        """A value with its unit: '128 tokens'."""
+        return f"{value} {self.unit}"
+
+
+SIZE_AXES: dict[str, SizeAxis] = {
+    a.name: a
+    for a in (
+        SizeAxis("resolution", "px", "resolutions", "image side in pixels"),
+        SizeAxis("seq_len", "tokens", "seq_lens", "sequence length in tokens"),
+        SizeAxis("samples", "samples", "samples", "audio length in samples"),
+    )
+}
+
+
+def size_axis(name: str) -> SizeAxis:
+    return SIZE_AXES[name]
+
+
+def show_sizes(sizes: Mapping[str, int]) -> str:
+    """'224 px', '128 tokens', or '' for a workload without size axes."""
+    return " · ".join(SIZE_AXES[k].show(v) for k, v in sizes.items())
+
+
+Kind = Literal["normal", "ids", "mask"]
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input tensor. A dimension is an int, "batch", a size axis ("seq_len"), or a
+    ModelRef field ("in_channels"); `kind` says how values are drawn from the seed:
+    normal N(0, 1) floats, ids uniform in [0, high), mask all ones (every token attended)."""
+
+    name: str
+    shape: tuple[int | str, ...]
+    dtype: Literal["float32", "int64", "int32", "bool"] = "float32"
+    kind: Kind = "normal"
+    high: int | None = None  # exclusive upper bound of ids (the vocabulary size)
+
+    def resolve(self, batch: int, sizes: Mapping[str, int], ref: ModelRef) -> tuple[int, ...]:
+        dims = []
+        for d in self.shape:
+            if isinstance(d, int):
+                dims.append(d)
+            elif d == "batch":
+                dims.append(batch)
+            elif d in sizes:
+                dims.append(sizes[d])
+            else:
+                dims.append(int(getattr(ref, d)))
+        return tuple(dims)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model entry: what it is fed, what sizes it has, and how it is built.
+
+    `builder` is "module:function" (imported only in workers) or, for user code, the
+    function itself; it is called as builder(ref, sizes) and returns an nn.Module.
+    """
+
+    name: str
+    description: str
+    builder: str | Callable[..., Any]
+    inputs: tuple[Input, ...]
+    sizes: Mapping[str, int] = field(default_factory=dict)  # defaults; keys = size axes
+    minimum: Mapping[str, int] = field(default_factory=dict)
+    maximum: Mapping[str, int] = field(default_factory=dict)
+    keyword: bool = False  # inputs passed by name: model(**inputs)
+    domain: str = "vision"
+    num_classes: int = 0  # width of the classification head; 0: none (not trainable)
+    in_channels: int = 3
+    batch: int = 1  # default batch size
+    params: Mapping[str, Any] = field(default_factory=dict)  # fixed builder arguments
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return tuple(self.sizes)
+
+    def size_problem(self, axis: str, value: int) -> str | None:
+        """None if the model runs at `value` on `axis`, else a one-line reason."""
+        if axis not in self.sizes:
+            have = ", ".join(SIZE_AXES[a].flag for a in self.axes) or "none"
+            return f"{SIZE_AXES[axis].flag} does not apply to {self.name} (its size axes: {have})"
+        unit = SIZE_AXES[axis].unit
+        low, high = self.minimum.get(axis, 1), self.maximum.get(axis)
+        if value < low:
+            return f"{axis} {value} is too small for {self.name} (minimum {low} {unit})"
+        if high is not None and value > high:
+            return f"{axis} {value} is too large for {self.name} (maximum {high} {unit})"
+        return None
+
+    def facts(self) -> dict[str, Any]:
+        """What the parent needs (axes, defaults, bounds), as JSON, without the builder."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputs": [
+                {
+                    "name": i.name,
+                    "shape": list(i.shape),
+                    "dtype": i.dtype,
+                    "kind": i.kind,
+                    "high": i.high,
+                }
+                for i in self.inputs
+            ],  # fmt: skip
+            "sizes": dict(self.sizes),
+            "minimum": dict(self.minimum),
+            "maximum": dict(self.maximum),
+            "keyword": self.keyword,
+            "domain": self.domain,
+            "num_classes": self.num_classes,
+            "in_channels": self.in_channels,
+            "batch": self.batch,
+        }
+
+    @classmethod
+    def from_facts(cls, facts: Mapping[str, Any]) -> Workload:
+        """The parent's copy of a workload learned in a child (no builder: never built here)."""
+        inputs = tuple(
+            Input(i["name"], tuple(i["shape"]), i["dtype"], i["kind"], i["high"])
+            for i in facts["inputs"]
+        )
+        return cls(builder="", **{**facts, "inputs": inputs})
+
+
+# -- the inputs of one call ----------------------------------------------------------------
+
+
+@dataclass
+class Example:
+    """The batched inputs of one call, in the workload's order; passed by name or position."""
+
+    names: tuple[str, ...]
+    tensors: tuple[Any, ...]
+    keyword: bool = False
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        return () if self.keyword else self.tensors
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(zip(self.names, self.tensors, strict=True)) if self.keyword else {}
+
+    def named(self) -> dict[str, Any]:
+        return dict(zip(self.names, self.tensors, strict=True))
+
+    def call(self, fn: Callable[..., Any]) -> Any:
+        return fn(*self.args, **self.kwargs)
+
+    def map(self, f: Callable[[Any], Any]) -> Example:
+        return Example(self.names, tuple(f(t) for t in self.tensors), self.keyword)
+
+    def to(self, device: Any) -> Example:
+        return self.map(lambda t: t.to(device))
+
+    def cast(self, dtype: torch.dtype) -> Example:
+        """Floating inputs in `dtype`; ids and masks keep theirs."""
+        return self.map(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+    @property
+    def batch(self) -> int:
+        return int(self.tensors[0].shape[0]) if self.tensors else 0
+
+    def record(self) -> dict[str, str]:
+        """What was fed, for the record: {"input_ids": "int64[8, 128]"}."""
+        return {
+            n: f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+            for n, t in zip(self.names, self.tensors, strict=True)
+        }
+
+    def nbytes(self) -> int:
+        return sum(int(t.nbytes) for t in self.tensors)
+
+
+_DTYPES = {"float32": "float32", "int64": "int64", "int32": "int32", "bool": "bool"}
+
+
+def make_example(
+    workload: Workload, ref: ModelRef, batch: int, sizes: Mapping[str, int]
+) -> Example:
+    """The inputs of one call, drawn from the model's seed: the same cell, the same values.
+
+    One generator seeded with seed + 1 draws every input in order, so a single float input
+    is exactly what stackcost has always fed image models.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(ref.seed + 1)
+    tensors = []
+    for spec in workload.inputs:
+        shape = spec.resolve(batch, sizes, ref)
+        dtype = getattr(torch, _DTYPES[spec.dtype])
+        if spec.kind == "ids":
+            if not spec.high:
+                raise ValueError(f"input {spec.name!r} draws ids but has no upper bound (high)")
+            t = torch.randint(0, spec.high, shape, generator=generator, dtype=dtype)
+        elif spec.kind == "mask":
+            t = torch.ones(shape, dtype=dtype)
+        else:
+            t = torch.randn(shape, generator=generator).to(dtype)
+        tensors.append(t)
+    return Example(tuple(i.name for i in workload.inputs), tuple(tensors), workload.keyword)
