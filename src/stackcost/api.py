@@ -16,6 +16,7 @@ def run(
     *,
     batch_sizes: Sequence[int] = (1,),
     resolutions: Sequence[int] | None = None,
+    sizes: dict[str, Sequence[int]] | None = None,  # {"seq_len": [128]}: any size axis
     precisions: Sequence[str] = ("fp32",),
     threads: Sequence[int] | None = None,  # default: every CPU this process may use
     devices: Sequence[str] = ("cpu",),
@@ -51,7 +52,10 @@ def run(
         threads=list(threads) if threads else [cores()],
         devices=list(devices),
         repeats=repeats,
-        resolutions=list(resolutions) if resolutions else None,
+        sizes={
+            **{axis: list(v) for axis, v in (sizes or {}).items()},
+            **({"resolution": list(resolutions)} if resolutions else {}),
+        },
         **spec_fields,
     )
     if backends is not None:

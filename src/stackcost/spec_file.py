@@ -3,12 +3,13 @@
 models: [resnet18, {name: mnist-cnn, init: kaiming-normal}]
 backends: [eager, onnxruntime]
 batch_sizes: 1..64x2          # or [1, 8, 64], or "1,8,64"
-resolutions: [32, 64, 128, 224]
+resolutions: [32, 64, 128, 224]   # or seq_lens: / samples: for sequence and audio models
 repeats: 3
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,8 +23,9 @@ from stackcost.backends import REGISTRY, is_import_path
 from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
 from stackcost.measure.protocol import Protocol
-from stackcost.spec import SpecError, model_ref, parse_positive_ints, validate
+from stackcost.spec import SpecError, model_ref, parse_config, parse_positive_ints, validate
 from stackcost.spec_yaml import load_bounded, read_spec_text
+from stackcost.workload import SIZE_AXES
 
 IntAxis = list[int] | int | str  # a list, one value, or "1,8" / "8..1024x2" text
 
@@ -37,6 +39,8 @@ class ModelEntry(BaseModel):
     conv_bias: bool = False
     input_shape: list[int] | None = None
     seed: int = 0
+    config: dict[str, int | float | bool | str] = Field(default_factory=dict)  # Hugging Face
+    head: str | None = None
 
 
 class SweepFile(BaseModel):
@@ -46,6 +50,8 @@ class SweepFile(BaseModel):
     modes: list[str] = Field(default_factory=lambda: ["infer"], min_length=1)
     batch_sizes: IntAxis = 1
     resolutions: IntAxis | None = None
+    seq_lens: IntAxis | None = None
+    samples: IntAxis | None = None
     precisions: list[str] = Field(default_factory=lambda: ["fp32"], min_length=1)
     threads: IntAxis = Field(default_factory=cores)  # all CPUs this process may use
     devices: list[str] = Field(default_factory=lambda: ["cpu"], min_length=1)
@@ -154,6 +160,10 @@ def _sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int])
         fields = entry.model_dump()
         shape = fields.pop("input_shape", None)
         try:
+            if fields["config"]:
+                fields["config"] = parse_config(
+                    [f"{k}={json.dumps(v)}" for k, v in fields["config"].items()]
+                )
             models.append(model_ref(**fields, input_shape=tuple(shape) if shape else None))
         except SpecError as exc:
             raise SpecError(f"{at('models', i)}: models[{i}]: {exc}") from None
@@ -167,21 +177,28 @@ def _sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int])
     axes = {}
     for key, what in (
         ("batch_sizes", "batch size"),
-        ("resolutions", "resolution"),
         ("threads", "threads"),
+        *((a.plural, a.name.replace("_", " ")) for a in SIZE_AXES.values()),
     ):
         try:
             axes[key] = _axis(getattr(sweep, key), what)
         except SpecError as exc:
             raise SpecError(f"{at(key)}: {key}: {exc}") from None
+    sizes = {a.name: axes[a.plural] for a in SIZE_AXES.values() if axes[a.plural]}
     for model in models:
-        for res in axes["resolutions"] or []:
-            problem = zoo.check_resolution(model.name, res)
-            if problem:
-                raise SpecError(f"{at('resolutions')}: resolutions: {problem}")
+        for axis, values in sizes.items():
+            if model.is_hf or model.is_factory or axis not in zoo.model_info(model.name).sizes:
+                continue  # checked with the learned workloads, or not this model's axis
+            for value in values:
+                problem = zoo.model_info(model.name).size_problem(axis, value)
+                if problem:
+                    key = SIZE_AXES[axis].plural
+                    raise SpecError(f"{at(key)}: {key}: {problem}")
     fields = {
         **sweep.model_dump(exclude={"models", "backends", *axes}),
-        **axes,
+        "batch_sizes": axes["batch_sizes"],
+        "threads": axes["threads"],
+        "sizes": sizes,
         "models": models,
         "backends": backends,
     }

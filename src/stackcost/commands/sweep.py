@@ -10,6 +10,7 @@ from rich.console import Console
 from stackcost.commands.axes import add_axis_args, axis_fields
 from stackcost.commands.run import add_session_args, measure_and_show
 from stackcost.spec import SpecError
+from stackcost.workload import SIZE_AXES
 
 
 def add_parser(sub: Any) -> None:
@@ -29,6 +30,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.spec_file import load_sweep, sweep_from_data
 
     overrides = axis_fields(args)
+    for axis, values in overrides.pop("sizes", {}).items():  # a spec file's spelling
+        overrides[SIZE_AXES[axis].plural] = values
     if args.models:
         overrides["models"] = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.spec:
