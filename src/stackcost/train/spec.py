@@ -63,7 +63,7 @@ class TrainSpec(BaseModel):
 
 def default_resolution(model: str, native: int | None) -> int:
     """The smallest input the model accepts that still holds the dataset's images."""
-    minimum = zoo.model_info(model).min_resolution if model in zoo.MODELS else 1
+    minimum = zoo.model_info(model).minimum.get("resolution", 1) if model in zoo.MODELS else 1
     return max(native or minimum, minimum)
 
 
