@@ -68,6 +68,40 @@ inline Args parse_args(const std::vector<std::string>& words) {
   return args;
 }
 
+// Which network to build: a family and its parameters, from the architecture table
+// (stackcost/native/architectures.json) that Python reads and passes on as keys. The
+// programs build by family; `arch` (the zoo's name) is only a label for the answer.
+//   family=resnet block=basic|bottleneck depths=2,2,2,2     family=mnist-cnn
+struct Family {
+  std::string name, arch;
+  std::string block;            // resnet
+  std::vector<int64_t> depths;  // resnet: blocks per stage
+  bool resnet() const { return name == "resnet"; }
+  bool bottleneck() const { return block == "bottleneck"; }
+};
+
+inline Family parse_family(const Args& args, const std::string& program) {
+  Family f;
+  f.name = arg(args, "family");
+  const auto label = args.find("arch");
+  f.arch = label == args.end() ? f.name : label->second;
+  if (f.name == "resnet") {
+    f.block = arg(args, "block");
+    if (f.block != "basic" && f.block != "bottleneck") {
+      throw std::runtime_error("block must be basic or bottleneck, not " + f.block);
+    }
+    std::stringstream in(arg(args, "depths"));
+    for (std::string part; std::getline(in, part, ',');) f.depths.push_back(std::stoll(part));
+    if (f.depths.empty()) throw std::runtime_error("depths= names no stage");
+    for (const int64_t d : f.depths) {
+      if (d < 1) throw std::runtime_error("depths must be positive: " + arg(args, "depths"));
+    }
+  } else if (f.name != "mnist-cnn") {
+    throw std::runtime_error(program + " has no C++ definition of the family " + f.name);
+  }
+  return f;
+}
+
 inline Protocol parse_protocol(const Args& args) {
   return Protocol{std::stod(arg(args, "min_time_s")),       std::stod(arg(args, "max_time_s")),
                   std::stod(arg(args, "target_ci")),        std::stod(arg(args, "z")),

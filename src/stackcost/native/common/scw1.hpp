@@ -1,6 +1,7 @@
 // SCW1 tensor files (native/README.md): "SCW1", uint32 count, then per tensor uint32 name
-// length, name, uint32 ndim, int64 dims, float32 data; little-endian. Shared by every
-// native program; each supplies how to allocate its own tensor type.
+// length, name, uint32 ndim | dtype << 8, int64 dims, data in that dtype (0 = float32, the
+// only one before dtypes existed, so older files read unchanged); little-endian. Shared by
+// every native program; each supplies how to allocate its own tensor type.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,30 @@
 namespace stackcost {
 
 constexpr char kScw1Magic[4] = {'S', 'C', 'W', '1'};
+
+// The element types a file may hold; the code is the second byte of the ndim word.
+enum class ScwType : uint8_t { f32 = 0, i64 = 1, i32 = 2, f64 = 3, u8 = 4, b8 = 5 };
+
+inline size_t scw_size(ScwType t) {
+  switch (t) {
+    case ScwType::f32: case ScwType::i32: return 4;
+    case ScwType::i64: case ScwType::f64: return 8;
+    case ScwType::u8: case ScwType::b8: return 1;
+  }
+  throw std::runtime_error("unknown SCW1 dtype " + std::to_string(static_cast<int>(t)));
+}
+
+inline const char* scw_name(ScwType t) {
+  switch (t) {
+    case ScwType::f32: return "float32";
+    case ScwType::i64: return "int64";
+    case ScwType::i32: return "int32";
+    case ScwType::f64: return "float64";
+    case ScwType::u8: return "uint8";
+    case ScwType::b8: return "bool";
+  }
+  return "unknown";
+}
 
 // Reads straight from the file into each tensor's memory: holding the whole file first
 // would double the weights in the program's peak RSS, which is one of its measurements.
@@ -46,7 +71,8 @@ class ScwReader {
   size_t size_ = 0, pos_ = 0;
 };
 
-// `alloc(name, dims)` returns {tensor, float* to its numel floats}; the data is copied there.
+// `alloc(name, dims, dtype)` returns {tensor, pointer to its numel elements of dtype}; the
+// data is copied there.
 template <typename T, typename Alloc>
 std::vector<std::pair<std::string, T>> read_scw1(const std::string& path, Alloc alloc) {
   static_assert(sizeof(float) == 4, "float32 expected");
@@ -63,7 +89,14 @@ std::vector<std::pair<std::string, T>> read_scw1(const std::string& path, Alloc 
     if (name_len > r.left()) throw std::runtime_error(path + ": truncated name");
     std::string name(name_len, '\0');
     r.bytes(name.data(), name_len);
-    const auto ndim = r.scalar<uint32_t>();
+    const auto word = r.scalar<uint32_t>();
+    const uint32_t ndim = word & 0xffu, code = (word >> 8) & 0xffu;
+    if ((word >> 16) != 0 || code > static_cast<uint32_t>(ScwType::b8)) {
+      throw std::runtime_error(path + ": " + name + " has an unknown dtype code " +
+                               std::to_string(word >> 8));
+    }
+    const auto dtype = static_cast<ScwType>(code);
+    const size_t elem = scw_size(dtype);
     if (ndim > 16) {
       throw std::runtime_error(path + ": " + name + " has ndim " + std::to_string(ndim));
     }
@@ -73,21 +106,22 @@ std::vector<std::pair<std::string, T>> read_scw1(const std::string& path, Alloc 
       d = r.scalar<int64_t>();
       if (d < 0) throw std::runtime_error(path + ": " + name + " has a negative dimension");
       numel *= static_cast<uint64_t>(d);
-      if (numel > r.left()) throw std::runtime_error(path + ": truncated data for " + name);
+      if (numel * elem > r.left()) throw std::runtime_error(path + ": truncated data for " + name);
     }
-    auto [tensor, dst] = alloc(name, dims);
-    r.bytes(dst, numel * sizeof(float));
+    auto [tensor, dst] = alloc(name, dims, dtype);
+    r.bytes(dst, numel * elem);
     out.emplace_back(std::move(name), std::move(tensor));
   }
   if (r.left() != 0) throw std::runtime_error(path + ": trailing bytes after the last tensor");
   return out;
 }
 
-struct ScwView {  // one tensor to write: contiguous float32
+struct ScwView {  // one tensor to write: contiguous, of `dtype`
   std::string name;
   std::vector<int64_t> dims;
-  const float* data;
+  const void* data;
   size_t numel;
+  ScwType dtype = ScwType::f32;
 };
 
 inline void write_scw1(const std::string& path, const std::vector<ScwView>& tensors) {
@@ -101,10 +135,11 @@ inline void write_scw1(const std::string& path, const std::vector<ScwView>& tens
     const auto name_len = static_cast<uint32_t>(t.name.size());
     put(&name_len, 4);
     put(t.name.data(), t.name.size());
-    const auto ndim = static_cast<uint32_t>(t.dims.size());
-    put(&ndim, 4);
+    const auto word =
+        static_cast<uint32_t>(t.dims.size()) | (static_cast<uint32_t>(t.dtype) << 8);
+    put(&word, 4);
     for (const int64_t d : t.dims) put(&d, 8);
-    put(t.data, t.numel * sizeof(float));
+    put(t.data, t.numel * scw_size(t.dtype));
   }
   if (!out) throw std::runtime_error("write failed: " + path);
 }

@@ -1,5 +1,5 @@
 // What both commands of stackcost_libtorch share: SCW1 files as torch tensors, the zoo's
-// architectures re-defined with torch::nn (module names equal to the Python zoo's, so
+// families re-defined with torch::nn (module names equal to the Python zoo's, so
 // state_dict keys map 1:1), loading and saving a state by name, and the device key.
 #pragma once
 
@@ -25,20 +25,49 @@ using Named = std::vector<std::pair<std::string, torch::Tensor>>;
 
 // ---- SCW1 tensor files (see native/README.md) -------------------------------------------
 
-inline Named read_tensors(const std::string& path) {
-  return read_scw1<torch::Tensor>(path, [](const std::string&, const std::vector<int64_t>& dims) {
-    auto t = torch::empty(dims, torch::kFloat32);
-    return std::pair{t, t.data_ptr<float>()};
-  });
+inline torch::ScalarType torch_type(ScwType t) {
+  switch (t) {
+    case ScwType::f32: return torch::kFloat32;
+    case ScwType::i64: return torch::kInt64;
+    case ScwType::i32: return torch::kInt32;
+    case ScwType::f64: return torch::kFloat64;
+    case ScwType::u8: return torch::kUInt8;
+    case ScwType::b8: return torch::kBool;
+  }
+  throw std::runtime_error("unknown SCW1 dtype");
 }
 
-inline void write_tensors(const std::string& path, const Named& tensors) {
-  std::vector<torch::Tensor> keep;  // contiguous float32 copies alive while writing
+// The file dtype a torch tensor keeps; float32 for anything else (half, bfloat16, ...).
+inline ScwType scw_type(torch::ScalarType t) {
+  switch (t) {
+    case torch::kInt64: return ScwType::i64;
+    case torch::kInt32: return ScwType::i32;
+    case torch::kFloat64: return ScwType::f64;
+    case torch::kUInt8: return ScwType::u8;
+    case torch::kBool: return ScwType::b8;
+    default: return ScwType::f32;
+  }
+}
+
+// Every tensor in the dtype the file holds.
+inline Named read_tensors(const std::string& path) {
+  return read_scw1<torch::Tensor>(
+      path, [](const std::string&, const std::vector<int64_t>& dims, ScwType dtype) {
+        auto t = torch::empty(dims, torch_type(dtype));
+        return std::pair{t, t.data_ptr()};
+      });
+}
+
+// Weights and training data are written as float32 (the format's default); inputs and
+// outputs keep their dtype (`keep_dtype`), so int64 ids and bool masks round-trip.
+inline void write_tensors(const std::string& path, const Named& tensors, bool keep_dtype = false) {
+  std::vector<torch::Tensor> keep;  // contiguous CPU copies alive while writing
   std::vector<ScwView> views;
   for (const auto& [name, tensor] : tensors) {
-    keep.push_back(tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous());
+    const ScwType dtype = keep_dtype ? scw_type(tensor.scalar_type()) : ScwType::f32;
+    keep.push_back(tensor.detach().to(torch::kCPU, torch_type(dtype)).contiguous());
     const auto& t = keep.back();
-    views.push_back({name, t.sizes().vec(), t.data_ptr<float>(), static_cast<size_t>(t.numel())});
+    views.push_back({name, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.numel()), dtype});
   }
   write_scw1(path, views);
 }
@@ -211,31 +240,29 @@ TORCH_MODULE(MnistCNN);
 
 // A network behind a type-erased forward, so the commands need not know which one it is.
 struct Net {
-  std::string arch;
+  std::string arch;    // the zoo's name, a label
+  std::string family;  // what was built
   std::shared_ptr<torch::nn::Module> module;
   std::function<torch::Tensor(const torch::Tensor&)> forward;
 };
 
-// The network the keys arch, num_classes, in_channels, conv_bias (and resolution for
-// mnist-cnn) describe, freshly initialized: load_state fills it.
+// The network the keys family (and its parameters: native/architectures.json), num_classes,
+// in_channels, conv_bias (and resolution for mnist-cnn) describe, freshly initialized:
+// load_state fills it.
 inline Net make_net(const Args& args, bool dropout = true) {
-  Net net{arg(args, "arch"), nullptr, nullptr};
+  const Family family = parse_family(args, "libtorch");
+  Net net{family.arch, family.name, nullptr, nullptr};
   const auto classes = number_arg<int64_t>(args, "num_classes");
   const auto channels = number_arg<int64_t>(args, "in_channels");
   const bool bias = arg(args, "conv_bias") == "1";
-  const auto& arch = net.arch;
-  if (arch == "resnet18" || arch == "resnet34" || arch == "resnet50") {
-    const std::vector<int64_t> depths =
-        arch == "resnet18" ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
-    auto m = ResNet(depths, arch == "resnet50", classes, channels, bias);
+  if (family.resnet()) {
+    auto m = ResNet(family.depths, family.bottleneck(), classes, channels, bias);
     net.module = m.ptr();
     net.forward = [m](const torch::Tensor& x) mutable { return m->forward(x); };
-  } else if (arch == "mnist-cnn") {
+  } else {  // mnist-cnn: parse_family accepts no other
     auto m = MnistCNN(classes, channels, bias, number_arg<int64_t>(args, "resolution"), dropout);
     net.module = m.ptr();
     net.forward = [m](const torch::Tensor& x) mutable { return m->forward(x); };
-  } else {
-    throw std::runtime_error("libtorch has no C++ definition of " + arch);
   }
   return net;
 }
@@ -251,12 +278,14 @@ inline void load_state(torch::nn::Module& module, const std::string& path) {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> casts;  // (float32 as read, its slot)
   std::vector<std::string> extra;
   torch::NoGradGuard no_grad;
-  read_scw1<torch::Tensor>(path, [&](const std::string& name, const std::vector<int64_t>& dims) {
+  read_scw1<torch::Tensor>(path, [&](const std::string& name, const std::vector<int64_t>& dims,
+                                     ScwType dtype) {
+    const auto type = torch_type(dtype);
     const auto it = slots.find(name);
     if (it == slots.end()) {
       extra.push_back(name);  // reported after the missing ones, which say more
-      auto t = torch::empty(dims, torch::kFloat32);
-      return std::pair{t, t.data_ptr<float>()};
+      auto t = torch::empty(dims, type);
+      return std::pair{t, t.data_ptr()};
     }
     torch::Tensor dst = it->second;
     if (dst.sizes() != c10::IntArrayRef(dims)) {
@@ -266,12 +295,12 @@ inline void load_state(torch::nn::Module& module, const std::string& path) {
       throw std::runtime_error(msg.str());
     }
     slots.erase(it);
-    if (dst.scalar_type() == torch::kFloat32 && dst.is_contiguous() && dst.device().is_cpu()) {
-      return std::pair{dst, dst.data_ptr<float>()};
+    if (dst.scalar_type() == type && dst.is_contiguous() && dst.device().is_cpu()) {
+      return std::pair{dst, dst.data_ptr()};
     }
-    auto t = torch::empty(dims, torch::kFloat32);  // e.g. num_batches_tracked, an int64
+    auto t = torch::empty(dims, type);  // e.g. num_batches_tracked, an int64 stored as float
     casts.emplace_back(t, dst);
-    return std::pair{t, t.data_ptr<float>()};
+    return std::pair{t, t.data_ptr()};
   });
   if (!slots.empty()) throw std::runtime_error("weights file has no tensor " + slots.begin()->first);
   if (!extra.empty()) throw std::runtime_error("weights file has a tensor the model lacks: " + extra[0]);

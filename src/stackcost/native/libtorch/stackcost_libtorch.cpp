@@ -5,9 +5,11 @@
 //   stackcost_libtorch run key=value ...            measure one repetition
 //   stackcost_libtorch train key=value ...          train (train.hpp, native/README.md)
 //
-// run keys: kind=jit|nn, module=PATH.pt and optimize=0|1 (jit), arch=resnet18|resnet34|resnet50|mnist-cnn,
-// weights=PATH.scw, num_classes, in_channels, conv_bias, resolution (nn), input=PATH.scw,
-// output=PATH.scw, threads, device=cpu|cuda (default cpu), and the protocol: min_time_s,
+// run keys: kind=jit|nn, module=PATH.pt and optimize=0|1 (jit), family=resnet|mnist-cnn and
+// its parameters (block, depths: native/architectures.json), arch (a label), weights=PATH.scw,
+// num_classes, in_channels, conv_bias, resolution (nn), input=PATH.scw (jit: every input of
+// forward, in its order, any dtype; nn: one image), output=PATH.scw (every tensor of the
+// output, flattened in order, as output0..N-1), threads, device=cpu|cuda (default cpu), and the protocol: min_time_s,
 // min_iters, max_time_s, max_iters, target_ci, z (normal quantile of the confidence),
 // warmup_tolerance, warmup_max_time_s, check_interval_s; optionally the profiled pass after
 // the timed loop (--profile): profile_iters=N profile_out=PATH, which runs 2 warm-up and N
@@ -47,7 +49,30 @@ namespace {
 
 using namespace stackcost;  // the shared protocol (common/protocol.hpp)
 using namespace stackcost::lt;
-using Forward = std::function<torch::Tensor()>;
+using Forward = std::function<c10::IValue()>;
+
+// Every tensor in an output, depth first in order (tuple, list, dict values in insertion
+// order), as stackcost.verify.leaves flattens the eager model's output; numbers become 0-d
+// tensors and None is skipped, as there.
+void flatten(const c10::IValue& v, std::vector<torch::Tensor>& out) {
+  if (v.isTensor()) {
+    out.push_back(v.toTensor());
+  } else if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) flatten(e, out);
+  } else if (v.isList()) {
+    for (const auto& e : v.toListRef()) flatten(e, out);
+  } else if (v.isGenericDict()) {
+    for (const auto& item : v.toGenericDict()) flatten(item.value(), out);
+  } else if (v.isDouble()) {
+    out.push_back(torch::tensor(v.toDouble(), torch::kFloat64));
+  } else if (v.isInt()) {
+    out.push_back(torch::tensor(v.toInt(), torch::kInt64));
+  } else if (v.isBool()) {
+    out.push_back(torch::tensor(v.toBool(), torch::kBool));
+  } else if (!v.isNone()) {
+    throw std::runtime_error("output holds a " + v.tagKind() + ", not tensors");
+  }
+}
 
 // The names stackcost.profile.torch_profile looks for (STEP_MARK, WARMUP_MARK).
 constexpr const char* kStepMark = "stackcost.step";
@@ -86,9 +111,12 @@ int run(const Args& args) {
   const torch::Device device = device_arg(args);
 
   const auto kind = arg(args, "kind");
-  const auto input = read_tensors(arg(args, "input"));
-  if (input.size() != 1) throw std::runtime_error("input file must hold exactly one tensor");
-  const torch::Tensor x = input[0].second.to(device);
+  // The inputs in the file's order: forward's positional arguments.
+  std::vector<c10::IValue> inputs;
+  for (const auto& [name, tensor] : read_tensors(arg(args, "input"))) {
+    inputs.emplace_back(tensor.to(device));
+  }
+  if (inputs.empty()) throw std::runtime_error("input file holds no tensor");
 
   const auto opt = args.find("optimize");
   const bool optimize_jit = opt != args.end() && opt->second == "1";
@@ -101,13 +129,14 @@ int run(const Args& args) {
     // As torch.jit.optimize_for_inference in the Python rung (conv-BN folding, oneDNN
     // layouts); done here because an optimized module does not load back from a file.
     if (optimize_jit) scripted = torch::jit::optimize_for_inference(scripted);
-    forward = [&] { return scripted.forward({x}).toTensor(); };
+    forward = [&] { return scripted.forward(inputs); };
   } else if (kind == "nn") {
+    if (inputs.size() != 1) throw std::runtime_error("kind=nn takes one input tensor");
     net = make_net(args);
     load_state(*net.module, arg(args, "weights"));
     net.module->to(device);
     net.module->eval();
-    forward = [&] { return net.forward(x); };
+    forward = [&] { return c10::IValue(net.forward(inputs[0].toTensor())); };
   } else {
     throw std::runtime_error("kind must be jit or nn, not " + kind);
   }
@@ -120,16 +149,22 @@ int run(const Args& args) {
 
   // No autograd bookkeeping anywhere below, as the Python backends' inference_mode.
   c10::InferenceMode guard;
-  torch::Tensor output;
+  c10::IValue output;
   const int64_t cold_ns = time_once([&] { output = step(); });
   const Measured m = measure_after_cold([&] { step(); }, p, cold_ns);
 
-  write_tensors(arg(args, "output"), {{"output", output}});
+  std::vector<torch::Tensor> leaves;
+  flatten(output, leaves);
+  Named outputs;
+  for (size_t i = 0; i < leaves.size(); ++i) outputs.emplace_back("output" + std::to_string(i), leaves[i]);
+  write_tensors(arg(args, "output"), outputs, /*keep_dtype=*/true);
+  output = c10::IValue();
   // Under the same InferenceMode guard as the timed loop; `step` synchronizes the device.
   const int64_t profile_wall_ns = prof.iters > 0 ? profile_pass(step, prof) : 0;
 
   std::ostringstream details;
   details << "\"kind\":" << json_string(kind) << ",\"arch\":" << json_string(net.arch)
+          << ",\"forward_inputs\":" << inputs.size() << ",\"output_tensors\":" << leaves.size()
           << ",\"libtorch\":" << json_string(TORCH_VERSION)
           << ",\"torch_threads\":" << at::get_num_threads()
           << ",\"torch_interop_threads\":" << at::get_num_interop_threads()
@@ -155,7 +190,7 @@ int main(int argc, char** argv) {
   try {
     const std::vector<std::string> argv_(argv + 1, argv + argc);
     if (argv_.size() == 3 && argv_[0] == "echo") {
-      write_tensors(argv_[2], read_tensors(argv_[1]));
+      write_tensors(argv_[2], read_tensors(argv_[1]), /*keep_dtype=*/true);
       return 0;
     }
     if (!argv_.empty() && argv_[0] == "run") return run(parse_args(argv_));

@@ -405,7 +405,7 @@ inline int train(const Args& args) {
   const auto final_weights = arg_or(args, "final_weights", "");
   if (!final_weights.empty()) write_tensors(final_weights, state_dict(*net.module));
 
-  const bool has_dropout = net.arch == "mnist-cnn";
+  const bool has_dropout = net.family == "mnist-cnn";
   const auto details = JsonObject()
                            .text("kind", "nn")
                            .text("arch", net.arch)

@@ -44,7 +44,12 @@ struct Tensor {
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
 inline Named read_tensors(const std::string& path) {
-  return read_scw1<Tensor>(path, [](const std::string&, const std::vector<int64_t>& dims) {
+  return read_scw1<Tensor>(path, [&](const std::string& name, const std::vector<int64_t>& dims,
+                                     ScwType dtype) {
+    if (dtype != ScwType::f32) {
+      throw std::runtime_error(path + ": " + name + " is " + scw_name(dtype) +
+                               "; stackcost_onednn reads float32 only");
+    }
     Tensor t;
     t.dims = dims;
     size_t numel = 1;

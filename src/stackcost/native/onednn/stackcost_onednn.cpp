@@ -4,7 +4,8 @@
 //   stackcost_onednn run key=value ...            measure one repetition
 //   stackcost_onednn train key=value ...          train in the program's own loop (train.cpp)
 //
-// run keys: arch=resnet18|resnet34|resnet50|mnist-cnn, weights=PATH.scw, folded_bn, num_classes,
+// run keys: family=resnet|mnist-cnn and its parameters (block, depths: native/architectures.json),
+// arch (a label), weights=PATH.scw, folded_bn, num_classes,
 // in_channels, resolution, input=PATH.scw, output=PATH.scw, threads, and the protocol:
 // min_time_s, min_iters, max_time_s, max_iters, target_ci, z, warmup_tolerance,
 // warmup_max_time_s, check_interval_s; optionally profile_iters=N profile_out=PATH (a profiled
@@ -253,10 +254,9 @@ class Net {
   std::string first_conv_src_, first_conv_weights_;
 };
 
-void build_resnet(Net& net, Act x, const std::string& arch, int64_t classes) {
-  const bool bottleneck = arch == "resnet50";
-  const std::vector<int64_t> depths =
-      arch == "resnet18" ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
+void build_resnet(Net& net, Act x, const Family& family, int64_t classes) {
+  const bool bottleneck = family.bottleneck();
+  const std::vector<int64_t>& depths = family.depths;
   x = net.conv("conv1", x, 64, 7, 2, 3, true);
   x = net.pool("maxpool", x, dnnl::algorithm::pooling_max, 3, 2, 1);
   int64_t cin = 64;
@@ -324,7 +324,8 @@ int run(const Args& args) {
   const auto* version = dnnl::version();
   const int64_t baseline_rss = vm_bytes("VmRSS:");
 
-  const auto arch = arg(args, "arch");
+  const Family family = parse_family(args, "onednn");
+  const std::string& arch = family.arch;
   const auto folded_bn = std::stoll(arg(args, "folded_bn"));  // BatchNorms Python folded
   const auto classes = std::stoll(arg(args, "num_classes"));
   auto input = read_tensors(arg(args, "input"));
@@ -335,12 +336,10 @@ int run(const Args& args) {
   Weights weights(read_tensors(arg(args, "weights")));
   Net net(weights);
   const Act in = net.input({x.dims[0], x.dims[1], x.dims[2], x.dims[3]}, x.data.data());
-  if (arch == "resnet18" || arch == "resnet34" || arch == "resnet50") {
-    build_resnet(net, in, arch, classes);
-  } else if (arch == "mnist-cnn") {
-    build_mnist(net, in, classes);
+  if (family.resnet()) {
+    build_resnet(net, in, family, classes);
   } else {
-    throw std::runtime_error("onednn has no definition of " + arch);
+    build_mnist(net, in, classes);
   }
   weights.check_all_used();
   const Step step = [&net] { net.execute(); };

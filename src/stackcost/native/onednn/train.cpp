@@ -1,5 +1,5 @@
 // `stackcost_onednn train key=value ...` (native/README.md "Training"): the whole loop in
-// the program. Keys: weights, train_data, test_data, arch, num_classes, in_channels,
+// the program. Keys: weights, train_data, test_data, family (+ block, depths), arch, num_classes, in_channels,
 // conv_bias, resolution, threads, batch, epochs, optimizer (sgd|adam), lr, momentum,
 // schedule (constant|cosine), max_steps, divergence_factor, and optional final_weights=PATH,
 // dropout=on|off (mnist-cnn; off makes dropout the identity), seed (the dropout RNG, 0).
@@ -163,7 +163,8 @@ int train(const Args& args) {
   const int omp_threads = set_threads(threads);
   const int64_t baseline_rss = vm_bytes("VmRSS:");
 
-  const std::string arch = arg(args, "arch");
+  const Family family = parse_family(args, "onednn");
+  const std::string& arch = family.arch;
   const int64_t classes = std::stoll(arg(args, "num_classes"));
   const int64_t channels = std::stoll(arg(args, "in_channels"));
   const bool conv_bias = std::stoll(arg(args, "conv_bias")) != 0;
@@ -180,8 +181,7 @@ int train(const Args& args) {
   const std::string dropout = opt(args, "dropout", "on");
   const auto seed = static_cast<uint32_t>(std::stoul(opt(args, "seed", "0")));
 
-  const bool resnet = arch == "resnet18" || arch == "resnet34" || arch == "resnet50";
-  if (!resnet && arch != "mnist-cnn") throw std::runtime_error("onednn has no definition of " + arch);
+  const bool resnet = family.resnet();
   if (optimizer != "sgd" && optimizer != "adam") {
     throw std::runtime_error("optimizer must be sgd|adam, not " + optimizer);
   }
@@ -216,7 +216,7 @@ int train(const Args& args) {
   const auto build = [&](Net& n, float* data) {
     const Act x = n.input(in_dims, data);
     if (resnet) {
-      build_resnet(n, x, arch, classes, conv_bias);
+      build_resnet(n, x, family, classes, conv_bias);
     } else {
       build_mnist(n, x, classes, conv_bias, dropout_p);
     }

@@ -617,10 +617,9 @@ void Net::update_running_stats() {
 
 // ---- the architectures ------------------------------------------------------------------
 
-void build_resnet(Net& net, Act x, const std::string& arch, int64_t classes, bool conv_bias) {
-  const bool bottleneck = arch == "resnet50";
-  const std::vector<int64_t> depths =
-      arch == "resnet18" ? std::vector<int64_t>{2, 2, 2, 2} : std::vector<int64_t>{3, 4, 6, 3};
+void build_resnet(Net& net, Act x, const Family& family, int64_t classes, bool conv_bias) {
+  const bool bottleneck = family.bottleneck();
+  const std::vector<int64_t>& depths = family.depths;
   x = net.relu(net.batch_norm("bn1", net.conv("conv1", x, 64, 7, 2, 3, conv_bias)));
   x = net.max_pool(x, 3, 2, 1);
   int64_t cin = 64;

@@ -10,6 +10,7 @@
 // gets a reorder (counted too).
 #pragma once
 
+#include "common/protocol.hpp"
 #include "onednn_util.hpp"
 
 #include <functional>
@@ -183,8 +184,9 @@ class Net {
   std::string first_conv_src_, first_conv_weights_;
 };
 
-// The zoo's architectures (stackcost/zoo/resnet.py, mnist_cnn.py); module names as there.
-void build_resnet(Net& net, Act x, const std::string& arch, int64_t classes, bool conv_bias);
+// The families of native/architectures.json (stackcost/zoo/resnet.py, mnist_cnn.py); module
+// names as there.
+void build_resnet(Net& net, Act x, const Family& family, int64_t classes, bool conv_bias);
 void build_mnist(Net& net, Act x, int64_t classes, bool conv_bias, float dropout_p);
 
 }  // namespace stackcost::onednn
