@@ -18,6 +18,7 @@ from stackcost.commands import (
     peaks,
     report,
     run,
+    suite,
     sweep,
     train,
 )
@@ -31,6 +32,7 @@ EXIT_BUSY = 75
 COMMANDS = {
     "run": run,
     "sweep": sweep,
+    "suite": suite,
     "report": report,
     "list": listing,
     "env": env,

@@ -1,0 +1,185 @@
+"""`stackcost suite [NAME|FILE]`: a TorchBench-style suite, resumable, and its summary.
+
+Each model of the suite is one run (see stackcost/suite.py for why), executed by the
+engine with resume: running the same suite again continues every model where it stopped;
+--force measures everything again in new runs. --summary-only re-renders the summary
+from the store (the runs a resume would continue) without measuring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from stackcost.commands.run import add_session_args
+from stackcost.measure.disturbance import POLICIES
+from stackcost.result import VALID_STATUSES, headline
+from stackcost.spec import SpecError, db_problem
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "suite",
+        help="run a named benchmark suite (one model per domain) and summarize it vs eager",
+    )
+    p.add_argument(
+        "suite",
+        nargs="?",
+        default="default",
+        help="suite name (default: examples/suite.yaml; NAME: examples/suite-NAME.yaml) "
+        "or a YAML file",
+    )
+    p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
+    p.add_argument("--backends", help="comma list replacing the suite's (eager is always run)")
+    p.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="measure nothing: summarize the suite's stored runs (those a resume would continue)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="measure everything again in new runs instead of resuming",
+    )
+    p.add_argument("--quiet", action="store_true", help="no live progress")
+    add_session_args(p)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from stackcost.suite import load_suite
+
+    backends = None
+    if args.backends is not None:
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        if not backends:
+            raise SpecError("--backends is empty: give a comma list, e.g. eager,onnxruntime")
+    if args.summary_only and args.force:
+        raise SpecError("--summary-only measures nothing: --force does not apply")
+    if args.on_disturbed not in POLICIES:
+        raise SpecError(
+            f"--on-disturbed {args.on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
+        )
+    if not args.summary_only:
+        problem = db_problem(args.db)
+        if problem:
+            raise SpecError(problem)
+    suite = load_suite(args.suite, backends)  # every check before the store is touched
+    if args.summary_only:
+        return _summary_only(suite, args, console)
+    return _measure(suite, args, console)
+
+
+def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int:
+    from stackcost.report.suite_summary import summary_renderables
+    from stackcost.store import Store
+    from stackcost.suite import stored_runs, summarize
+
+    if not os.path.exists(args.db):
+        raise SpecError(f"--db {args.db}: no such store (run `stackcost suite {suite.name}` first)")
+    with Store(args.db, read_only=True):  # refuses a file that is not a store, one line
+        pass
+    runs, missing = stored_runs(suite, args.db)
+    if not runs:
+        print(
+            f"stackcost: no stored run of suite {suite.name} in {args.db} for this environment "
+            f"and these backends (run `stackcost suite {args.suite} --db {args.db}` first)",
+            file=sys.stderr,
+        )
+        return 1
+    console.print(summary_renderables(summarize(runs, suite.name, suite.labels())))
+    console.print(
+        Text(f"from {len(runs)} stored runs in {args.db}: {' '.join(r.run_id for r in runs)}")
+    )
+    return 0
+
+
+def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
+    from stackcost.execute.local import LocalExecutor
+    from stackcost.execute.machine_lock import MachineBusy, MachineLock
+    from stackcost.execute.runner import execute
+    from stackcost.report.progress import LiveProgress
+    from stackcost.report.suite_summary import summary_renderables
+    from stackcost.store import Store
+    from stackcost.suite import summarize, workload_label_of_spec
+
+    command = " ".join(["stackcost", *sys.argv[1:]])
+    err = Console(stderr=True)
+    lock = MachineLock(
+        wait=not args.no_wait,
+        on_wait=lambda line: err.print(Text(line, style="yellow")),
+        who=f"pid {os.getpid()}: {command}"[:300],
+    )
+    if args.no_wait and (other := lock.busy()):  # before the store is touched
+        raise MachineBusy(f"another stackcost is measuring on this machine ({other})")
+    totals = [len(spec.cells()) * spec.repeats for spec in suite.specs]
+    total = sum(totals)
+    progress = LiveProgress(err, enabled=not args.quiet)
+    results = []
+    with Store(args.db) as store, progress:
+        for i, spec in enumerate(suite.specs):
+            offset = sum(totals[:i])
+            label = workload_label_of_spec(spec)
+
+            def opened(run_id: str, resumed: bool, stored: int, label: str = label) -> None:
+                if resumed and not args.quiet:
+                    err.print(
+                        Text(
+                            f"{label}: resuming run {run_id}: {stored} repetitions already "
+                            "stored (--force measures everything again)",
+                            style="dim",
+                        )
+                    )
+
+            def retrying(cell: Any, result: Any, attempt: int, of: int) -> None:
+                err.print(
+                    Text(
+                        f"{cell.label()}: {headline(result.reason)}; try {attempt + 1} of "
+                        f"{of + 1} once the machine is quiet (--on-disturbed keep stores it)",
+                        style="yellow",
+                    )
+                )
+
+            def stored(cell: Any, result: Any, done: int, _total: int, offset: int = offset):
+                progress.result(cell, result, offset + done, total)
+
+            result = execute(
+                spec,
+                store,
+                executor=LocalExecutor(lock=lock),
+                command=command,
+                resume=not args.force,
+                on_start=progress.start,
+                on_result=stored,
+                on_open=opened,
+                on_disturbed=args.on_disturbed,
+                on_retry=retrying,
+            )
+            results.append(result)
+            if result.stopped:
+                break
+    console.print(summary_renderables(summarize(results, suite.name, suite.labels())))
+    ids = " ".join(r.run_id for r in results)
+    console.print(Text.assemble(f"stored {len(results)} runs in {args.db}: ", (ids, "bold")))
+    return _exit_code(results)
+
+
+def _exit_code(results: list[Any]) -> int:
+    """1 when the suite stopped early (--on-disturbed fail) or nothing was measured cleanly.
+    A backend failing on a model is a result of the suite, listed in the summary: it does
+    not fail the command (unlike `stackcost run`, where the user asked for that cell)."""
+    stopped = next((r.stopped for r in results if r.stopped), "")
+    if stopped:
+        print(f"stackcost: stopped: {stopped}", file=sys.stderr)
+        return 1
+    statuses = Counter(rep.status for r in results for _, rep in r.records)
+    if not any(statuses[s] for s in VALID_STATUSES):
+        summary = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
+        print(f"stackcost: nothing was measured cleanly ({summary or 'no cells'})", file=sys.stderr)
+        return 1
+    return 0

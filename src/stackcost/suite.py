@@ -1,0 +1,557 @@
+"""A named benchmark suite (TorchBench-style) and its summary: speedup and memory vs eager.
+
+A suite is a short YAML file (examples/suite.yaml is `default`): a list of models, each
+with its own batch, size and config, run through the same backends, threads, repeats and
+protocol. It expands into one RunSpec per model, each executed by the ordinary engine
+(execute/runner.py) with resume: a run is keyed by its spec's digest and the
+environment's fingerprint, so running the suite again continues each model where it
+stopped and re-measures nothing stored. One spec per model, not one for the suite:
+a RunSpec's axes are a product over all its models (every model would get every batch
+and size given), and a per-model digest means that adding or editing one model in the
+suite leaves the other models' stored runs in place.
+
+The summary (SuiteSummary) is computed from stored RunResults alone, so it can be
+re-rendered from the store without measuring: per workload, eager median / backend
+median (speedup), peak RSS over baseline backend / eager (CPU memory) and allocator
+peak backend / eager (device memory, CUDA only); per backend, the geometric mean over
+workloads, saying over how many it is taken. Only cells whose every repetition is `ok`
+(trusted) and verified against the eager reference, over an eager cell that is too,
+enter a ratio; every other (workload, backend) pair is listed with its status and reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from stackcost.clip import middle, one_line, shown
+from stackcost.errors import SpecError
+from stackcost.measure.protocol import Protocol
+from stackcost.result import TRUSTED_STATUSES, headline
+
+if TYPE_CHECKING:
+    from stackcost.runs import CellResult, RunResult
+    from stackcost.spec import RunSpec
+
+BASELINE = "eager"
+DEFAULT_NAME = "default"
+# Where `stackcost suite NAME` looks: ./examples first, then the checkout's examples/.
+EXAMPLES = (Path("examples"), Path(__file__).resolve().parents[2] / "examples")
+DEFAULT_BACKENDS = ["eager", "torchscript", "inductor", "export-aot", "onnxruntime", "openvino"]
+# A suite is a scoreboard, not a study: one short repetition per cell unless it says more.
+SUITE_PROTOCOL = {"min_time_s": 0.5, "min_iters": 5, "max_time_s": 5.0, "warmup_max_time_s": 3.0}
+
+
+# -- the suite file --------------------------------------------------------------------
+
+
+class SuiteModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    name: str
+    batch: int = Field(1, ge=1)
+    # One value for the model's only size axis (224, 128, 16000), or {axis: value}.
+    size: int | dict[str, int] | None = None
+    config: dict[str, int | float | bool | str] = Field(default_factory=dict)  # Hugging Face
+    head: str | None = None
+    init: str = "torch-default"
+    seed: int = 0
+
+
+class SuiteFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    name: str | None = None  # default: from the file name (suite.yaml: default)
+    description: str = ""
+    models: list[SuiteModel] = Field(min_length=1)
+    backends: list[str] = Field(default_factory=lambda: list(DEFAULT_BACKENDS), min_length=1)
+    threads: int | None = Field(None, ge=1)  # default: every CPU this process may use
+    device: Literal["cpu", "cuda"] = "cpu"
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    repeats: int = Field(1, ge=1)
+    timeout_s: float = Field(600.0, gt=0)
+    protocol: dict[str, Any] = Field(default_factory=dict)  # over SUITE_PROTOCOL
+    tolerance: dict[str, float] = Field(default_factory=dict)
+    backend_options: dict[str, dict[str, str]] = Field(default_factory=dict)
+    inherit_env: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class Suite:
+    name: str
+    source: str  # the file, as messages show it
+    description: str
+    backends: list[str]
+    threads: int
+    specs: list[RunSpec]  # one per model, in the file's order
+
+    def labels(self) -> list[str]:
+        return [workload_label_of_spec(s) for s in self.specs]
+
+
+def suite_path(name_or_file: str) -> Path:
+    """A YAML path as given, or a suite name: 'default' is examples/suite.yaml, NAME is
+    examples/suite-NAME.yaml."""
+    given = Path(name_or_file)
+    if given.suffix in (".yaml", ".yml") or given.exists() or "/" in name_or_file:
+        return given
+    file = "suite.yaml" if name_or_file == DEFAULT_NAME else f"suite-{name_or_file}.yaml"
+    for folder in EXAMPLES:
+        if (folder / file).is_file():
+            return folder / file
+    known = sorted(known_suites())
+    raise SpecError(
+        f"no suite named {shown(name_or_file, 40)} (known: {', '.join(known) or 'none'}; "
+        "or give a YAML file)"
+    )
+
+
+def known_suites() -> set[str]:
+    names = set()
+    for folder in EXAMPLES:
+        if (folder / "suite.yaml").is_file():
+            names.add(DEFAULT_NAME)
+        names.update(p.stem[len("suite-") :] for p in folder.glob("suite-*.yaml"))
+    return names
+
+
+def _suite_name(path: Path) -> str:
+    stem = path.stem
+    if stem == "suite":
+        return DEFAULT_NAME
+    return stem[len("suite-") :] if stem.startswith("suite-") else stem
+
+
+def _lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
+    """Every key path in the document -> its 1-based line."""
+    out = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            out.update(_lines(value, (*path, key.value)))
+            out[(*path, key.value)] = key.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out.update(_lines(item, (*path, i)))
+    return out
+
+
+def load_suite(name_or_file: str, backends: Sequence[str] | None = None) -> Suite:
+    """Read, check and expand a suite; SpecError (one line, with file:line) on bad input.
+
+    `backends` replaces the file's; eager is always run (it is the summary's baseline).
+    Nothing is written: the probe of user code, if any, runs in a throwaway child.
+    """
+    try:
+        return _load_suite(name_or_file, backends)
+    except SpecError as exc:
+        raise SpecError(one_line(str(exc))) from None
+
+
+def _load_suite(name_or_file: str, backends: Sequence[str] | None) -> Suite:
+    from stackcost.spec_yaml import load_bounded, read_spec_text
+
+    path = suite_path(name_or_file)
+    source = middle(str(path))
+    text = read_spec_text(path)
+    try:
+        node, data = load_bounded(text, source)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        problem = one_line(str(getattr(exc, "problem", None) or exc), 120)
+        raise SpecError(f"{source}{line}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}:1: a suite is a mapping with at least a 'models' key")
+    lines = _lines(node) if node is not None else {}
+    if isinstance(data.get("models"), list):  # `- resnet50` is short for `- {name: resnet50}`
+        data["models"] = [{"name": m} if isinstance(m, str) else m for m in data["models"]]
+    try:
+        suite = SuiteFile.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_message(source, lines, exc)) from None
+    return _expand(suite, path, source, lines, backends)
+
+
+def _at(source: str, lines: dict[tuple, int], *key: Any) -> str:
+    while key and key not in lines:
+        key = key[:-1]
+    line = lines.get(key)
+    return f"{source}:{line}" if line else source
+
+
+def _message(source: str, lines: dict[tuple, int], exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    # pydantic's union members ("int", "dict[str,int]") are not keys of the file.
+    loc = tuple(p for p in err["loc"] if isinstance(p, int) or p in _KEYS)
+    key = ".".join(str(p) for p in loc)
+    where = _at(source, lines, *loc)
+    if err["type"] == "extra_forbidden":
+        parent = SuiteModel if loc[:1] == ("models",) else SuiteFile
+        unknown = err["loc"][-1]
+        where = _at(source, lines, *loc, unknown)
+        allowed = ", ".join(parent.model_fields)
+        return f"{where}: unknown key {shown(unknown, 40)} (allowed: {allowed})"
+    if err["type"] == "missing":
+        return f"{where}: missing required key {key!r}"
+    if err["type"] == "too_short":
+        return f"{where}: {key} must not be empty"
+    return f"{where}: {key} = {shown(err.get('input'))}: {one_line(err['msg'], 80)}"
+
+
+_KEYS = set(SuiteFile.model_fields) | set(SuiteModel.model_fields)
+
+
+def _expand(
+    suite: SuiteFile,
+    path: Path,
+    source: str,
+    lines: dict[tuple, int],
+    override: Sequence[str] | None,
+) -> Suite:
+    from stackcost import zoo
+    from stackcost.backends import REGISTRY, is_import_path
+    from stackcost.env import cores
+    from stackcost.spec import model_ref, validate
+    from stackcost.workload import SIZE_AXES
+
+    backends = list(override) if override else suite.backends
+    for i, name in enumerate(backends):
+        if name not in REGISTRY and not is_import_path(name):
+            where = "--backends" if override else f"{_at(source, lines, 'backends', i)}: backends"
+            raise SpecError(
+                f"{where}: unknown backend {shown(name)} "
+                f"(allowed: {', '.join(REGISTRY)}, or module:Class)"
+            )
+    if len(set(backends)) != len(backends):
+        raise SpecError(f"{source}: backends: {', '.join(backends)} names one twice")
+    if BASELINE not in backends:  # the summary's ratios are to eager: it is always run
+        backends = [BASELINE, *backends]
+    try:
+        protocol = Protocol.model_validate({**SUITE_PROTOCOL, **suite.protocol})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        what = ".".join(str(p) for p in err["loc"])
+        where = _at(source, lines, "protocol", *err["loc"])
+        if err["type"] == "extra_forbidden":
+            raise SpecError(
+                f"{where}: unknown key protocol.{shown(what, 40)[1:-1]} "
+                f"(allowed: {', '.join(Protocol.model_fields)})"
+            ) from None
+        raise SpecError(
+            f"{where}: protocol.{what} = {shown(err.get('input'))}: {one_line(err['msg'], 80)}"
+        ) from None
+    threads = suite.threads or cores()
+    seen: set[tuple] = set()
+    specs = []
+    for i, entry in enumerate(suite.models):
+        where = _at(source, lines, "models", i)
+        try:
+            ref = model_ref(
+                entry.name,
+                init=entry.init,
+                seed=entry.seed,
+                config=dict(entry.config),
+                head=entry.head,
+            )
+        except SpecError as exc:
+            raise SpecError(f"{where}: models[{i}]: {exc}") from None
+        sizes: dict[str, list[int]] = {}
+        if isinstance(entry.size, int):
+            axes = zoo.MODELS[ref.name].axes if ref.name in zoo.MODELS else None
+            if axes is None or len(axes) != 1:
+                why = (
+                    "has no size axis (leave size out)"
+                    if axes == ()
+                    else f"has not one known size axis: give size as {{axis: value}} "
+                    f"(axes: {', '.join(SIZE_AXES)})"
+                )
+                where_size = _at(source, lines, "models", i, "size")
+                raise SpecError(f"{where_size}: models[{i}].size: {ref.name} {why}")
+            sizes = {axes[0]: [entry.size]}
+        elif entry.size:
+            sizes = {axis: [value] for axis, value in entry.size.items()}
+        fields = {
+            "models": [ref],
+            "backends": backends,
+            "batch_sizes": [entry.batch],
+            "sizes": sizes,
+            "precisions": [suite.precision],
+            "threads": [threads],
+            "devices": [suite.device],
+            "repeats": suite.repeats,
+            "timeout_s": suite.timeout_s,
+            "protocol": protocol,
+            "backend_options": {k: v for k, v in suite.backend_options.items() if k in backends},
+            "inherit_env": suite.inherit_env,
+            **({"tolerance": suite.tolerance} if suite.tolerance else {}),
+        }
+        try:
+            spec = validate(fields)
+        except SpecError as exc:
+            raise SpecError(f"{where}: models[{i}] ({entry.name}): {exc}") from None
+        key = (ref.model_dump_json(), entry.batch, workload_label_of_spec(spec))
+        if key in seen:
+            raise SpecError(f"{where}: models[{i}]: {entry.name} is in the suite twice as it is")
+        seen.add(key)
+        specs.append(spec)
+    unused = [k for k in suite.backend_options if k not in backends]
+    if unused:
+        raise SpecError(
+            f"{_at(source, lines, 'backend_options')}: backend_options given for "
+            f"{', '.join(unused)}, which the suite does not run"
+        )
+    return Suite(
+        name=suite.name or _suite_name(path),
+        source=source,
+        description=suite.description,
+        backends=backends,
+        threads=threads,
+        specs=specs,
+    )
+
+
+def workload_label_of_spec(spec: RunSpec) -> str:
+    """'resnet50 b1 224 px': what one suite entry measures (its cells share it)."""
+    cell = spec.cells()[0]
+    return workload_label(cell.model.name, cell.batch_size, cell.size_label(), cell.model.config)
+
+
+def workload_label(name: str, batch: int, sizes: str, config: dict | None = None) -> str:
+    parts = [name, f"b{batch}"]
+    if sizes:
+        parts.append(sizes)
+    if config:
+        parts.append(" ".join(f"{k}={v}" for k, v in config.items()))
+    return " ".join(parts)
+
+
+# -- the summary --------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """One backend on one workload: its status, and its ratios to eager when they count."""
+
+    status: str  # the cell's status; "missing" when it was never stored
+    reason: str = ""  # why it enters no ratio ("" when it does)
+    median_ms: float | None = None  # a disturbed cell's is shown marked, never used
+    disturbed: bool = False
+    speedup: float | None = None  # eager median / this median
+    cpu_memory: float | None = None  # peak RSS over baseline, this / eager
+    device_memory: float | None = None  # allocator peak, this / eager (CUDA only)
+
+    @property
+    def counted(self) -> bool:
+        return self.speedup is not None
+
+    @property
+    def shown(self) -> str:
+        """What a table shows in place of a ratio: the status, or, for an `ok` cell that
+        still has none, why (its outputs unverified, or no trusted eager beside it)."""
+        if self.status != "ok" or self.counted:
+            return self.status
+        return "unverified" if "verified" in self.reason else "no baseline"
+
+
+@dataclass
+class Row:
+    """One workload (a suite entry): eager's cell and every backend's."""
+
+    label: str
+    model: str
+    mode: str
+    device: str
+    domain: str = ""
+    entries: dict[str, Entry] = field(default_factory=dict)  # backend -> entry (eager too)
+
+
+@dataclass
+class Geomean:
+    value: float | None  # None when no workload counts
+    n: int  # workloads it is taken over
+    of: int  # workloads in the summary (of this mode)
+
+
+@dataclass
+class SuiteSummary:
+    title: str
+    backends: list[str]  # eager first
+    rows: list[Row]
+    modes: list[str]  # "infer", and "train" where train cells exist
+    baseline: str = BASELINE
+
+    def rows_of(self, mode: str) -> list[Row]:
+        return [r for r in self.rows if r.mode == mode]
+
+    def geomean(self, mode: str, backend: str, metric: str = "speedup") -> Geomean:
+        """Geometric mean of `metric` (speedup, cpu_memory, device_memory) over the
+        workloads of `mode` where the backend's ratio counts."""
+        from scipy.stats import gmean
+
+        rows = self.rows_of(mode)
+        values = [
+            v
+            for r in rows
+            if (e := r.entries.get(backend)) is not None
+            and (v := getattr(e, metric)) is not None
+            and math.isfinite(v)
+            and v > 0
+        ]
+        return Geomean(float(gmean(values)) if values else None, len(values), len(rows))
+
+    def not_counted(self, mode: str) -> list[tuple[Row, str, Entry]]:
+        """Every (workload, backend) without a speedup, with its status and reason."""
+        return [
+            (r, b, r.entries[b])
+            for r in self.rows_of(mode)
+            for b in self.backends
+            if r.entries[b].speedup is None
+        ]
+
+    @property
+    def has_device_memory(self) -> bool:
+        return any(e.device_memory is not None for r in self.rows for e in r.entries.values())
+
+
+def _verified(c: CellResult) -> bool:
+    return bool(c.repetitions) and all(
+        r.verification is not None and r.verification.ok for r in c.repetitions
+    )
+
+
+def _why_not(c: CellResult) -> str:
+    """Why a cell enters no ratio: its status's reason, or what made it untrusted."""
+    if c.status not in TRUSTED_STATUSES:
+        reasons = [r.reason for r in c.repetitions if r.status == c.status and r.reason]
+        return headline(reasons[0] if reasons else c.reason) or c.status
+    if not _verified(c):
+        return "not verified against the eager reference"
+    if c.stats is None:
+        return "no timing stored"
+    return ""
+
+
+def _ratio(top: float | int | None, bottom: float | int | None) -> float | None:
+    if top is None or bottom is None or top <= 0 or bottom <= 0:
+        return None
+    return top / bottom
+
+
+def _group_key(cell: Any) -> tuple:
+    """The workload and placement: everything but the backend."""
+    return tuple(v for k, v in cell.flat().items() if k != "backend") + (
+        tuple(sorted(cell.model.config.items())),
+    )
+
+
+def summarize(
+    runs: Sequence[RunResult],
+    title: str = "suite",
+    expected: Sequence[str] = (),
+    baseline: str = BASELINE,
+) -> SuiteSummary:
+    """The suite summary of stored runs: one row per workload (a later run's row replaces
+    an earlier one's); `expected` workload labels with no stored run are rows too, with
+    every backend "missing", so a model never drops out silently."""
+    from stackcost import zoo
+    from stackcost.report.marks import shown_stats
+
+    backends: list[str] = [baseline]
+    rows: dict[tuple, Row] = {}
+    for run in runs:
+        for b in [*run.spec.get("backends", []), *(c.backend for c, _ in run.records)]:
+            if b not in backends:
+                backends.append(b)
+        groups: dict[tuple, list[CellResult]] = {}
+        for c in run.cells():
+            groups.setdefault(_group_key(c.cell), []).append(c)
+        for key, cells in groups.items():
+            first = cells[0].cell
+            workload = zoo.MODELS.get(first.model.name)
+            learned = run.spec.get("learned", {}).get(first.model.name, {})
+            row = Row(
+                label=workload_label(
+                    first.model.name, first.batch_size, first.size_label(), first.model.config
+                ),
+                model=first.model.name,
+                mode=first.mode,
+                device=first.device,
+                domain=workload.domain if workload else str(learned.get("domain", "")),
+            )
+            by_backend = {c.cell.backend: c for c in cells}
+            base = by_backend.get(baseline)
+            base_ok = base is not None and not _why_not(base)
+            for name, c in by_backend.items():
+                stats, shown = c.stats, shown_stats(c)
+                entry = Entry(
+                    c.status,
+                    median_ms=shown.median_ms if shown else None,
+                    disturbed=c.status == "disturbed",
+                )
+                why = _why_not(c)
+                if why:
+                    entry.reason = why
+                elif not base_ok:
+                    entry.reason = (
+                        f"{baseline} not measured on this workload"
+                        if base is None
+                        else f"{baseline} was {base.status}: no baseline"
+                    )
+                else:
+                    assert base is not None and base.stats is not None and stats is not None
+                    entry.speedup = _ratio(base.stats.median_ms, stats.median_ms)
+                    mem, base_mem = c.peak_memory, base.peak_memory
+                    if mem and base_mem:
+                        entry.cpu_memory = _ratio(
+                            mem.peak_over_baseline_bytes, base_mem.peak_over_baseline_bytes
+                        )
+                        if c.cell.device == "cuda":
+                            entry.device_memory = _ratio(
+                                mem.allocator_peak_bytes, base_mem.allocator_peak_bytes
+                            )
+                row.entries[name] = entry
+            rows[key] = row
+    out = list(rows.values())
+    measured = {r.label for r in out}
+    for label in expected:
+        if label not in measured:
+            out.append(
+                Row(
+                    label=label,
+                    model=label.split(" ")[0],
+                    mode="infer",
+                    device="",
+                    entries={b: Entry("missing", "no stored run of this model") for b in backends},
+                )
+            )
+    order = {label: i for i, label in enumerate(expected)}
+    out.sort(key=lambda r: (r.mode != "infer", order.get(r.label, len(order))))
+    modes = list(dict.fromkeys(r.mode for r in out)) or ["infer"]
+    modes.sort(key=lambda m: m != "infer")
+    for r in out:  # every row names every backend: a gap is a status, not a blank
+        for b in backends:
+            r.entries.setdefault(b, Entry("missing", "not in the stored run"))
+    return SuiteSummary(title=title, backends=backends, rows=out, modes=modes, baseline=baseline)
+
+
+def stored_runs(suite: Suite, db: str | Path) -> tuple[list[RunResult], list[str]]:
+    """The runs a resume of `suite` would continue (same spec digest, same environment),
+    read from the store without writing; and the labels of models with none."""
+    from stackcost.env import collect, fingerprint
+    from stackcost.runs import RunResult
+    from stackcost.store import Store
+
+    env_fp = fingerprint(collect([suite.threads]))
+    runs, missing = [], []
+    with Store(db, read_only=True) as store:
+        for spec in suite.specs:
+            run_id = store.find_run(spec.digest(), env_fp)
+            if run_id is None:
+                missing.append(workload_label_of_spec(spec))
+            else:
+                runs.append(RunResult.from_store(store, run_id))
+    return runs, missing

@@ -1,0 +1,262 @@
+"""`stackcost suite`: the summary's math on synthetic runs, the suite file's refusals, and
+one tiny end-to-end run (examples/suite-tiny.yaml) with its resume and --summary-only."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from scipy.stats import gmean
+
+from stackcost.cell import Cell
+from stackcost.cli import main
+from stackcost.report.suite_summary import suite_section, summary_renderables
+from stackcost.result import Memory, RepetitionResult
+from stackcost.runs import RunResult
+from stackcost.spec import model_ref
+from stackcost.suite import load_suite, suite_path, summarize
+from stackcost.verify import Verification
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- the summary on synthetic runs --------------------------------------------------------
+
+
+def _rep(
+    status: str = "ok",
+    median_ms: float = 1.0,
+    rss: int = 100,
+    verified: bool = True,
+    reason: str = "",
+) -> RepetitionResult:
+    measured = status in ("ok", "unstable", "disturbed", "wrong")
+    return RepetitionResult(
+        status=status,
+        reason=reason,
+        samples_ns=[int(median_ms * 1e6)] * 9 if measured else [],
+        memory=Memory(
+            baseline_rss_bytes=1000, peak_rss_bytes=1000 + rss, peak_over_baseline_bytes=rss
+        )
+        if measured
+        else None,
+        verification=Verification(max_abs_err=0, max_rel_err=0, tolerance=1e-4, ok=verified)
+        if measured
+        else None,
+    )
+
+
+def _run(run_id: str, model: str, size: int, cells: dict[str, RepetitionResult]) -> RunResult:
+    ref = model_ref(model)
+    records = [
+        (Cell(model=ref, backend=b, sizes={"resolution": size}, threads=1), rep)
+        for b, rep in cells.items()
+    ]
+    return RunResult(run_id, Path("x.db"), {}, {"backends": list(cells)}, records)
+
+
+def _runs() -> list[RunResult]:
+    return [
+        _run(
+            "r1",
+            "mlp",
+            8,
+            {
+                "eager": _rep(median_ms=2.0, rss=100),
+                "torchscript": _rep(median_ms=1.0, rss=200),
+                "onnxruntime": _rep(median_ms=0.5, rss=50),
+            },
+        ),
+        _run(
+            "r2",
+            "mnist-cnn",
+            28,
+            {
+                "eager": _rep(median_ms=9.0, rss=100),
+                "torchscript": _rep(median_ms=1.0, rss=400),
+                "onnxruntime": _rep("unsupported", reason="no ONNX for this\nop: aten::foo"),
+            },
+        ),
+        _run(
+            "r3",
+            "resnet18",
+            32,
+            {
+                "eager": _rep(median_ms=4.0),
+                "torchscript": _rep("unstable", median_ms=1.0),  # valid, not trusted
+                "onnxruntime": _rep(median_ms=1.0, verified=False),  # ok but not verified
+            },
+        ),
+    ]
+
+
+def test_geomean_over_trusted_verified_models_and_how_many():
+    s = summarize(_runs(), "t")
+    ts = s.geomean("infer", "torchscript")
+    assert ts.value == pytest.approx(gmean([2.0, 9.0])) and (ts.n, ts.of) == (2, 3)
+    ort = s.geomean("infer", "onnxruntime")
+    assert ort.value == pytest.approx(4.0) and (ort.n, ort.of) == (1, 3)
+    mem = s.geomean("infer", "torchscript", "cpu_memory")
+    assert mem.value == pytest.approx(math.sqrt(2.0 * 4.0))
+    eager = s.geomean("infer", "eager")
+    assert eager.value == pytest.approx(1.0) and eager.n == 3
+    # CPU cells: no device memory anywhere.
+    assert s.geomean("infer", "torchscript", "device_memory").n == 0
+    assert not s.has_device_memory
+
+
+def test_models_a_backend_cannot_run_are_listed_with_status_and_reason():
+    s = summarize(_runs(), "t")
+    left = {(r.model, b): (e.status, e.reason) for r, b, e in s.not_counted("infer")}
+    assert left[("mnist-cnn", "onnxruntime")] == ("unsupported", "op: aten::foo")
+    assert left[("resnet18", "torchscript")][0] == "unstable"  # untrusted: no ratio
+    assert left[("resnet18", "onnxruntime")] == ("ok", "not verified against the eager reference")
+    assert len(left) == 3
+
+
+def test_an_untrusted_eager_leaves_its_model_out_of_every_mean():
+    runs = [
+        _run("r", "mlp", 8, {"eager": _rep("disturbed"), "torchscript": _rep(median_ms=0.1)}),
+        _run("q", "mnist-cnn", 28, {"eager": _rep(median_ms=3.0), "torchscript": _rep()}),
+    ]
+    s = summarize(runs, "t")
+    g = s.geomean("infer", "torchscript")
+    assert g.value == pytest.approx(3.0) and (g.n, g.of) == (1, 2)
+    reasons = {(r.model, b): e.reason for r, b, e in s.not_counted("infer")}
+    assert reasons[("mlp", "torchscript")] == "eager was disturbed: no baseline"
+
+
+def test_expected_models_without_a_run_are_rows_not_silence():
+    s = summarize(_runs()[:1], "t", expected=["mlp b1 8 px", "gpt2 b1 128 tokens"])
+    assert [r.label for r in s.rows] == ["mlp b1 8 px", "gpt2 b1 128 tokens"]
+    assert s.geomean("infer", "torchscript").of == 2
+    missing = [(r.label, b, e.status) for r, b, e in s.not_counted("infer")]
+    assert ("gpt2 b1 128 tokens", "eager", "missing") in missing
+
+
+def test_renderings_say_the_same_and_escape_foreign_text():
+    runs = _runs()
+    runs[1].records[2][1].reason = "<script>alert(1)</script> [bold]x[/bold]"
+    s = summarize(runs, "t")
+    console = Console(width=200, record=True)
+    console.print(summary_renderables(s))
+    text = console.export_text()
+    assert "4.24× over 2/3" in text  # gmean(2, 9): the unstable third is left out
+    assert "unverified" in text and "unsupported" in text
+    assert "[bold]x[/bold]" in text  # not read as markup
+    fragment = suite_section(runs, "t")
+    assert fragment.startswith('<section id="suite">') and fragment.endswith("</section>")
+    assert "<script>" not in fragment and "&lt;script&gt;" in fragment
+    assert "4.24× over 2/3" in fragment
+
+
+# -- the suite file: refusals, one line, exit 2, nothing written ------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("models: [mlp]\nbackends: [eager, nope]\n", ":2: backends: unknown backend 'nope'"),
+        ("models: []\n", ":1: models must not be empty"),
+        ("models:\n  - {name: mlp, batchh: 2}\n", ":2: unknown key 'batchh'"),
+        ("models:\n  - {name: mlp, batch: 0}\n", "models.0.batch = 0"),
+        ("models: [nomodel]\n", "models[0]: unknown model 'nomodel'"),
+        ("models:\n  - {name: mnist-cnn, size: 8}\n", "resolution"),
+        ("models:\n  - {name: dlrm-small, size: 8}\n", "has no size axis"),
+        ("models: [mlp]\nprotocol: {min_time: 1}\n", "unknown key protocol.min_time"),
+        ("models: [mlp]\nthreads: 100000\n", "threads 100000 is more than"),
+        ("models: [mlp, mlp]\n", "in the suite twice"),
+        ("models: [mlp\n", "not valid YAML"),
+        ("- mlp\n", "a suite is a mapping"),
+    ],
+)
+def test_bad_suites_are_refused_in_one_line_and_nothing_is_written(
+    tmp_path, capsys, text, expected
+):
+    spec = tmp_path / "suite-bad.yaml"
+    spec.write_text(text)
+    db = tmp_path / "s.db"
+    assert main(["suite", str(spec), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stackcost: error: ") and err.count("\n") == 1, err
+    assert expected in err, err
+    assert not db.exists()
+
+
+def test_flags_and_names_are_checked_before_anything_is_written(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    for argv, expected in (
+        (["suite", "nosuchsuite"], "no suite named 'nosuchsuite' (known: "),
+        (["suite", "tiny", "--backends", "eager,bogus"], "--backends: unknown backend 'bogus'"),
+        (["suite", "tiny", "--summary-only", "--force"], "--force does not apply"),
+        (["suite", "tiny", "--summary-only"], "no such store"),
+    ):
+        assert main([*argv, "--db", str(db)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and expected in err, err
+    assert not db.exists()
+
+
+def test_names_resolve_to_the_examples():
+    assert suite_path("default") == ROOT / "examples" / "suite.yaml" or suite_path(
+        "default"
+    ) == Path("examples/suite.yaml")
+    assert suite_path("tiny").name == "suite-tiny.yaml"
+
+
+def test_the_default_suite_is_one_model_per_domain_through_six_rungs():
+    from stackcost import zoo
+
+    suite = load_suite(str(ROOT / "examples" / "suite.yaml"))
+    assert suite.name == "default"
+    domains = [zoo.MODELS[s.models[0].name].domain for s in suite.specs]
+    assert len(set(domains)) == len(domains) == 6
+    for spec in suite.specs:
+        assert spec.repeats == 1 and spec.batch_sizes == [1]
+        assert spec.protocol.min_time_s <= 0.5
+        assert spec.backends == [
+            "eager",
+            "torchscript",
+            "inductor",
+            "export-aot",
+            "onnxruntime",
+            "openvino",
+        ]
+
+
+# -- end to end ---------------------------------------------------------------------------
+
+
+def _repetitions(db: Path) -> int:
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT COUNT(*) FROM repetitions").fetchone()[0]
+
+
+def test_tiny_suite_end_to_end_resumes_and_summarizes_from_the_store(tmp_path, capsys):
+    db = tmp_path / "tiny.db"
+    # keep: on a shared machine a disturbed repetition is stored as it is, not waited out.
+    argv = ["suite", "tiny", "--db", str(db), "--quiet", "--on-disturbed", "keep"]
+    code = main(argv)
+    out = capsys.readouterr().out
+    with sqlite3.connect(db) as con:
+        runs = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        statuses = [r[0] for r in con.execute("SELECT status FROM repetitions")]
+    assert runs == 2  # one run per model
+    assert len(statuses) == 4  # 2 models x 2 backends x 1 repeat
+    assert code == (0 if {"ok", "unstable"} & set(statuses) else 1)
+    for label in ("mlp b1 8 px", "mnist-cnn b1 28 px", "geometric means vs eager", "over "):
+        assert label in out
+    # Again: both runs are resumed and complete, nothing is measured.
+    assert main(argv) == code
+    assert _repetitions(db) == 4
+    again = capsys.readouterr().out
+    # --summary-only re-renders the same summary from the store, read-only.
+    before = db.stat().st_mtime_ns
+    assert main(["suite", "tiny", "--db", str(db), "--summary-only"]) == 0
+    summary = capsys.readouterr().out
+    assert db.stat().st_mtime_ns == before
+    cut = "stored 2 runs"
+    assert summary.split("from 2 stored runs")[0] == again.split(cut)[0] == out.split(cut)[0]
