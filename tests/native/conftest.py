@@ -11,10 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from stackcost import zoo
 from stackcost.backends.native import NativeBackend
 from stackcost.cell import ModelRef
 from stackcost.measure.protocol import Protocol
 from stackcost.native.build import Build, ensure_built, toolchain_problem
+from stackcost.workload import Example, make_example
 
 # Shared by the native tests: a short protocol and tiny models at their smallest inputs.
 QUICK = Protocol(min_time_s=0.05, min_iters=5, max_time_s=2, warmup_max_time_s=1)
@@ -22,6 +24,11 @@ MODELS = {
     "resnet18": (ModelRef(name="resnet18"), 32),
     "mnist-cnn": (ModelRef(name="mnist-cnn", num_classes=10, in_channels=1), 28),
 }
+
+
+def example(ref: ModelRef, resolution: int, batch: int = 1) -> Example:
+    """The workload's own inputs for an image model, as the worker draws them."""
+    return make_example(zoo.workload_of(ref), ref, batch, {"resolution": resolution})
 
 
 def _cached_build(target: str, tmp_path_factory) -> Iterator[Build]:

@@ -2,39 +2,42 @@
 
 from __future__ import annotations
 
-import statistics
-
 import pytest
-import torch
 
 from stackcost import zoo
 from stackcost.backends import PrepareContext, load_backend
+from stackcost.backends.base import NoBreakdown
 from stackcost.cell import Cell
 from stackcost.profile.breakdown import CPU_PARTS
-from tests.native.conftest import MODELS, QUICK
+from tests.native.conftest import MODELS, QUICK, example
 
 
 def _profiled(backend_name: str, tmp_path, profile_iters: int = 3):
     ref, resolution = MODELS["mnist-cnn"]
     cell = Cell(model=ref, backend=backend_name, batch_size=1, resolution=resolution, threads=1)
     model = zoo.build_model(ref, resolution).eval()
-    x = torch.randn(1, ref.in_channels, resolution, resolution)
     backend = load_backend(backend_name)
-    answer = backend.run_native(
-        model, x, cell, PrepareContext(tmp_path), QUICK, profile_iters=profile_iters
+    run = backend.run_repetition(
+        model,
+        example(ref, resolution),
+        cell,
+        PrepareContext(tmp_path),
+        QUICK,
+        profile_iters=profile_iters,
     )
-    return backend, answer
+    return backend, run, cell
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend_name", ["libtorch", "torchscript-cpp"])
 def test_profiled_pass_splits_the_step(native_build, tmp_path, backend_name):
-    backend, answer = _profiled(backend_name, tmp_path)
+    backend, run, cell = _profiled(backend_name, tmp_path)
+    answer = run.answer
     assert answer["details"]["profile_iters"] == 3
     assert answer["details"]["profile_wall_ns"] > 0
     assert answer["profile_path"].is_file()
-    median_ms = statistics.median(answer["samples_ns"]) / 1e6
-    b = backend.breakdown(answer, median_ms)
+    median_ms = run.measurement.stats.median_ms
+    b = backend.breakdown(run, cell, 3)
     assert b.check(), b.summary()
     assert b.iters == 3 and b.unprofiled_wall_ms == median_ms
     assert b.parts_ms["kernels"] > 0, b.summary()
@@ -51,8 +54,9 @@ def test_profiled_pass_splits_the_step(native_build, tmp_path, backend_name):
 
 @pytest.mark.slow
 def test_no_profile_keys_no_profiled_pass(native_build, tmp_path):
-    backend, answer = _profiled("libtorch", tmp_path, profile_iters=0)
+    backend, run, cell = _profiled("libtorch", tmp_path, profile_iters=0)
+    answer = run.answer
     assert "profile_iters" not in answer["details"] and "profile_path" not in answer
     assert not (tmp_path / "profile.json").exists()
-    with pytest.raises(RuntimeError, match="no profiled pass"):
-        backend.breakdown(answer, None)
+    with pytest.raises(NoBreakdown, match="no profiled pass|profile"):
+        backend.breakdown(run, cell, 3)

@@ -60,3 +60,18 @@ def test_rejects_bad_files(tmp_path, mangle, match):
     path.write_bytes(mangle((tmp_path / "w.scw").read_bytes()))
     with pytest.raises(FormatError, match=match):
         read_tensors(path)
+
+
+def test_inputs_keep_their_dtype(tmp_path):
+    # Inputs and outputs keep int64 ids and bool masks; weights are float32 as ever.
+    tensors = {
+        "ids": torch.tensor([[1, 2**40]], dtype=torch.int64),
+        "mask": torch.tensor([True, False]),
+        "x": torch.ones(2, dtype=torch.float64),
+    }
+    write_tensors(tmp_path / "k.scw", tensors, keep_dtype=True)
+    back = read_tensors(tmp_path / "k.scw")
+    assert [str(a.dtype) for a in back.values()] == ["int64", "bool", "float64"]
+    assert back["ids"][0, 1] == 2**40
+    write_tensors(tmp_path / "f.scw", tensors)
+    assert {str(a.dtype) for a in read_tensors(tmp_path / "f.scw").values()} == {"float32"}

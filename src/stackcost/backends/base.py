@@ -1,9 +1,24 @@
 """The backend contract: one rung of the ladder.
 
 A backend says whether it can run here (`available`, with a reason when not), what it
-can do (`capabilities`), and turns a model plus an example input into a zero-argument
-step (`prepare`). Everything else (timing, verification, memory) lives in the engine,
-so a backend module reads top to bottom in a minute.
+can do (`capabilities`, `why_not`), and turns a model plus an example input into a
+zero-argument step (`prepare`). Everything else (timing, verification, memory) lives in
+the engine, so a backend module reads top to bottom in a minute.
+
+Every rung goes through the same four hooks, whatever runs its step, so no caller asks
+which kind of backend it holds:
+
+- `environment(cell)`: variables its framework must find set before it is imported
+  (thread pools, flags); the executor puts them in the worker's environment.
+- `run_repetition(...)`: one repetition's measurement. By default in this process:
+  `prepare`, then the protocol's timed loop. A native rung runs a C++ program instead.
+- `breakdown(run, cell, iters)`: where one step's time goes (--profile). By default
+  torch.profiler over the prepared step; a backend with its own profiler overrides it.
+- `build(cache_dir)`: `stackcost build` compiles what the backend needs ahead of time;
+  nothing by default.
+
+Training has `train_repetition` beside `prepare_train`: a backend whose program runs the
+whole training loop itself overrides it; the others leave the loop to the train worker.
 """
 
 from __future__ import annotations
@@ -19,6 +34,19 @@ if TYPE_CHECKING:  # torch is imported only inside worker processes
     import torch
 
     from stackcost.cell import Cell
+    from stackcost.measure.protocol import Measurement, Protocol
+    from stackcost.profile.breakdown import Breakdown
+    from stackcost.result import Memory
+    from stackcost.workload import Example
+
+
+class Unsupported(Exception):  # noqa: N818 - the cell's status is its name
+    """This backend cannot run this cell (e.g. no C++ definition of its model): the worker
+    records the cell as `unsupported` with the message as its reason, not as a failure."""
+
+
+class NoBreakdown(Exception):  # noqa: N818 - read as "no breakdown: <why>"
+    """--profile: this repetition has no breakdown; the message says why (a profile note)."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +88,21 @@ class Prepared:
 
     step: Callable[[], Any]  # one forward (or train step) on the already-placed input
     details: dict[str, Any] = field(default_factory=dict)  # variant, options: recorded
-    # --profile: where one step's time goes, by the backend's own profiler (ONNX Runtime's).
-    # None: a torch-based step is profiled with torch.profiler by the engine.
-    breakdown: Callable[[int], Any] | None = None
+    # What the backend keeps for its own later hooks (e.g. its `breakdown`): not recorded.
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Run:
+    """One repetition's measurement, as `run_repetition` hands it to the worker."""
+
+    measurement: Measurement
+    prepare_s: float  # to the first call, cold call excluded
+    details: dict[str, Any]  # recorded with the result
+    # None: the step ran in the worker's process, which measures its own memory.
+    memory: Memory | None = None
+    prepared: Prepared | None = None  # an in-process step, for the breakdown
+    answer: dict[str, Any] | None = None  # a native program's answer, for the breakdown
 
 
 @dataclass
@@ -90,12 +130,77 @@ class Backend(ABC):
     capabilities: ClassVar[Capabilities] = Capabilities()
     # Option names this backend reads from cell.backend_options, with their defaults.
     options: ClassVar[dict[str, str]] = {}
-    # Whether torch.profiler sees this backend's work (its kernels are aten ops). A backend
-    # that runs elsewhere supplies Prepared.breakdown, or gets no breakdown with a note.
+    # Whether torch.profiler sees this backend's work (its kernels are aten ops): read by
+    # the default `breakdown` only. A backend whose work runs elsewhere overrides
+    # `breakdown` with its own profiler, or sets this False and gets a note instead.
     torch_profiled: ClassVar[bool] = True
 
     def available(self) -> Availability:
         return Availability(True)
+
+    def why_not(self, cell: Cell) -> str | None:
+        """Why this backend cannot run `cell` (status `unsupported`), or None when it can.
+        By default its capabilities decide; a backend may refuse more (a model it has no
+        definition of). The worker asks before building anything."""
+        return self.capabilities.why_not(cell)
+
+    def environment(self, cell: Cell) -> dict[str, str]:
+        """Variables the worker's environment must hold before any framework is imported
+        (thread pools, flags), on top of stackcost's thread settings, which win a clash.
+        Recorded with the result (details["thread_env"]). None by default."""
+        return {}
+
+    def build(self, cache_dir: Path | None = None) -> Any:
+        """`stackcost build`: compile ahead of time what a run would compile on first use;
+        returns what was built (stackcost.native.build.Build), or None when the backend
+        builds nothing (the default)."""
+        return None
+
+    def run_repetition(
+        self,
+        model: torch.nn.Module,
+        example: Example,
+        cell: Cell,
+        ctx: PrepareContext,
+        protocol: Protocol,
+        timeout_s: float | None = None,
+        profile_iters: int = 0,
+    ) -> Run:
+        """One repetition: in this process, `prepare` then the protocol's timed loop.
+
+        `profile_iters` > 0 asks for a profiled pass (--profile); an in-process step is
+        profiled later by `breakdown`, so the default ignores it, as it does `timeout_s`
+        (the executor kills a worker that overruns)."""
+        import time
+
+        import torch
+
+        from stackcost.measure.protocol import measure
+        from stackcost.measure.timer import timer_for
+
+        t = time.perf_counter()
+        prepared = self.prepare(model, example, cell, ctx)
+        prepare_s = time.perf_counter() - t
+        details = {
+            **prepared.details,
+            # What the worker actually ran with, next to what the backend set for itself.
+            "torch_threads": torch.get_num_threads(),
+            "torch_interop_threads": torch.get_num_interop_threads(),
+        }
+        m = measure(prepared.step, timer_for(cell.device), protocol)
+        return Run(m, prepare_s, details, prepared=prepared)
+
+    def breakdown(self, run: Run, cell: Cell, iters: int) -> Breakdown:
+        """--profile: where one step's time goes, from a profiled pass after the timed loop.
+        By default torch.profiler over the prepared step; raises NoBreakdown (the reason
+        becomes a profile note) when there is none."""
+        if run.prepared is None or not self.torch_profiled:
+            raise NoBreakdown(
+                f"torch.profiler cannot see {self.name}'s kernels and its own profiler is not wired"
+            )
+        from stackcost.profile import profile_step
+
+        return profile_step(run.prepared.step, iters=iters, device=cell.device)
 
     @abstractmethod
     def prepare(
@@ -117,6 +222,19 @@ class Backend(ABC):
         Only backends whose capabilities.modes contain "train" override this.
         """
         raise NotImplementedError(f"cannot train: {self.name} is inference only")
+
+    def train_repetition(
+        self,
+        model: torch.nn.Module,
+        splits: dict[str, Any],
+        task: Any,
+        result: Any,
+        phases: Any,
+    ) -> bool:
+        """Run the whole training repetition here and fill `result` and `phases`; True when
+        done. A backend whose program runs every epoch itself (the native rungs) does;
+        False (the default) leaves the loop to the train worker, over `prepare_train`."""
+        return False
 
     def option(self, cell: Cell, key: str) -> str:
         return cell.backend_options.get(key, self.options[key])

@@ -1,9 +1,14 @@
 """Native rungs: a C++ program measures the model out of Python, with the same protocol.
 
-A NativeBackend does not hand the engine a step: the worker calls `run_native`, which
-exports what the program needs (weights or a TorchScript file, and the input, as SCW1
-files), runs it once per repetition, and returns its JSON answer plus the output tensor
-it wrote, which the worker verifies against the eager reference like any other output.
+A NativeBackend's `run_repetition` exports what the program needs (weights or a
+TorchScript file, and the inputs, as SCW1 files), runs the program once per repetition,
+and hands back its JSON answer as a Run, with every output tensor the program wrote, which
+the worker verifies against the eager reference like any other output. Its `breakdown`
+reads the timeline the program's profiled pass wrote; `build` compiles the program;
+`train_repetition` runs the program's own training loop.
+
+Which zoo architectures the programs define is a table, stackcost/native/architectures.json;
+a cell whose model is not in it is `unsupported: no C++ definition of <model>`.
 """
 
 from __future__ import annotations
@@ -14,8 +19,16 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stackcost.backends.base import Availability, Backend, Capabilities, PrepareContext
-from stackcost.native import network_args
+from stackcost.backends.base import (
+    Availability,
+    Backend,
+    Capabilities,
+    NoBreakdown,
+    PrepareContext,
+    Run,
+    Unsupported,
+)
+from stackcost.native import architectures, definition, network_args
 
 if TYPE_CHECKING:
     import torch
@@ -23,14 +36,17 @@ if TYPE_CHECKING:
     from stackcost.cell import Cell
     from stackcost.measure.protocol import Protocol
     from stackcost.profile.breakdown import Breakdown
-
-_ZOO_ARCHS = frozenset({"resnet18", "resnet34", "resnet50", "mnist-cnn"})
+    from stackcost.result import Phases, RepetitionResult
+    from stackcost.workload import Example
 
 
 class NativeBackend(Backend):
     target: ClassVar[str]  # the build target in stackcost.native.build
     # None: the default cache (~/.cache/stackcost/native). Tests point it elsewhere.
     cache_dir: ClassVar[Path | None] = None
+    # Whether the program builds the network from its own definition (architectures.json)
+    # rather than running an exported graph.
+    needs_definition: ClassVar[bool] = True
 
     def available(self) -> Availability:
         from stackcost.native.build import toolchain_problem
@@ -38,17 +54,46 @@ class NativeBackend(Backend):
         problem = toolchain_problem(self.target, shutil.which)
         return Availability(problem is None, problem or "")
 
-    def prepare(self, model, example, cell, ctx):
-        raise NotImplementedError(f"{self.name} runs out of process: the worker calls run_native")
+    def why_not(self, cell: Cell) -> str | None:
+        problem = super().why_not(cell)
+        if problem is None and self.needs_definition and definition(cell) is None:
+            known = ", ".join(sorted(architectures()))
+            return f"no C++ definition of {cell.model.name} (defined: {known})"
+        return problem
 
-    def export(self, model: torch.nn.Module, example: torch.Tensor, cell: Cell, workdir: Path):
-        """Write the model's files into `workdir`; return the program's extra key=values."""
+    def build(self, cache_dir: Path | None = None):
+        from stackcost.native.build import ensure_built
+
+        return ensure_built(self.target, cache_dir or self.cache_dir)
+
+    def prepare(self, model, example, cell, ctx):
+        raise NotImplementedError(f"{self.name} runs out of process: see run_repetition")
+
+    def export(self, model: torch.nn.Module, example: Example, cell: Cell, workdir: Path):
+        """Write the model's files into `workdir`; return the program's extra key=values.
+
+        A returned "input_names" (not passed on) orders the input file: the order of the
+        exported forward's arguments. Without it, the workload's order."""
         raise NotImplementedError
+
+    def run_repetition(
+        self, model, example, cell, ctx, protocol, timeout_s=None, profile_iters=0
+    ) -> Run:
+        # The program runs the whole protocol in its own process and reports its own
+        # threads and peak RSS; this process only exports, verifies and summarizes.
+        answer = self.run_native(model, example, cell, ctx, protocol, timeout_s, profile_iters)
+        return Run(
+            native_measurement(answer, protocol),
+            native_prepare_s(answer),
+            dict(answer["details"]),
+            memory=native_memory(answer),
+            answer=answer,
+        )
 
     def run_native(
         self,
         model: torch.nn.Module,
-        example: torch.Tensor,
+        example: Example,
         cell: Cell,
         ctx: PrepareContext,
         protocol: Protocol,
@@ -57,26 +102,24 @@ class NativeBackend(Backend):
     ) -> dict[str, Any]:
         """Build (or reuse) the program, export, run one repetition, read its answer back.
 
-        With profile_iters > 0 the program then runs that many profiled iterations and
-        writes their timeline to answer["profile_path"], which `breakdown` reads."""
+        answer["output"] is the list of output tensors the program wrote (output0..N-1,
+        the output flattened as stackcost.verify.leaves does). With profile_iters > 0 the
+        program then runs that many profiled iterations and writes their timeline to
+        answer["profile_path"], which `breakdown` reads."""
         import time
 
         from scipy.special import ndtri
 
-        from stackcost.native.build import ensure_built
         from stackcost.native.tensors import read_tensors, write_tensors
 
-        build = ensure_built(self.target, self.cache_dir)
+        build = self.build()
         workdir = Path(ctx.workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
-        if len(example.tensors) != 1:
-            raise ValueError(
-                f"{self.name} takes one input tensor; {cell.model.name} has "
-                f"{len(example.tensors)} ({', '.join(example.names)})"
-            )
-        write_tensors(workdir / "input.scw", {"input": example.tensors[0]})
         extra = self.export(model, example, cell, workdir)
+        order = extra.pop("input_names", None) or list(example.names)
+        named = example.named()
+        write_tensors(workdir / "input.scw", {n: named[n] for n in order}, keep_dtype=True)
         export_s = time.perf_counter() - t
         p = protocol
         args = {
@@ -101,7 +144,7 @@ class NativeBackend(Backend):
         answer = self._invoke(build.executable, "run", args, timeout_s)
         if profile_iters > 0:
             answer["profile_path"] = workdir / "profile.json"
-        answer["output"] = read_tensors(workdir / "output.scw")["output"]
+        answer["output"] = list(read_tensors(workdir / "output.scw").values())
         answer["details"].update(_build_details(build, export_s))
         return answer
 
@@ -125,6 +168,20 @@ class NativeBackend(Backend):
         answer["process_s"] = time.perf_counter() - t
         return answer
 
+    def train_repetition(
+        self,
+        model: torch.nn.Module,
+        splits: dict[str, Any],
+        task: Any,
+        result: RepetitionResult,
+        phases: Phases,
+    ) -> bool:
+        """The program runs every epoch itself; this process only writes its files."""
+        from stackcost.train.native import train_native
+
+        train_native(self, model, splits, task, result, phases)
+        return True
+
     def run_native_train(
         self,
         model: torch.nn.Module,
@@ -137,12 +194,11 @@ class NativeBackend(Backend):
         """Build (or reuse) the program, write its training files, run the whole loop."""
         import time
 
-        from stackcost.native.build import ensure_built
         from stackcost.native.training import epoch_orders, train_args, write_train_files
 
         assert cell.train is not None
         self.check_arch(cell)
-        build = ensure_built(self.target, self.cache_dir)
+        build = self.build()
         workdir = Path(ctx.workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
@@ -154,15 +210,26 @@ class NativeBackend(Backend):
         answer["details"].update(_build_details(build, export_s))
         return answer
 
-    def breakdown(self, answer: dict[str, Any], unprofiled_ms: float | None) -> Breakdown:
-        """The profiled pass's split of the step, from the timeline the program wrote."""
+    def breakdown(self, run: Run, cell: Cell, iters: int) -> Breakdown:
+        """The profiled pass's split of the step, from the timeline the program wrote; the
+        unprofiled reference is the program's own timed median."""
+        if run.answer is None:
+            raise NoBreakdown(f"{self.name} ran no program")
+        stats = run.measurement.stats
+        try:
+            return self.timeline_breakdown(run.answer, stats.median_ms if stats else None)
+        except (NotImplementedError, RuntimeError) as exc:  # no pass, or an unreadable file
+            raise NoBreakdown(str(exc)) from exc
+
+    def timeline_breakdown(self, answer: dict[str, Any], unprofiled_ms: float | None) -> Breakdown:
+        """Read the program's profiled-pass timeline (answer["profile_path"])."""
         raise NotImplementedError(f"{self.name} has no profiled pass")
 
     def check_arch(self, cell: Cell) -> None:
-        """Raise unless the program has its own definition of the cell's network."""
-        if cell.model.is_factory or cell.model.name not in _ZOO_ARCHS:
-            known = ", ".join(sorted(_ZOO_ARCHS))
-            raise ValueError(f"{self.name} has no C++ definition of {cell.model.name} ({known})")
+        """Raise Unsupported unless the program may run the cell's network."""
+        problem = self.why_not(cell)
+        if problem is not None:
+            raise Unsupported(problem)
 
 
 def _build_details(build: Any, export_s: float) -> dict[str, Any]:
@@ -180,7 +247,7 @@ class LibTorchProgram(NativeBackend):
 
     target = "libtorch"
 
-    def breakdown(self, answer, unprofiled_ms):
+    def timeline_breakdown(self, answer, unprofiled_ms):
         from stackcost.profile.kineto_trace import kineto_breakdown
 
         return kineto_breakdown(answer, unprofiled_ms)
@@ -188,7 +255,10 @@ class LibTorchProgram(NativeBackend):
 
 class LibTorchBackend(LibTorchProgram):
     name = "libtorch"
-    description = "LibTorch C++: the zoo architectures re-defined with torch::nn, no Python"
+    description = (
+        "LibTorch C++: the zoo architectures re-defined with torch::nn "
+        "(native/architectures.json), no Python"
+    )
     # CUDA where torch::cuda::is_available(): the program moves module and data to the GPU.
     capabilities = Capabilities(
         modes=frozenset({"infer", "train"}), devices=frozenset({"cpu", "cuda"})
@@ -198,6 +268,11 @@ class LibTorchBackend(LibTorchProgram):
         from stackcost.native.tensors import write_tensors
 
         self.check_arch(cell)
+        if len(example.tensors) != 1:
+            raise Unsupported(
+                f"{self.name} takes one image input; {cell.model.name} has "
+                f"{len(example.tensors)} ({', '.join(example.names)})"
+            )
         write_tensors(workdir / "weights.scw", model.state_dict())
         return {"kind": "nn", "weights": workdir / "weights.scw", **network_args(cell)}
 
@@ -211,6 +286,7 @@ class TorchScriptCppBackend(LibTorchProgram):
     capabilities = Capabilities(devices=frozenset({"cpu", "cuda"}))
     # The Python torchscript rung's defaults, so the two differ only by the language.
     options = {"freeze": "true", "optimize": "true"}
+    needs_definition = False  # runs whatever traces, any inputs and outputs
 
     def export(self, model, example, cell, workdir):
         import warnings
@@ -228,7 +304,28 @@ class TorchScriptCppBackend(LibTorchProgram):
             module.save(str(workdir / "model.pt"))
         # An optimized module saves but does not load back (torch 2.13: "required keyword
         # attribute 'value' is undefined"), so the program optimizes after loading.
-        return {"kind": "jit", "module": workdir / "model.pt", "optimize": int(optimize)}
+        return {
+            "kind": "jit",
+            "module": workdir / "model.pt",
+            "optimize": int(optimize),
+            "input_names": forward_order(module, example),
+        }
+
+
+def forward_order(module: Any, example: Example) -> list[str]:
+    """The example's input names in the order the traced forward takes them: the
+    workload's for positional inputs, the forward schema's for keyword inputs (a trace with
+    example_kwarg_inputs orders them by the model's signature)."""
+    if not example.keyword:
+        return list(example.names)
+    schema = [a.name for a in module.forward.schema.arguments[1:]]  # [0] is self
+    missing = [n for n in schema if n not in example.names]
+    if missing or len(schema) != len(example.names):
+        raise RuntimeError(
+            f"traced forward takes ({', '.join(schema)}), the workload gives "
+            f"({', '.join(example.names)})"
+        )
+    return schema
 
 
 def folded_state(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], int]:
@@ -285,11 +382,16 @@ class OneDNNBackend(NativeBackend):
         from stackcost.native.tensors import write_tensors
 
         self.check_arch(cell)
+        if len(example.tensors) != 1:
+            raise Unsupported(
+                f"{self.name} takes one image input; {cell.model.name} has "
+                f"{len(example.tensors)} ({', '.join(example.names)})"
+            )
         state, folded = folded_state(model)
         write_tensors(workdir / "weights.scw", state)
         return {"weights": workdir / "weights.scw", "folded_bn": folded, **network_args(cell)}
 
-    def breakdown(self, answer, unprofiled_ms):
+    def timeline_breakdown(self, answer, unprofiled_ms):
         from stackcost.profile.primitive_timers import primitive_breakdown
 
         return primitive_breakdown(answer, unprofiled_ms)

@@ -3,15 +3,7 @@
 from __future__ import annotations
 
 from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
-
-_OPT_LEVELS = {
-    "disable": "ORT_DISABLE_ALL",
-    "basic": "ORT_ENABLE_BASIC",
-    "extended": "ORT_ENABLE_EXTENDED",
-    "layout": "ORT_ENABLE_LAYOUT",  # ORT >= 1.22
-    "all": "ORT_ENABLE_ALL",
-}
-_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+from stackcost.backends.ort_options import PROVIDERS, opt_levels, session_options
 
 
 class OnnxRuntimeBackend(Backend):
@@ -20,7 +12,6 @@ class OnnxRuntimeBackend(Backend):
     # fp32 only: a bf16/fp16 rung would need a converted graph, a different model to compare.
     capabilities = Capabilities(devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32"}))
     options = {"exporter": "dynamo", "opt_level": "all"}
-    torch_profiled = False  # its own profiler: Prepared.breakdown
 
     def available(self) -> Availability:
         return Availability.needs_modules(
@@ -36,12 +27,9 @@ class OnnxRuntimeBackend(Backend):
         from stackcost.backends.onnx_export import export_onnx
 
         opt_level = self.option(cell, "opt_level")
-        if opt_level not in _OPT_LEVELS or not hasattr(
-            ort.GraphOptimizationLevel, _OPT_LEVELS[opt_level]
-        ):
-            allowed = [k for k, v in _OPT_LEVELS.items() if hasattr(ort.GraphOptimizationLevel, v)]
-            raise ValueError(f"onnxruntime opt_level {opt_level!r}: use one of {allowed}")
-        provider = _PROVIDERS[cell.device]
+        if opt_level not in opt_levels(ort):  # before the export, which takes a while
+            raise ValueError(f"onnxruntime opt_level {opt_level!r}: use one of {opt_levels(ort)}")
+        provider = PROVIDERS[cell.device]
         if provider not in ort.get_available_providers():
             raise RuntimeError(
                 f"onnxruntime {ort.__version__} has no {provider} "
@@ -52,11 +40,7 @@ class OnnxRuntimeBackend(Backend):
         path = ctx.workdir / "onnx" / "model.onnx"
         details = export_onnx(model, example, path, self.option(cell, "exporter"))
 
-        so = ort.SessionOptions()
-        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[opt_level])
-        so.intra_op_num_threads = cell.threads
-        so.inter_op_num_threads = 1  # sequential execution: one op at a time
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so = session_options(ort, cell.threads, opt_level)
         start = time.perf_counter()
         sess = ort.InferenceSession(str(path), so, providers=[provider])
         session_s = time.perf_counter() - start
@@ -75,16 +59,6 @@ class OnnxRuntimeBackend(Backend):
         def step():
             return sess.run(None, feeds)
 
-        def breakdown(iters: int):
-            # A second session with the same settings and profiling on: the measured
-            # session stays unprofiled.
-            from stackcost.profile import profile_ort
-
-            return profile_ort(
-                path, feeds, cell.threads, ctx.workdir / "profile", iters=iters,
-                providers=(provider,), opt_level=opt_level,
-            )  # fmt: skip
-
         details.update(
             {
                 "opt_level": opt_level,
@@ -96,4 +70,20 @@ class OnnxRuntimeBackend(Backend):
                 "onnxruntime": ort.__version__,
             }
         )
-        return Prepared(step, details, breakdown=breakdown)
+        state = {
+            "path": path, "feeds": feeds, "provider": provider, "opt_level": opt_level,
+            "profile_dir": ctx.workdir / "profile",
+        }  # fmt: skip
+        return Prepared(step, details, state=state)
+
+    def breakdown(self, run, cell, iters):
+        # ORT's own profiler, in a second session with the same settings and profiling on:
+        # the measured session stays unprofiled. torch.profiler would not see its kernels.
+        from stackcost.profile import profile_ort
+
+        assert run.prepared is not None
+        s = run.prepared.state
+        return profile_ort(
+            s["path"], s["feeds"], cell.threads, s["profile_dir"], iters=iters,
+            providers=(s["provider"],), opt_level=s["opt_level"],
+        )  # fmt: skip

@@ -27,29 +27,34 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.backends import load_backend
-    from stackcost.backends.native import NativeBackend
-    from stackcost.native.build import BuildError, ensure_built
+    from stackcost.native.build import BuildError
 
-    targets: dict[str, list[str]] = {}
+    backends = []
     for name in (n.strip() for n in args.backends.split(",") if n.strip()):
         try:
-            backend = load_backend(name)
+            backends.append((name, load_backend(name)))
         except KeyError:
             console.print(Text(f"unknown backend {name!r}", style="red"))
             return 2
-        if not isinstance(backend, NativeBackend):
-            console.print(Text(f"{name} is not a native backend: nothing to build", style="red"))
-            return 2
-        targets.setdefault(backend.target, []).append(name)
     status = 0
-    for target, names in targets.items():  # backends sharing a program build it once
+    built: dict[str, tuple[list[str], Any]] = {}  # executable -> (backends, first build)
+    failed: dict[str, list[str]] = {}  # message -> backends (sharing a program: retried)
+    for name, backend in backends:
         try:
-            build = ensure_built(target, args.cache_dir)
+            build = backend.build(args.cache_dir)
         except BuildError as exc:
-            console.print(Text(f"{', '.join(names)}: build failed", style="red"))
-            console.print(str(exc), markup=False, highlight=False)
+            failed.setdefault(str(exc), []).append(name)
             status = 1
             continue
+        if build is None:
+            console.print(Text(f"{name} has nothing to build (not a native backend)", style="red"))
+            return 2
+        # Backends sharing a program built it once: the later ones found it cached.
+        built.setdefault(str(build.executable), ([], build))[0].append(name)
+    for message, names in failed.items():
+        console.print(Text(f"{', '.join(names)}: build failed", style="red"))
+        console.print(message, markup=False, highlight=False)
+    for executable, (names, build) in built.items():
         what = f"compiled in {build.seconds:.1f} s" if build.compiled else "cached"
-        console.print(f"{', '.join(names)}: {build.executable} ({what})", markup=False)
+        console.print(f"{', '.join(names)}: {executable} ({what})", markup=False)
     return status

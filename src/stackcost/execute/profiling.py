@@ -12,14 +12,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stackcost.result import RepetitionResult
 
 if TYPE_CHECKING:
     import torch
 
-    from stackcost.backends.base import Backend, Prepared
+    from stackcost.backends.base import Backend, Run
     from stackcost.cell import Cell
     from stackcost.execute.task import RepetitionTask
     from stackcost.measure.protocol import Measurement
@@ -40,37 +40,16 @@ def record_work(
         result.achieved_gflops = result.work.flops / (result.stats.median_ms / 1e3) / 1e9
 
 
-def breakdown(
-    backend: Backend,
-    prepared: Prepared | None,
-    cell: Cell,
-    result: RepetitionResult,
-    native: dict[str, Any] | None = None,
-) -> None:
-    """The step's time split (kernels vs overhead on CPU), or a note saying why there is none.
+def breakdown(backend: Backend, run: Run, cell: Cell, result: RepetitionResult) -> None:
+    """The step's time split (kernels vs overhead on CPU), by the backend's `breakdown`
+    (torch.profiler, its own profiler, or a native program's timeline), or a note saying
+    why there is none."""
+    from stackcost.backends.base import NoBreakdown
 
-    `native` is a C++ program's answer: its profiled pass wrote a timeline that the
-    backend reads; the unprofiled reference is the program's own timed median."""
-    from stackcost.backends.native import NativeBackend
-    from stackcost.profile import profile_step
-
-    if native is not None and isinstance(backend, NativeBackend):
-        unprofiled = result.stats.median_ms if result.stats is not None else None
-        try:
-            result.breakdown = backend.breakdown(native, unprofiled)
-        except (NotImplementedError, RuntimeError) as exc:  # no pass, or an unreadable file
-            result.profile_notes.append(f"no breakdown: {exc}")
-    elif prepared is not None and prepared.breakdown is not None:
-        result.breakdown = prepared.breakdown(PROFILE_ITERS)
-    elif prepared is not None and backend.torch_profiled:
-        result.breakdown = profile_step(prepared.step, iters=PROFILE_ITERS, device=cell.device)
-    elif prepared is None:
-        result.profile_notes.append(f"no breakdown: {backend.name} has no prepared step")
-    else:
-        result.profile_notes.append(
-            f"no breakdown: torch.profiler cannot see {backend.name}'s kernels and its own "
-            "profiler is not wired"
-        )
+    try:
+        result.breakdown = backend.breakdown(run, cell, PROFILE_ITERS)
+    except NoBreakdown as exc:
+        result.profile_notes.append(f"no breakdown: {exc}")
     if result.breakdown is not None and not result.breakdown.check():
         b = result.breakdown
         result.profile_notes.append(

@@ -28,9 +28,15 @@ class RepetitionTask(BaseModel):
     inherit_env: list[str] = []
 
     def thread_env(self) -> dict[str, str]:
-        """Variables that pin framework threads; they must exist before any import."""
+        """Variables that must exist before any import: what the backend asks for
+        (Backend.environment: its framework's thread pools, flags) and the variables that
+        pin framework threads, which win a clash. The executor puts them in the worker's
+        environment; the worker records them (details["thread_env"])."""
+        from stackcost.execute.environ import backend_environment
+
         n = str(self.cell.threads)
         return {
+            **backend_environment(self.cell),
             "OMP_NUM_THREADS": n,
             "MKL_NUM_THREADS": n,
             "OPENBLAS_NUM_THREADS": n,

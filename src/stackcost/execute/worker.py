@@ -28,17 +28,10 @@ def _measure(
 
     from stackcost import zoo
     from stackcost.backends import PrepareContext, load_backend
-    from stackcost.backends.native import (
-        NativeBackend,
-        native_measurement,
-        native_memory,
-        native_prepare_s,
-    )
+    from stackcost.backends.base import Unsupported
     from stackcost.measure import memory
     from stackcost.measure.disturbance import assess
     from stackcost.measure.leak import check_leak
-    from stackcost.measure.protocol import measure
-    from stackcost.measure.timer import timer_for
     from stackcost.verify import leaves, verify, worst_output
     from stackcost.workload import make_example
 
@@ -46,6 +39,10 @@ def _measure(
     torch.set_num_threads(cell.threads)
     backend = load_backend(cell.backend)
     phases.import_s = time.perf_counter() - t_start
+    problem = backend.why_not(cell)
+    if problem is not None:  # decided before any model is built
+        result.status, result.reason = "unsupported", problem
+        return
     baseline = memory.rss_bytes()
 
     t = time.perf_counter()
@@ -67,16 +64,12 @@ def _measure(
         torch.cuda.reset_peak_memory_stats()
     can_reset = memory.reset_peak()  # the reference forward is not the backend's memory
 
-    t = time.perf_counter()
     ctx = PrepareContext(workdir=Path(task.workdir))
     thread_env = {k: os.environ.get(k) for k in task.thread_env()}
-    prepared = None
-    native: dict | None = None  # a C++ program's answer
     with profiling.sampling(task) as sampler:
-        if isinstance(backend, NativeBackend):
-            # A C++ program runs the whole protocol in its own process and reports its own
-            # threads and peak RSS; this process only exports, verifies and summarizes.
-            native = backend.run_native(
+        # In this process (prepare + the timed loop) or in a C++ program: the backend's.
+        try:
+            run = backend.run_repetition(
                 model,
                 example,
                 cell,
@@ -85,22 +78,15 @@ def _measure(
                 task.timeout_s,
                 profile_iters=profiling.PROFILE_ITERS if task.profile else 0,
             )
-            m = native_measurement(native, task.protocol)
-            phases.prepare_s = native_prepare_s(native)
-            result.details = {**native["details"], "thread_env": thread_env}
-            result.memory = native_memory(native)
-        else:
-            prepared = backend.prepare(model, example, cell, ctx)
-            phases.prepare_s = time.perf_counter() - t
-            result.details = {
-                **prepared.details,
-                # What the worker actually ran with, next to what the backend set for itself.
-                "torch_threads": torch.get_num_threads(),
-                "torch_interop_threads": torch.get_num_interop_threads(),
-                "thread_env": thread_env,
-            }
-            m = measure(prepared.step, timer_for(cell.device), task.protocol)
-            result.memory = _memory(baseline, can_reset, cell.device)
+        except Unsupported as exc:  # found out only once the inputs were known
+            result.status, result.reason = "unsupported", str(exc)
+            return
+        m = run.measurement
+        phases.prepare_s = run.prepare_s
+        result.details = {**run.details, "thread_env": thread_env}
+        result.memory = (
+            run.memory if run.memory is not None else _memory(baseline, can_reset, cell.device)
+        )
         if sampler is not None:
             sampler.mark("timed_end")
     if m.window is not None:
@@ -122,7 +108,7 @@ def _measure(
     result.throughput = cell.batch_size / (m.stats.median_ms / 1e3)
     if task.profile:
         profiling.record_work(model, example, cell, result)
-        profiling.breakdown(backend, prepared, cell, result, native)
+        profiling.breakdown(backend, run, cell, result)
     if not result.verification.ok:
         result.status = "wrong"
         v = result.verification

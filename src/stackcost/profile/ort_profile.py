@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from stackcost.backends.ort_options import session_options
 from stackcost.profile.breakdown import Breakdown, Interval, intersect, length, top_ops
 
 
@@ -53,7 +54,7 @@ def profile_ort(
     workdir.mkdir(parents=True, exist_ok=True)
     sess = ort.InferenceSession(
         str(model_path),
-        _session_options(ort, threads, opt_level, workdir / "ort"),
+        session_options(ort, threads, opt_level, workdir / "ort"),
         providers=list(providers),
     )
     if sess.get_providers()[0] != providers[0]:
@@ -73,7 +74,7 @@ def profile_ort(
     if reference:
         plain = ort.InferenceSession(
             str(model_path),
-            _session_options(ort, threads, opt_level, None),
+            session_options(ort, threads, opt_level),
             providers=list(providers),
         )
         for _ in range(warmup):
@@ -91,23 +92,6 @@ def profile_ort(
         unprofiled_wall_ms=unprofiled_ms,
         extra_notes=[f"ORT trace: {trace}", f"providers: {', '.join(sess.get_providers())}"],
     )
-
-
-def _session_options(ort: Any, threads: int, opt_level: str, prefix: Path | None) -> Any:
-    # The backend's own mapping, so the profiled session cannot drift from the measured one.
-    from stackcost.backends.onnxruntime import _OPT_LEVELS
-
-    if opt_level not in _OPT_LEVELS:
-        raise ValueError(f"onnxruntime opt_level {opt_level!r}: use one of {list(_OPT_LEVELS)}")
-    so = ort.SessionOptions()
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[opt_level])
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    if prefix is not None:
-        so.enable_profiling = True
-        so.profile_file_prefix = str(prefix)
-    return so
 
 
 def _interval(event: Mapping[str, Any]) -> Interval:

@@ -19,7 +19,6 @@ from stackcost.execute.process import guarded, serve
 from stackcost.measure.counters import Edge, Window
 from stackcost.measure.disturbance import assess
 from stackcost.result import EpochRecord, Memory, Phases, RepetitionResult
-from stackcost.train.native import train_native
 from stackcost.train.record import run_details, set_step_stats
 from stackcost.train.task import TrainTask
 
@@ -108,7 +107,6 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
 
     from stackcost import zoo
     from stackcost.backends import PrepareContext, load_backend
-    from stackcost.backends.native import NativeBackend
     from stackcost.data import load_dataset
     from stackcost.measure import memory
 
@@ -119,6 +117,10 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
     _seed_everything(cell.model.seed)
     backend = load_backend(cell.backend)
     phases.import_s = time.perf_counter() - t_start
+    problem = backend.why_not(cell)
+    if problem is not None:  # decided before any data is loaded
+        result.status, result.reason = "unsupported", problem
+        return
     baseline = memory.rss_bytes()
 
     t = time.perf_counter()
@@ -143,11 +145,9 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
         raise RuntimeError(
             f"loaded weights hash to {result.weights_digest}, expected {task.weights_digest}"
         )
-    if isinstance(backend, NativeBackend):
-        # The C++ program runs every epoch itself; this process only writes its files.
-        phases.build_s = time.perf_counter() - t
-        train_native(backend, model, splits, task, result, phases)
-        return
+    phases.build_s = time.perf_counter() - t
+    if backend.train_repetition(model, splits, task, result, phases):
+        return  # the backend ran every epoch itself (a C++ program)
     device = torch.device(cell.device)
     cuda = cell.device == "cuda"
     model = model.to(device).train()
