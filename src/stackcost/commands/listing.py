@@ -9,6 +9,29 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.workload import SIZE_AXES, Input, Workload
+
+
+def input_text(spec: Input, workload: Workload) -> str:
+    """'input_ids int64[batch, seq_len]': the batch and size axes stay symbolic; a model
+    field (in_channels) shows the entry's default."""
+    fields = {"in_channels": workload.in_channels}
+    dims = ", ".join(str(fields.get(d, d)) if isinstance(d, str) else str(d) for d in spec.shape)
+    return f"{spec.name} {spec.dtype}[{dims}]"
+
+
+def size_text(workload: Workload, axis: str) -> str:
+    """'--seq-len 128 tokens (max 512)': the flag that sets it, the default, its bounds."""
+    a = SIZE_AXES[axis]
+    bounds = [
+        f"{word} {v}"
+        for word, v in (("min", workload.minimum.get(axis)), ("max", workload.maximum.get(axis)))
+        if v is not None
+    ]
+    return f"{a.flag} {a.show(workload.sizes[axis])}" + (
+        f" ({', '.join(bounds)})" if bounds else ""
+    )
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("list", help="list models or backends, and why one is unavailable")
@@ -21,18 +44,24 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.what == "models":
         from stackcost import zoo
 
-        for col in ("model", "default input", "min res", "classes", "description"):
-            table.add_column(col)
-        for info in zoo.MODELS.values():
+        for col in ("model", "domain", "inputs", "sizes (default)", "classes", "description"):
+            # Descriptions wrap first, so an input or a size reads on one line where it can.
+            table.add_column(col, overflow="fold", max_width=30 if col == "description" else None)
+        for w in zoo.MODELS.values():
             table.add_row(
-                info.name,
-                f"{info.default_in_channels}×{info.default_resolution}²",
-                str(info.min_resolution),
-                str(info.default_num_classes),
-                Text(info.description),
+                w.name,
+                w.domain,
+                Text("\n".join(input_text(i, w) for i in w.inputs)),
+                Text("\n".join(size_text(w, a) for a in w.axes) or "—"),
+                str(w.num_classes) if w.num_classes else "—",
+                Text(w.description),
             )
         table.caption = Text(
-            f"init schemes: {', '.join(zoo.INIT_SCHEMES)}; or --model package.module:factory"
+            "inputs: name dtype[shape], the dims named by what sets them (batch: --batch-size; "
+            "a size axis: its flag); --model also takes hf:<model_type> (a Hugging Face "
+            "architecture built offline from its config; -c key=value, --head) or "
+            "package.module:ATTR (your own nn.Module factory); "
+            f"init schemes: {', '.join(zoo.INIT_SCHEMES)}"
         )
     else:
         from stackcost.backends import REGISTRY, load_backend

@@ -27,6 +27,7 @@ from stackcost.cell import Cell
 from stackcost.measure.peaks import Peaks, percent_of_peak
 from stackcost.measure.telemetry import Telemetry
 from stackcost.profile.breakdown import CPU_PARTS, GPU_PARTS
+from stackcost.report import data
 from stackcost.report.plots import HEIGHT, TEMPLATE, _extra, _log2_axis, _selector, _text
 from stackcost.report.profile_table import profiled
 from stackcost.report.style import PALETTE
@@ -82,7 +83,7 @@ class Row:
     run_id: str
     cell: Cell
     series: str  # the legend name the rest of the report uses (raw, not escaped)
-    workload: str  # model · batch · resolution · threads (+ axes that vary), raw
+    workload: str  # model · batch · sizes (with units) · threads (+ axes that vary), raw
     rep: RepetitionResult
     peaks: Peaks | None  # measured at the cell's thread count, from the run's env
     median_ms: float | None = None  # median over repetitions, as in the other sections
@@ -131,16 +132,17 @@ _EXTRA_AXES = {
 
 
 def _workload(cell: Cell, extra: list[str]) -> str:
-    parts = [cell.model.name, f"b{cell.batch_size}", f"{cell.resolution} px", f"{cell.threads} thr"]
-    data = cell.flat()
-    parts += [_EXTRA_AXES[a].format(data[a]) for a in extra]
+    sizes = [cell.size_label()] if cell.sizes else []  # "224 px", "128 tokens"
+    parts = [cell.model.name, f"b{cell.batch_size}", *sizes, f"{cell.threads} thr"]
+    flat = cell.flat()
+    parts += [_EXTRA_AXES[a].format(flat[a]) for a in extra]
     return " · ".join(parts)
 
 
 def _sort_key(row: Row, order: list[str]) -> tuple:
     c = row.cell
     rank = order.index(row.series) if row.series in order else len(order)
-    workload = (c.model.name, c.mode, c.precision, c.device, c.resolution, c.threads)
+    workload = (c.model.name, c.mode, c.precision, c.device, tuple(c.sizes.items()), c.threads)
     return (*workload, c.batch_size, rank, row.run_id)
 
 
@@ -890,7 +892,13 @@ def best_tables(rows: list[Row]) -> list[dict[str, Any]]:
     for r in rows:
         c = r.cell
         workload = " · ".join(
-            [c.model.name, f"{c.resolution} px", f"{c.threads} thr", c.precision, c.device]
+            [
+                c.model.name,
+                *([c.size_label()] if c.sizes else []),
+                f"{c.threads} thr",
+                c.precision,
+                c.device,
+            ]
         )
         e = r.rep.energy
         recs.append(
@@ -931,7 +939,8 @@ def best_tables(rows: list[Row]) -> list[dict[str, Any]]:
 
 # -- 7. thread scaling -----------------------------------------------------------------
 
-SCALING_AXES = ("model", "mode", "batch_size", "resolution", "precision", "device", "init")
+# "sizes" ("224 px", "128 tokens", ""): one key for every size axis, never NaN.
+SCALING_AXES = ("model", "mode", "batch_size", "sizes", "precision", "device", "init")
 UNSTABLE_BASE = "(base unstable?)"
 
 
@@ -941,6 +950,7 @@ def scaling_frame(summ: pd.DataFrame) -> pd.DataFrame:
     False where a cell at the smallest count was unstable: those speedups are marked."""
     cols = [
         *SCALING_AXES,
+        *data.size_columns(summ),  # for labels: "res 32 px", "seq len 128 tokens"
         "series",
         "threads",
         "median_ms",
@@ -965,7 +975,7 @@ def scaling_frame(summ: pd.DataFrame) -> pd.DataFrame:
         base_t, base_ms = int(g["threads"].iloc[0]), float(g["median_ms"].iloc[0])
         first = grp.iloc[0]
         g = g.assign(
-            **{a: first[a] for a in [*SCALING_AXES, "series"]},
+            **{a: first[a] for a in [*SCALING_AXES, *data.size_columns(summ), "series"]},
             base_threads=base_t,
             base_trusted=bool(g["trusted"].iloc[0]),
             speedup=base_ms / g["median_ms"],
@@ -986,17 +996,20 @@ def scaling_figure(summ: pd.DataFrame, colors: dict[str, str]) -> Panel:
             "no thread scaling to show.",
         )
     fixed = [a for a in SCALING_AXES if df[a].nunique() > 1 or a in ("model", "batch_size")]
-    fmt = {"batch_size": "batch {}", "resolution": "res {} px", "init": "init {}"}
+    fmt = {"batch_size": "batch {}", "init": "init {}"}
     keys = list(dict.fromkeys(tuple(r[a] for a in SCALING_AXES) for _, r in df.iterrows()))
     fig = go.Figure()
     owners: list[int] = []
     labels: list[str] = []
     for gi, key in enumerate(keys):
         sel = df[[tuple(r) == key for r in df[list(SCALING_AXES)].itertuples(index=False)]]
-        row = dict(zip(SCALING_AXES, key, strict=True))
-        labels.append(
-            _text(" · ".join(fmt.get(a, "{}").format(row[a]) for a in SCALING_AXES if a in fixed))
+        row = sel.iloc[0]
+        parts = (
+            data.sizes_text(row) if a == "sizes" else fmt.get(a, "{}").format(row[a])
+            for a in SCALING_AXES
+            if a in fixed
         )
+        labels.append(_text(" · ".join(p for p in parts if p)))
         for base in sorted(sel["base_threads"].unique()):
             ts = sorted(sel["threads"].unique())
             fig.add_trace(

@@ -19,22 +19,29 @@ import pandas as pd
 
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, VALID_STATUSES
 from stackcost.runs import RunResult
+from stackcost.workload import SIZE_AXES
 
 MIB = 2**20
+
+# A cell's size axes ("resolution" px, "seq_len" tokens, "samples"): one column each, for
+# the cells that have it (blank, <NA>, for the others). Groupings use "sizes" instead, the
+# sizes with their units ("224 px", "128 tokens", "" for none): one key, never NaN, so no
+# groupby drops a cell because its model has no resolution.
+SIZE_COLUMNS: tuple[str, ...] = tuple(SIZE_AXES)
 
 # Everything that defines a workload except the backend: the key of a baseline group.
 WORKLOAD_AXES = (
     "model",
     "mode",
     "batch_size",
-    "resolution",
+    "sizes",
     "precision",
     "threads",
     "device",
     "init",
 )
 # Axes a figure holds fixed while sweeping one of them.
-CONDITION_AXES = ("mode", "batch_size", "resolution", "precision", "threads", "device", "init")
+CONDITION_AXES = ("mode", "batch_size", "sizes", "precision", "threads", "device", "init")
 
 # Worst first wins when repetitions of one cell disagree. Unknown statuses (added by a
 # newer stackcost) rank worst: an unrecognised status must never pass as a timing.
@@ -104,7 +111,14 @@ CELL_COLUMNS = (
     "model",
     "backend",
     "options",
-    *CONDITION_AXES,
+    "mode",
+    "batch_size",
+    *SIZE_COLUMNS,  # only those some cell has are kept (see cell_columns)
+    "sizes",
+    "precision",
+    "threads",
+    "device",
+    "init",
     "status",
     "reason",
     "valid",
@@ -131,6 +145,31 @@ def is_valid(status: str) -> bool:
 
 def is_trusted(status: str) -> bool:
     return status in TRUSTED_STATUSES
+
+
+def size_columns(df: pd.DataFrame) -> list[str]:
+    """The size axes some row of `df` has, in SIZE_AXES order: ["resolution"] for image runs."""
+    return [a for a in SIZE_COLUMNS if a in df and df[a].notna().any()]
+
+
+def cell_columns(df: pd.DataFrame) -> list[str]:
+    """CELL_COLUMNS less the size axes no cell of `df` has: an image run's are as ever."""
+    present = set(size_columns(df))
+    return [c for c in CELL_COLUMNS if c not in SIZE_COLUMNS or c in present]
+
+
+def _sort_axes(df: pd.DataFrame) -> list[str]:
+    """CONDITION_AXES with the sizes as numbers (sorting "128 px" as text puts it first)."""
+    sizes = size_columns(df)
+    return [a for c in CONDITION_AXES for a in (sizes if c == "sizes" else [c])]
+
+
+def _int_sizes(df: pd.DataFrame) -> pd.DataFrame:
+    """Size columns as integers, blank where a cell has no such axis (not 224.0 and NaN)."""
+    for a in size_columns(df):
+        if df[a].isna().any():
+            df[a] = df[a].astype("Int64")
+    return df
 
 
 def _options(opts: dict[str, str]) -> str:
@@ -188,7 +227,7 @@ def frame(runs: list[RunResult]) -> pd.DataFrame:
                 "log_tail",
             ]
         ).astype({"valid": bool, "trusted": bool})
-    df = pd.concat(parts, ignore_index=True)
+    df = _int_sizes(pd.concat(parts, ignore_index=True))
     for col in NUMERIC_COLUMNS:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     df["reason"] = df["reason"].fillna("")
@@ -225,7 +264,7 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
     """
     df = frame(data) if isinstance(data, list) else data
     if df.empty:
-        return pd.DataFrame(columns=list(CELL_COLUMNS)).astype({"valid": bool, "trusted": bool})
+        return pd.DataFrame(columns=cell_columns(df)).astype({"valid": bool, "trusted": bool})
     keys = ["run_id", "cell_key"]
     g = df.groupby(keys, sort=False)
     out = g.agg(
@@ -233,7 +272,7 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
         model=("model", "first"),
         backend=("backend", "first"),
         options=("options", "first"),
-        **{a: (a, "first") for a in CONDITION_AXES},
+        **{a: (a, "first") for a in (*CONDITION_AXES, *size_columns(df))},
         n_repetitions=("status", "size"),
         n_valid=("valid", "sum"),
         median_ms=("median_ms", "median"),
@@ -265,8 +304,8 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
         out[marked] = out[clean].fillna(out[busy]).where(disturbed)
     out.loc[~out["valid"], list(CELL_TIMINGS)] = np.nan
     out["n_valid"] = out["n_valid"].astype(int)
-    out = out.sort_values(["model", "run_id", *CONDITION_AXES], kind="stable")
-    return out[list(CELL_COLUMNS)].reset_index(drop=True)
+    out = _int_sizes(out).sort_values(["model", "run_id", *_sort_axes(out)], kind="stable")
+    return out[cell_columns(out)].reset_index(drop=True)
 
 
 def with_ratios(cell_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
@@ -321,17 +360,45 @@ def varying(df: pd.DataFrame, axes: tuple[str, ...] = CONDITION_AXES) -> list[st
 _AXIS_FORMAT = {
     "mode": "{}",
     "batch_size": "batch {}",
-    "resolution": "res {} px",
     "precision": "{}",
     "threads": "{} thr",
     "device": "{}",
     "init": "init {}",
+    "other_sizes": "{}",  # a size sweep's other axes, already with their units
 }
 
 
+def axis_name(axis: str) -> str:
+    """'batch size', 'resolution', 'seq len', 'samples': an axis in running text."""
+    return "batch size" if axis == "batch_size" else axis.replace("_", " ")
+
+
+def size_text(axis: str, value: Any) -> str:
+    """One size in a label: 'res 64 px' (as image labels have always read),
+    'seq len 128 tokens', '16000 samples'."""
+    if axis == "resolution":
+        return f"res {value} px"
+    a = SIZE_AXES[axis]
+    name = axis_name(axis)
+    return a.show(value) if name == a.unit else f"{name} {a.show(value)}"
+
+
+def sizes_text(row: Any, leave_out: str = "") -> str:
+    """A row's sizes as size_text puts them ('' for a workload without size axes)."""
+    parts = [
+        size_text(a, row[a])
+        for a in SIZE_COLUMNS
+        if a != leave_out and a in row and not pd.isna(row[a])
+    ]
+    return " · ".join(parts)
+
+
 def condition_label(row: Any, axes: list[str]) -> str:
-    """'res 64 px · fp32 · 4 thr' for the axes that vary; '' when none does."""
-    return " · ".join(_AXIS_FORMAT[a].format(row[a]) for a in axes)
+    """'res 64 px · fp32 · 4 thr' for the axes that vary; '' when none does.
+
+    `row` needs the size columns where "sizes" is among `axes` (a cell's row does)."""
+    parts = (sizes_text(row) if a == "sizes" else _AXIS_FORMAT[a].format(row[a]) for a in axes)
+    return " · ".join(p for p in parts if p)
 
 
 def series_order(df: pd.DataFrame, baseline: str = "eager") -> list[str]:
@@ -354,8 +421,8 @@ def throughput_tables(cell_df: pd.DataFrame, baseline: str = "eager") -> list[Th
     fixed = [a for a in CONDITION_AXES if a != "batch_size"]
     label_axes = varying(cell_df, tuple(fixed))
     tables = []
-    for key, grp in valid.groupby(["model", *fixed], sort=False):
-        row = dict(zip(["model", *fixed], key, strict=True))
+    for _, grp in valid.groupby(["model", *fixed], sort=False):
+        row = grp.iloc[0]
         table = grp.pivot_table(
             index="series", columns="batch_size", values="throughput_per_s", aggfunc="median"
         )
@@ -392,6 +459,7 @@ def best_batches(cell_df: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
     df = cell_df[cell_df["run_id"].isin(run_ids)]
     fixed = [a for a in CONDITION_AXES if a != "batch_size"]
     rows = []
+    sizes = size_columns(df)
     for key, grp in df.groupby(["run_id", "model", "series", *fixed], sort=False):
         grp = grp.sort_values("batch_size")
         ok = grp[grp["valid"] & grp["throughput_per_s"].notna()]
@@ -401,6 +469,7 @@ def best_batches(cell_df: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
         rows.append(
             {
                 **dict(zip(["run_id", "model", "series", *fixed], key, strict=True)),
+                **{a: grp[a].iloc[0] for a in sizes},
                 "best_batch": int(best["batch_size"]) if best is not None else None,
                 "throughput_per_s": best["throughput_per_s"] if best is not None else math.nan,
                 "median_ms": best["median_ms"] if best is not None else math.nan,
@@ -426,16 +495,42 @@ class Sweep:
     cells: pd.DataFrame  # valid cells only, sorted by the swept axis
 
 
-def sweeps(cell_df: pd.DataFrame, x: str) -> list[Sweep]:
-    """Groups with at least two distinct values of `x` among valid cells (no 1-point lines)."""
+def sweep_axes(cell_df: pd.DataFrame) -> list[str]:
+    """What a plot can sweep: the batch size, then each size axis some cell has."""
+    return ["batch_size", *size_columns(cell_df)]
+
+
+def _swept(cell_df: pd.DataFrame, x: str) -> tuple[pd.DataFrame, list[str]]:
+    """The valid cells that have `x`, and the axes held fixed along it.
+
+    Along a size axis, cells of models without it are left out, and the cell's other size
+    axes (if any) are held fixed in place of "sizes", which would hold `x` fixed too."""
     valid = cell_df[cell_df["valid"]]
-    fixed = [a for a in CONDITION_AXES if a != x]
+    if x not in SIZE_COLUMNS:
+        return valid, [a for a in CONDITION_AXES if a != x]
+    if x not in valid:
+        return valid.iloc[:0], []
+    valid = valid[valid[x].notna()]
+    valid = valid.assign(
+        **{x: valid[x].astype(int)},
+        other_sizes=[sizes_text(r, leave_out=x) for _, r in valid.iterrows()],
+    )
+    return valid, ["other_sizes" if a == "sizes" else a for a in CONDITION_AXES]
+
+
+def sweeps(cell_df: pd.DataFrame, x: str) -> list[Sweep]:
+    """Groups with at least two distinct values of `x` among valid cells (no 1-point lines).
+
+    `x` is "batch_size" or a size axis ("resolution", "seq_len", "samples")."""
+    valid, fixed = _swept(cell_df, x)
+    if valid.empty:
+        return []
     label_axes = varying(valid, tuple(fixed))
     out = []
-    for key, grp in valid.groupby(["model", *fixed], sort=False):
+    for _, grp in valid.groupby(["model", *fixed], sort=False):
         if grp[x].nunique() < 2:
             continue
-        row = dict(zip(["model", *fixed], key, strict=True))
+        row = grp.iloc[0]
         condition = condition_label(row, label_axes)
         label = " · ".join(filter(None, [str(row["model"]), condition]))
         out.append(Sweep(str(row["model"]), condition, label, grp.sort_values(x)))
@@ -444,10 +539,13 @@ def sweeps(cell_df: pd.DataFrame, x: str) -> list[Sweep]:
 
 def sweep_note(cell_df: pd.DataFrame, x: str) -> str:
     """Why there is no plot along `x` ('' when there is one)."""
-    name = {"batch_size": "batch size", "resolution": "resolution"}[x]
+    name = axis_name(x)
     valid = cell_df[cell_df["valid"]]
     if valid.empty:
         return "No valid timings in these runs: nothing to plot."
+    valid, _ = _swept(cell_df, x)
+    if valid.empty:
+        return f"No valid timings at any {name}: no plot against {name}."
     values = sorted(valid[x].unique())
     if len(values) < 2:
         return f"Only one {name} ({values[0]}) was measured: no plot against {name}."

@@ -13,6 +13,7 @@ from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timin
 from stackcost.report.units import num
 from stackcost.result import TRUSTED_STATUSES
 from stackcost.runs import RunResult
+from stackcost.workload import SIZE_AXES
 
 Format = Literal["md", "csv", "json"]
 FORMATS: tuple[str, ...] = ("md", "csv", "json")
@@ -35,6 +36,7 @@ def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
     """A GitHub markdown table, one row per cell, units in the headers; a footnote says
     what the marks mean when any is used."""
     multi_run = summ["run_id"].nunique() > 1
+    sizes = data.size_columns(summ)  # a column per size axis, by name and unit
     header = [
         *(["run"] if multi_run else []),
         "model",
@@ -44,7 +46,7 @@ def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
         "threads",
         "device",
         "batch (samples)",
-        "resolution (px)",
+        *(SIZE_AXES[a].label for a in sizes),
         "status",
         "median (ms)",
         "min–max over repeats (ms)",
@@ -71,7 +73,7 @@ def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
             r.threads,
             r.device,
             r.batch_size,
-            r.resolution,
+            *("" if pd.isna(v := getattr(r, a)) else int(v) for a in sizes),
             r.status,
             timing_cell(r, "median_ms"),
             band,
@@ -95,11 +97,13 @@ def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
 
 
 def _jsonable(value: Any) -> Any:
-    """NaN and ±inf become null (strict JSON has no literal for them), recursively."""
+    """NaN, ±inf and <NA> become null (strict JSON has no literal for them), recursively."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    if value is pd.NA:  # a size axis the cell's model does not have
+        return None
     if hasattr(value, "item"):  # numpy scalars
         return _jsonable(value.item())
     if isinstance(value, float) and not math.isfinite(value):
@@ -115,7 +119,8 @@ def export(runs: list[RunResult], fmt: Format, baseline: str = "eager") -> str:
     if fmt == "md":
         return markdown(summ, baseline)
     if fmt == "json":
-        cells = _jsonable(summ.drop(columns=["log_tail"]).to_dict("records"))
+        # "sizes" is the size columns again, as text: their units are in "units" instead.
+        cells = _jsonable(summ.drop(columns=["log_tail", "sizes"]).to_dict("records"))
         payload = {
             "baseline": baseline,
             "units": {
@@ -127,6 +132,8 @@ def export(runs: list[RunResult], fmt: Format, baseline: str = "eager") -> str:
                 "is trusted only when it is ok ('' = no valid baseline: no ratio)",
                 "marked_*": "a disturbed cell's timing: shown marked, used by no ratio",
                 "max_rel_err": "max|out - ref| / max|ref|",
+                # One per size axis of these cells (null where a model has no such axis).
+                **{a: SIZE_AXES[a].unit for a in data.size_columns(summ)},
             },
             "runs": [
                 {"run_id": r.run_id, "env": _jsonable(r.env), "spec": _jsonable(r.spec)}

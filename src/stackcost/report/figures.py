@@ -22,7 +22,7 @@ from matplotlib.ticker import (
 )
 
 from stackcost.report import costs, data
-from stackcost.report.style import AXIS_LABEL, X_NAME, series_colors, slug
+from stackcost.report.style import AXIS_FILE, AXIS_LABEL, X_NAME, series_colors, slug
 from stackcost.runs import RunResult
 
 DPI = 200
@@ -37,10 +37,9 @@ SWEEP_FIGURES = (
         False,
         "throughput",
     ),
-    ("resolution", "median_ms", "band_low_ms", "band_high_ms", True, "latency"),
+    ("sizes", "median_ms", "band_low_ms", "band_high_ms", True, "latency"),  # each size axis
     ("batch_size", "peak_rss_mib", None, None, False, "memory"),
 )
-AXIS_FILE = {"batch_size": "batch", "resolution": "resolution"}
 
 
 def _plain(text: object) -> str:
@@ -194,7 +193,12 @@ def write_figures(
     colors = series_colors(data.series_order(summ, baseline))
     paths: list[Path] = []
     used: set[str] = set()
-    for x, col, low, high, log_y, stem in SWEEP_FIGURES:
+    sweep_figures = [
+        (x, *rest)
+        for axis, *rest in SWEEP_FIGURES
+        for x in (data.size_columns(summ) if axis == "sizes" else [axis])
+    ]
+    for x, col, low, high, log_y, stem in sweep_figures:
         by_model: dict[str, list[data.Sweep]] = {}
         for sweep in data.sweeps(summ, x):
             by_model.setdefault(sweep.model, []).append(sweep)
@@ -413,7 +417,9 @@ def _scaling_fig(summ: pd.DataFrame, colors: dict[str, str]) -> Figure | None:
         _log2_x(ax, ts, "intra-op threads")
         row = dict(zip(costs.SCALING_AXES, key, strict=True))
         ax.set_title(
-            _plain(f"{row['model']} · batch {row['batch_size']} · {row['resolution']} px"),
+            _plain(
+                " · ".join(filter(None, [row["model"], f"batch {row['batch_size']}", row["sizes"]]))
+            ),
             fontsize=9,
         )
         ax.set_ylabel("speedup (×)")

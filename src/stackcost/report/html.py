@@ -23,6 +23,7 @@ from stackcost.report.template import PAGE
 from stackcost.report.units import num
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, headline
 from stackcost.runs import RunResult
+from stackcost.workload import SIZE_AXES
 
 NOT_RUN = ("skipped", "unavailable", "unsupported")
 # Orange (lowest) to green (highest) per column, as in the inference-framework study.
@@ -96,6 +97,16 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix, text)]
 
 
+def _size_header(summ: pd.DataFrame) -> list[str]:
+    """A column per size axis some cell has, by name and unit: 'resolution (px)'."""
+    return [SIZE_AXES[a].label for a in data.size_columns(summ)]
+
+
+def _sizes(r: Any, summ: pd.DataFrame) -> list[Any]:
+    """The row's value on each of those axes; blank where its model has no such axis."""
+    return ["" if pd.isna(v := getattr(r, a)) else int(v) for a in data.size_columns(summ)]
+
+
 def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str, Any]:
     text_cols = ["model", "backend", "mode", "precision", "device", "status"]
     header = [
@@ -103,7 +114,7 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
         *text_cols,
         "threads",
         "batch (samples)",
-        "resolution (px)",
+        *_size_header(summ),
         "median latency (ms)",
         "min–max over repeats (ms)",
         "throughput (samples/s)",
@@ -130,7 +141,7 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
             r.status,
             r.threads,
             r.batch_size,
-            r.resolution,
+            *_sizes(r, summ),
             timing_cell(r, "median_ms"),
             band,
             timing_cell(r, "throughput_per_s"),
@@ -166,20 +177,27 @@ def _kind(status: str) -> str:
 
 
 # A cell's identity and status, as the failure and untrusted listings show it.
-_CELL_HEADER = ("model", "backend", "batch", "res (px)", "precision", "threads", "device")
+def _cell_header(summ: pd.DataFrame, multi_run: bool) -> list[str]:
+    return [
+        *(["run"] if multi_run else []),
+        "model",
+        "backend",
+        "batch",
+        *_size_header(summ),
+        "precision",
+        "threads",
+        "device",
+        "status",
+    ]
 
 
-def _cell_header(multi_run: bool) -> list[str]:
-    return [*(["run"] if multi_run else []), *_CELL_HEADER, "status"]
-
-
-def _cell_cols(r: Any, multi_run: bool) -> list[Any]:
+def _cell_cols(r: Any, summ: pd.DataFrame, multi_run: bool) -> list[Any]:
     return [
         *([r.run_id] if multi_run else []),
         r.model,
         r.series,
         r.batch_size,
-        r.resolution,
+        *_sizes(r, summ),
         r.precision,
         r.threads,
         r.device,
@@ -189,10 +207,10 @@ def _cell_cols(r: Any, multi_run: bool) -> list[Any]:
 
 def _untrusted(summ: pd.DataFrame, multi_run: bool) -> tuple[list[str], list[dict[str, Any]]]:
     """Unstable and disturbed cells, each with the headline of its reason."""
-    header = [*_cell_header(multi_run), "median (ms)", "reason"]
+    header = [*_cell_header(summ, multi_run), "median (ms)", "reason"]
     rows = [
         {
-            "cols": [*_cell_cols(r, multi_run), timing_cell(r, "median_ms")],
+            "cols": [*_cell_cols(r, summ, multi_run), timing_cell(r, "median_ms")],
             "status": r.status,
             "reason": headline(r.reason) or "(no reason recorded)",
         }
@@ -219,7 +237,7 @@ def _verification(summ: pd.DataFrame) -> dict[str, Any]:
             "model",
             "backend",
             "batch",
-            "res (px)",
+            *_size_header(summ),
             "precision",
             "status",
             "max rel err",
@@ -230,7 +248,7 @@ def _verification(summ: pd.DataFrame) -> dict[str, Any]:
                 r.model,
                 r.series,
                 r.batch_size,
-                r.resolution,
+                *_sizes(r, summ),
                 r.precision,
                 r.status,
                 _err(r.max_rel_err),
@@ -242,10 +260,10 @@ def _verification(summ: pd.DataFrame) -> dict[str, Any]:
 
 
 def _failures(summ: pd.DataFrame, multi_run: bool) -> tuple[list[str], list[dict[str, Any]]]:
-    header = [*_cell_header(multi_run), "reason"]
+    header = [*_cell_header(summ, multi_run), "reason"]
     rows = [
         {
-            "cols": _cell_cols(r, multi_run),
+            "cols": _cell_cols(r, summ, multi_run),
             "status": r.status,
             "reason": r.reason or "(no reason recorded)",
             "log_tail": r.log_tail or "",
@@ -257,12 +275,13 @@ def _failures(summ: pd.DataFrame, multi_run: bool) -> tuple[list[str], list[dict
 
 def _best_batches(summ: pd.DataFrame, run_ids: list[str]) -> tuple[list[str], list[list[Any]]]:
     best = data.best_batches(summ, run_ids)
-    axes = data.varying(summ, ("resolution", "precision", "threads", "device", "mode", "init"))
+    sizes = data.size_columns(summ)
+    axes = data.varying(summ, (*sizes, "precision", "threads", "device", "mode", "init"))
     header = [
         "run",
         "model",
         "backend",
-        *axes,
+        *(SIZE_AXES[a].label if a in sizes else a for a in axes),
         "best batch (samples)",
         "throughput (samples/s)",
         "median latency (ms)",
@@ -274,7 +293,7 @@ def _best_batches(summ: pd.DataFrame, run_ids: list[str]) -> tuple[list[str], li
             r["run_id"],
             r["model"],
             r["series"],
-            *(r[a] for a in axes),
+            *("" if pd.isna(r[a]) else r[a] for a in axes),
             "—" if r["best_batch"] is None or pd.isna(r["best_batch"]) else int(r["best_batch"]),
             num(r["throughput_per_s"]),
             num(r["median_ms"]),
@@ -313,7 +332,9 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
     colors = series_colors(data.series_order(summ, baseline)) if len(summ) else {}
     figs = _Figures()
     plot_slots: dict[str, dict[str, str]] = {}
-    for x, suffix in (("batch_size", "batch"), ("resolution", "resolution")):
+    # Against the batch size, then each size axis some cell has ("latency vs seq len").
+    size_axes = data.size_columns(summ)
+    for x, suffix in (("batch_size", "batch"), *((a, a) for a in size_axes)):
         note = data.sweep_note(summ, x)
         for metric in ("latency", "throughput", "memory"):
             fig = plots.sweep_figure(summ, x, metric, colors) if not note else None
@@ -377,6 +398,7 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         },
         "nav": nav,
         "plots": plot_slots,
+        "size_axes": size_axes,
         "training": training_slots,
         "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],
         "has_device_memory": bool(summ["allocator_peak_bytes"].notna().any()),

@@ -11,9 +11,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from stackcost.cell import SIZE_TAGS
 from stackcost.report.data import (
     MIB,
     RATIO_METRICS,
+    SIZE_COLUMNS,
     ratio_summary,
     startup_summary,
     sweeps,
@@ -98,7 +100,8 @@ def _selector(labels: list[str], masks: list[list[bool]], title: str) -> list[di
 def sweep_figure(
     cell_df: pd.DataFrame, x: str, metric: str, colors: dict[str, str]
 ) -> go.Figure | None:
-    """Median per backend against batch size or resolution, min–max band over repeats."""
+    """Median per backend against batch size or a size axis (resolution, seq len, ...),
+    min–max band over repeats; the x axis is labelled by the axis' name and unit."""
     cell_df, colors = _escaped(cell_df), _escaped_colors(colors)
     groups = sweeps(cell_df, x)
     if not groups:
@@ -298,6 +301,15 @@ def startup_figure(cell_df: pd.DataFrame, colors: dict[str, str]) -> go.Figure |
     return fig
 
 
+def _sizes_tag(row: pd.Series) -> list[str]:
+    """'r32' for an image (as ever), '128tok' for a sequence, nothing without sizes."""
+    return [
+        f"r{row[a]}" if a == "resolution" else f"{row[a]}{SIZE_TAGS.get(a, ' ' + a)}"
+        for a in SIZE_COLUMNS
+        if a in row and not pd.isna(row[a])
+    ]
+
+
 def verification_figure(cell_df: pd.DataFrame) -> tuple[go.Figure | None, str]:
     """Max relative error per cell against its tolerance; 'wrong' cells in red.
 
@@ -317,15 +329,10 @@ def verification_figure(cell_df: pd.DataFrame) -> tuple[go.Figure | None, str]:
         "0 (exact)" if e == 0 else ("non-finite" if not math.isfinite(e) else f"{e:.2e}")
         for e in err
     ]
-    df["label"] = (
-        df["model"].astype(str)
-        + " b"
-        + df["batch_size"].astype(str)
-        + " r"
-        + df["resolution"].astype(str)
-        + " "
-        + df["precision"].astype(str)
-    )
+    df["label"] = [
+        " ".join([str(r["model"]), f"b{r['batch_size']}", *_sizes_tag(r), str(r["precision"])])
+        for _, r in df.iterrows()
+    ]
     wrong = (df["status"] == "wrong") | (err > df["tolerance"].fillna(math.inf))
     fig = go.Figure()
     for name, part, color, symbol in (

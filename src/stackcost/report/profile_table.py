@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.report.table import size_axes, size_heading, size_value
 from stackcost.result import RepetitionResult
 from stackcost.runs import CellResult, RunResult
 
@@ -49,9 +50,10 @@ def profile_table(result: RunResult) -> Table | None:
         return None
     table = Table(title="where the time goes (--profile)", header_style="bold")
     notes: list[str] = []
+    sizes = size_axes(c.cell for c, _ in rows)  # "resolution (px)", "seq len (tokens)"
     for name in (
         "batch",
-        "res",
+        *(size_heading(a) for a in sizes),
         "thr",
         "backend",
         "profiled step",
@@ -79,7 +81,7 @@ def profile_table(result: RunResult) -> Table | None:
         # Operator names ("[memory]"), methods and notes are Text: never read as markup.
         table.add_row(
             str(c.cell.batch_size),
-            str(c.cell.resolution),
+            *(size_value(c.cell, a) for a in sizes),
             str(c.cell.threads),
             Text(c.cell.backend),
             Text(split),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from stackcost.workload import SIZE_AXES
+
 # Okabe-Ito first (colour-blind safe), then tab10 for runs with many backends.
 PALETTE = (
     "#0072B2",
@@ -30,7 +32,8 @@ PALETTE = (
 # Every axis and column carries its unit.
 AXIS_LABEL = {
     "batch_size": "batch size (samples)",
-    "resolution": "resolution (px)",
+    # The size axes by name and unit: "resolution (px)", "seq len (tokens)", ...
+    **{name: axis.label for name, axis in SIZE_AXES.items()},
     "median_ms": "latency per batch (ms)",
     "throughput_per_s": "throughput (samples/s)",
     "peak_rss_mib": "peak RSS (MiB)",
@@ -43,7 +46,9 @@ AXIS_LABEL = {
     "device_mem_ratio": "device memory ratio to baseline (×)",
 }
 
-X_NAME = {"batch_size": "batch size", "resolution": "resolution"}
+# An axis in running text ("latency vs seq len"), and in file names ("latency_vs_seq_len").
+X_NAME = {"batch_size": "batch size", **{n: n.replace("_", " ") for n in SIZE_AXES}}
+AXIS_FILE = {"batch_size": "batch", **{n: n for n in SIZE_AXES}}
 
 
 def series_colors(series: Iterable[str]) -> dict[str, str]:

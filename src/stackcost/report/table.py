@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.cell import Cell
 from stackcost.report.marks import (
     DISTURBED_MARK,
     DISTURBED_NOTE,
@@ -19,6 +21,7 @@ from stackcost.report.marks import (
 )
 from stackcost.report.units import mib, ms, rate, sci
 from stackcost.runs import CellResult, RunResult
+from stackcost.workload import SIZE_AXES
 
 
 class Ratio(NamedTuple):
@@ -49,6 +52,24 @@ def speedups(cells: list[CellResult], baseline: str = "eager") -> dict[int, Rati
         if c.valid and stats and b is not None and b.stats:
             out[i] = Ratio(b.stats.median_ms / stats.median_ms, b.status)
     return out
+
+
+def size_axes(cells: Iterable[Cell]) -> list[str]:
+    """The size axes some cell has, in SIZE_AXES order: ["resolution"] for an image run,
+    ["resolution", "seq_len"] for a run mixing a CNN and a transformer, [] for DLRM alone."""
+    present = {a for c in cells for a in c.sizes}
+    return [a for a in SIZE_AXES if a in present] + sorted(present - set(SIZE_AXES))
+
+
+def size_heading(axis: str) -> str:
+    """A size column's heading, by name and unit, the unit on a line of its own so the
+    column stays narrow: 'resolution\n(px)', 'seq len\n(tokens)'."""
+    return SIZE_AXES[axis].label.replace(" (", "\n(") if axis in SIZE_AXES else axis
+
+
+def size_value(cell: Cell, axis: str) -> str:
+    """The cell's value on `axis`; blank for a model without that axis (not applicable)."""
+    return str(cell.sizes[axis]) if axis in cell.sizes else ""
 
 
 def _shared(cells: list[CellResult]) -> tuple[list[str], str]:
@@ -93,12 +114,17 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
     cells.sort(key=lambda c: (_group_key(c), ladder[c.cell.backend]))
     speed = speedups(cells, baseline)
     varying, title = _shared(cells)
+    # One column per size axis of the run, headed by name and unit; a model without that
+    # axis leaves it blank. Numbers stay numbers (right-aligned, the unit said once, not
+    # on every row as one "size" column of '224 px' and '128 tokens' would), and an image
+    # run keeps its single column of pixel sides.
+    sizes = size_axes(c.cell for c in cells)
     # Model names and reasons come from users and exceptions: Text, never markup.
     table = Table(title=Text(f"run {result.run_id}: {title}"), header_style="bold")
     columns = [
         *varying,
         "batch",
-        "res",
+        *(size_heading(a) for a in sizes),
         "backend",
         "status",
         "median ± CI",
@@ -136,7 +162,7 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
         table.add_row(
             *(Text(extra[v]) for v in varying),
             str(cell.batch_size),
-            str(cell.resolution),
+            *(size_value(cell, a) for a in sizes),
             Text(cell.backend),
             status,
             latency,

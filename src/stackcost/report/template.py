@@ -89,11 +89,13 @@ PAGE = r"""<!DOCTYPE html>
 {% if has_cells %}
 <h2 id="latency">Latency</h2>
 {{ plot(plots.latency_batch) }}
-{{ plot(plots.latency_resolution) }}
+{% for axis in size_axes %}{{ plot(plots["latency_" ~ axis]) }}{% if not loop.last %}
+{% endif %}{% endfor %}
 
 <h2 id="throughput">Throughput</h2>
 {{ plot(plots.throughput_batch) }}
-{{ plot(plots.throughput_resolution) }}
+{% for axis in size_axes %}{{ plot(plots["throughput_" ~ axis]) }}{% if not loop.last %}
+{% endif %}{% endfor %}
 <h3>Throughput per batch size (samples/s)</h3>
 <p class="muted">Median throughput in samples/s. Colour runs orange (lowest) to green (highest)
   within each batch-size column, independently of other columns; the best in a column is
@@ -114,7 +116,8 @@ PAGE = r"""<!DOCTYPE html>
 
 <h2 id="memory">Memory</h2>
 {{ plot(plots.memory_batch) }}
-{{ plot(plots.memory_resolution) }}
+{% for axis in size_axes %}{{ plot(plots["memory_" ~ axis]) }}{% if not loop.last %}
+{% endif %}{% endfor %}
 {% if not has_device_memory %}<p class="note">No device memory on CPU: every cell ran on
   the CPU, so only peak RSS (process resident memory, MiB) is shown.</p>{% endif %}
 
