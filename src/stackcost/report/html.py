@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 import plotly.graph_objects as go
+from markupsafe import Markup
 from matplotlib.colors import LinearSegmentedColormap, to_hex
 from plotly.offline import get_plotlyjs
 
@@ -419,6 +420,8 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
             for r in runs
         ],
         "costs": cost_section,
+        # Runs of several models (a `stackcost suite`): TorchBench's summary first.
+        "suite": _suite(runs),
         "figures": figs.items,
         "plotlyjs": get_plotlyjs(),
     }
@@ -430,3 +433,10 @@ def write_html(runs: list[RunResult], path: str | Path, baseline: str = "eager")
     path = Path(path)
     path.write_text(render_html(runs, baseline), encoding="utf-8")
     return path
+
+
+def _suite(runs: list[RunResult]) -> Markup:
+    from stackcost.report.suite_summary import suite_section
+
+    models = {cell.model.name for r in runs for cell, _ in r.records if cell.mode != "train"}
+    return Markup(suite_section(runs, title="suite") if len(models) > 1 else "")

@@ -49,6 +49,8 @@ PAGE = r"""<!DOCTYPE html>
   {{ runs|length }} run{{ "" if runs|length == 1 else "s" }}:
   {% for r in runs %}<code>{{ r.run_id }}</code>{{ ", " if not loop.last }}{% endfor %}</p>
 
+{{ suite }}
+
 {% if not has_cells and not training %}
 <p class="note">No results: these runs have no stored repetitions.</p>
 {% else %}
