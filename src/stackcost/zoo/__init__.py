@@ -169,8 +169,10 @@ def check_resolution(name: str, resolution: int) -> str | None:
 
 def workload_of(ref: ModelRef) -> Workload:
     """The workload `ref` names: a zoo entry, a Hugging Face model type ("hf:bert"), or a
-    user's "package.module:ATTR". The last two import code, so they run in children."""
-    if ref.is_hf:
+    user's "package.module:ATTR". The last two import code, so they run in children, as
+    does a zoo Hugging Face entry with -c or --head (its inputs and bounds follow the
+    changed config); without them it is the registry's own entry."""
+    if ref.is_hf or (is_hf_entry(ref.name) and (ref.config or ref.head)):
         from stackcost.zoo.hf import hf_workload
 
         return hf_workload(ref)

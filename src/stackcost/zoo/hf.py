@@ -1,0 +1,306 @@
+"""Hugging Face architectures, built offline from their configs with random weights.
+
+`hf:<model_type>` names any architecture transformers knows (hf:bert, hf:gpt2, hf:vit,
+...); the zoo's bert-base, gpt2, t5-small, vit-b16 and wav2vec2-base are the same adapter
+with a fixed config. Nothing is downloaded: the model is `AutoConfig.for_model(type,
+**overrides)` passed to `AutoModel.from_config` (or the type's classification head).
+
+Weights (what `--init torch-default` means here): transformers' own `_init_weights`, run
+at construction from the torch seed that `build_model` sets right before (mostly
+normal(0, config.initializer_range) for linear and embedding weights, zero biases, unit
+LayerNorms), so the same ModelRef gives the same weights on every backend. The other init
+schemes are applied on top, as for every zoo model.
+
+The modality (what the model is fed) follows transformers' auto mappings: a type with an
+image classification head is fed pixel_values, one with an audio classification head
+input_values, anything else token ids (and decoder ids for encoder-decoders). Neither
+torch nor transformers is imported at the top: the CLI imports this module cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from stackcost.workload import Input, Workload
+from stackcost.zoo.custom import ZooError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from stackcost.cell import ModelRef
+
+BUILDER = "stackcost.zoo.hf:build"
+EXAMPLES = "bert, gpt2, t5, vit, wav2vec2"
+DEFAULT_SEQ_LEN = 128
+DEFAULT_SAMPLES = 16000  # 1 s at 16 kHz
+DEFAULT_RESOLUTION = 224  # for image types whose config has no image_size
+# Config fields stackcost sets itself, and the flag that sets each instead.
+OWNED = {
+    "use_cache": "stackcost sets use_cache=false (one full forward, no KV cache)",
+    "return_dict": "stackcost sets return_dict=true (every output is verified by name)",
+    "num_labels": "give the head's width with --num-classes",
+    "id2label": "give the head's width with --num-classes",
+    "label2id": "give the head's width with --num-classes",
+}
+# Settable config properties a user may reasonably override (the rest are internals).
+EXTRA_KEYS = ("attn_implementation", "output_attentions")
+
+
+# -- the type: modality, config, head -------------------------------------------------------
+
+
+def _mappings() -> Any:
+    from transformers.models.auto import configuration_auto, modeling_auto
+
+    return configuration_auto, modeling_auto
+
+
+def modality(model_type: str) -> str:
+    """Modality: "image", "audio" or "text": which classification head the auto maps give the type."""
+    _, auto = _mappings()
+    if model_type in auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES:
+        return "image"
+    if model_type in auto.MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES:
+        return "audio"
+    return "text"
+
+
+def check_type(model_type: str) -> None:
+    """ZooError unless transformers has a config and a base model for `model_type`."""
+    configs, auto = _mappings()
+    if model_type not in configs.CONFIG_MAPPING_NAMES:
+        close = difflib.get_close_matches(model_type, list(configs.CONFIG_MAPPING_NAMES), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ZooError(f"unknown Hugging Face model type {model_type!r} ({hint}e.g. {EXAMPLES})")
+    if model_type not in auto.MODEL_MAPPING_NAMES:
+        raise ZooError(
+            f"Hugging Face model type {model_type!r} has a config but no base model "
+            f"stackcost can build (e.g. {EXAMPLES})"
+        )
+
+
+def config_keys(config_class: type) -> set[str]:
+    """The fields a config of this class takes (aliases and settable properties too)."""
+    keys = set(getattr(config_class, "attribute_map", {}))
+    if dataclasses.is_dataclass(config_class):
+        keys |= {f.name for f in dataclasses.fields(config_class)}
+    else:  # transformers before 5: configs are plain classes, fields set in __init__
+        keys |= set(vars(config_class())) | set(inspect.signature(config_class).parameters)
+    for key in EXTRA_KEYS:
+        attr = inspect.getattr_static(config_class, key, None)
+        if key == "attn_implementation" or (isinstance(attr, property) and attr.fset is not None):
+            keys.add(key)
+    return {k for k in keys if not k.startswith("_")}
+
+
+def _defaults(config_class: type) -> dict[str, Any]:
+    try:
+        return config_class().to_dict()
+    except Exception:  # a composite config that needs its parts: no list fields known
+        return {}
+
+
+def _as_field(label: str, key: str, value: Any, default: Any) -> Any:
+    """-c values are scalars; a list field (wav2vec2's conv_dim) takes "16,16,16" or one
+    number for every element of its default."""
+    if not isinstance(default, (list, tuple)) or isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return [value] * len(default)
+    try:
+        return [json.loads(part) for part in str(value).split(",")]
+    except ValueError:
+        raise ZooError(
+            f"{label}: config {key}={value!r}: give numbers separated by commas, e.g. "
+            f"{','.join(map(str, default))}"
+        ) from None
+
+
+def make_config(
+    ref: ModelRef, model_type: str, config: Mapping[str, Any], sizes: Mapping[str, int] | None
+) -> Any:
+    """The type's config with the entry's and the user's overrides; ZooError when a key is
+    not one of the type's fields or a value does not fit it."""
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    check_type(model_type)
+    config_class = CONFIG_MAPPING[model_type]
+    known = config_keys(config_class)
+    label = ref.name if ref.is_hf else f"{ref.name} (hf:{model_type})"
+    for key in ref.config:
+        if key in OWNED:
+            raise ZooError(f"{label}: -c {key} is not allowed ({OWNED[key]})")
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ZooError(f"{label} has no config field {key!r}{hint}")
+    defaults = _defaults(config_class)
+    given = {k: _as_field(label, k, v, defaults.get(k)) for k, v in ref.config.items()}
+    merged = {**config, **given, "use_cache": False, "return_dict": True}
+    if ref.head == "classification":
+        merged["num_labels"] = ref.num_classes or 2
+    try:
+        cfg = AutoConfig.for_model(model_type, **merged)
+    except Exception as exc:  # transformers' validation: a wrong type, an impossible value
+        text = " ".join(str(exc).split())
+        raise ZooError(f"{label}: config rejected: {type(exc).__name__}: {text}") from None
+    if sizes and "resolution" in sizes and hasattr(cfg, "image_size"):
+        cfg.image_size = sizes["resolution"]
+    if ref.head == "classification" and getattr(cfg, "pad_token_id", 0) is None:
+        # GPT-2-style heads pool at the last non-pad token and refuse a batch without one.
+        cfg.pad_token_id = getattr(cfg, "eos_token_id", None) or 0
+    return cfg
+
+
+def _head_class(model_type: str, head: str | None) -> Any:
+    import transformers
+
+    if head in (None, "base"):
+        return transformers.AutoModel
+    _, auto = _mappings()
+    kind = modality(model_type)
+    names, auto_class = {
+        "image": (auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES, "ForImageClassification"),
+        "audio": (auto.MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES, "ForAudioClassification"),
+        "text": (auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES, "ForSequenceClassification"),
+    }[kind]
+    if model_type not in names:
+        raise ZooError(f"hf:{model_type} has no {kind} classification head in transformers")
+    return getattr(transformers, "AutoModel" + auto_class)
+
+
+def build(
+    ref: ModelRef, sizes: Mapping[str, int], *, model_type: str, config: Mapping[str, Any]
+) -> nn.Module:
+    """The model with random weights from transformers' `_init_weights` (seeded by the
+    caller), in eval mode. Images: the config's image_size is the cell's resolution."""
+    cfg = make_config(ref, model_type, config, sizes)
+    model = _head_class(model_type, ref.head).from_config(cfg)
+    return model.float().eval()
+
+
+# -- the workload ------------------------------------------------------------------------
+
+
+def _receptive_field(kernels: Any, strides: Any) -> int:
+    """Fewest samples a conv stack turns into one frame."""
+    need = 1
+    for k, s in reversed(list(zip(kernels, strides, strict=True))):
+        need = (need - 1) * int(s) + int(k)
+    return need
+
+
+def _describe(ref: ModelRef, model_type: str, cfg: Any, entry: Workload | None) -> str:
+    if entry is not None:
+        # The entry's parameter count holds for its own config only.
+        what = re.sub(r"\s*\([^()]*params\)\s*$", "", entry.description)
+    else:
+        what = f"Hugging Face {type(cfg).__name__.removesuffix('Config')} ({model_type})"
+    head = "classification head" if ref.head == "classification" else "base model"
+    over = ", ".join(f"{k}={v}" for k, v in ref.config.items())
+    init_range = getattr(cfg, "initializer_range", None)
+    factor = getattr(cfg, "initializer_factor", None)  # T5: std = factor / sqrt(width)
+    if isinstance(init_range, (int, float)):
+        std = f"initializer_range {init_range:g}"
+    elif isinstance(factor, (int, float)):
+        std = f"initializer_factor {factor:g} over the layer width"
+    else:
+        std = "the type's own scales"
+    return (
+        f"{what}, {head}{f', config {over}' if over else ''}; random weights from "
+        f"transformers' _init_weights (normal, {std}) drawn from the seed"
+    )
+
+
+def hf_workload(ref: ModelRef) -> Workload:
+    """What an "hf:<model_type>" model, or a zoo Hugging Face entry with -c/--head, is fed
+    and how big it may be, from its config; ZooError (one line) on a bad type or key."""
+    from stackcost.zoo import MODELS
+
+    entry: Workload | None = None
+    if ref.is_hf:
+        model_type, base_config = ref.name.removeprefix("hf:"), {}
+    else:
+        entry = MODELS[ref.name]
+        model_type, base_config = entry.params["model_type"], dict(entry.params["config"])
+    cfg = make_config(ref, model_type, base_config, None)
+    _head_class(model_type, ref.head)  # a head the type lacks is refused here, not in a cell
+    kind = modality(model_type)
+    num_classes = (ref.num_classes or 2) if ref.head == "classification" else 0
+    minimum: dict[str, int] = {}
+    maximum: dict[str, int] = {}
+    if kind == "image":
+        channels = int(getattr(cfg, "num_channels", 3))
+        inputs = (Input("pixel_values", ("batch", channels, "resolution", "resolution")),)
+        sizes = {"resolution": int(getattr(cfg, "image_size", DEFAULT_RESOLUTION))}
+        patch = getattr(cfg, "patch_size", None)
+        if isinstance(patch, int):
+            minimum["resolution"] = patch
+        domain = "vision-transformer" if patch else "vision"
+    elif kind == "audio":
+        channels = 1
+        if not hasattr(cfg, "conv_kernel"):
+            raise ZooError(
+                f"hf:{model_type} is not fed raw audio (input_values); stackcost feeds "
+                "waveform encoders such as wav2vec2, hubert, wavlm"
+            )
+        inputs = (Input("input_values", ("batch", "samples")),)
+        sizes = {"samples": DEFAULT_SAMPLES}
+        minimum["samples"] = _receptive_field(cfg.conv_kernel, cfg.conv_stride)
+        domain = "speech"
+    else:
+        channels = 3
+        vocab = getattr(cfg, "vocab_size", None)
+        if not isinstance(vocab, int) or vocab < 1:
+            raise ZooError(f"hf:{model_type} has no vocab_size: not a text model stackcost feeds")
+        ids = Input("input_ids", ("batch", "seq_len"), "int64", "ids", vocab)
+        mask = Input("attention_mask", ("batch", "seq_len"), "int64", "mask")
+        inputs = (ids, mask)
+        if getattr(cfg, "is_encoder_decoder", False):
+            if ref.head == "classification":
+                # T5/BART-style heads pool at <eos> tokens, which random ids do not hold.
+                raise ZooError(
+                    f"hf:{model_type} --head classification pools at <eos> tokens, which "
+                    "stackcost's random token ids do not contain; use the base model"
+                )
+            inputs += (Input("decoder_input_ids", ("batch", "seq_len"), "int64", "ids", vocab),)
+            domain = "seq2seq"
+        else:
+            _, auto = _mappings()
+            causal = model_type in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+            masked = model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+            domain = "decoder" if causal and not masked else "nlp"
+        sizes = {"seq_len": DEFAULT_SEQ_LEN}
+        positions = getattr(cfg, "max_position_embeddings", None)  # n_positions via alias
+        if isinstance(positions, int) and positions > 0:
+            maximum["seq_len"] = positions
+    if entry is not None:
+        # The entry's defaults where they still apply: its sizes unless an override set
+        # them (image_size), its domain.
+        domain = entry.domain
+        for axis, value in entry.sizes.items():
+            if axis in sizes and not (axis == "resolution" and "image_size" in ref.config):
+                sizes[axis] = value
+    for axis, value in sizes.items():  # a default the config no longer allows is clipped
+        sizes[axis] = max(minimum.get(axis, 1), min(value, maximum.get(axis, value)))
+    return Workload(
+        name=entry.name if entry else ref.name,
+        description=_describe(ref, model_type, cfg, entry),
+        builder=BUILDER,
+        inputs=inputs,
+        sizes=sizes,
+        minimum=minimum,
+        maximum=maximum,
+        keyword=True,
+        domain=domain,
+        num_classes=num_classes,
+        in_channels=channels,
+        params={"model_type": model_type, "config": base_config},
+    )
