@@ -128,7 +128,7 @@ MODELS: dict[str, Workload] = {
             {"samples": 16000}, minimum={"samples": 400}),
         Workload(
             "dlrm-small", "DLRM-style recommender: 13 dense features, 8 sparse features "
-            "through embedding bags, dot interactions (stackcost's own, 2.2M params)",
+            "as fixed-length bags (gather + sum), dot interactions (stackcost's own, 0.15M params)",
             "stackcost.zoo.dlrm:dlrm_small",
             inputs=(Input("dense", ("batch", 13)),
                     Input("sparse", ("batch", 8, 4), "int64", "ids", 1000)),
