@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from stackcost import zoo
@@ -24,7 +23,7 @@ from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
 from stackcost.measure.protocol import Protocol
 from stackcost.spec import SpecError, model_ref, parse_config, parse_positive_ints, validate
-from stackcost.spec_yaml import load_bounded, read_spec_text
+from stackcost.spec_yaml import load_mapping
 from stackcost.workload import SIZE_AXES
 
 IntAxis = list[int] | int | str  # a list, one value, or "1,8" / "8..1024x2" text
@@ -75,19 +74,6 @@ class SweepFile(BaseModel):
         return value
 
 
-def _lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
-    """Every key path in the document -> its 1-based line."""
-    out = {path: node.start_mark.line + 1}
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            out.update(_lines(value, (*path, key.value)))
-            out[(*path, key.value)] = key.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            out.update(_lines(item, (*path, i)))
-    return out
-
-
 def _axis(value: Any, what: str) -> list[int] | None:
     if value is None:
         return None
@@ -112,21 +98,12 @@ def load_sweep(path: str | Path, overrides: dict[str, Any] | None = None):
     path = Path(path)
     source = middle(str(path))  # what messages start with: a long path would crowd them out
     with one_line_errors():
-        text = read_spec_text(path)
-        try:
-            node, data = load_bounded(text, source)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark else ""
-            problem = one_line(str(getattr(exc, "problem", None) or exc), 120)
-            raise SpecError(f"{source}{line}: not valid YAML ({problem})") from None
-        if not isinstance(data, dict):
-            raise SpecError(f"{source}:1: a sweep spec is a mapping with at least a 'models' key")
+        data, lines = load_mapping(path, source, "a sweep spec")
         for key, value in (overrides or {}).items():
             if isinstance(value, dict) and isinstance(data.get(key), dict):
                 value = {**data[key], **value}
             data[key] = value
-        return sweep_from_data(data, source, _lines(node) if node is not None else {})
+        return sweep_from_data(data, source, lines)
 
 
 @contextmanager

@@ -113,3 +113,32 @@ def check_bounds(text: str, source: str) -> None:
                 )
     finally:
         loader.dispose()
+
+
+def load_mapping(path: Path, source: str, what: str) -> tuple[dict[str, Any], dict[tuple, int]]:
+    """A spec file's mapping and the line of every key path in it; SpecError (file:line)
+    on unreadable text, invalid YAML, or a document that is not a mapping."""
+    text = read_spec_text(path)
+    try:
+        node, data = load_bounded(text, source)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        problem = one_line(str(getattr(exc, "problem", None) or exc), 120)
+        raise SpecError(f"{source}{line}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}:1: {what} is a mapping with at least a 'models' key")
+    return data, key_lines(node) if node is not None else {}
+
+
+def key_lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
+    """Every key path in the document -> its 1-based line."""
+    out = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            out.update(key_lines(value, (*path, key.value)))
+            out[(*path, key.value)] = key.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out.update(key_lines(item, (*path, i)))
+    return out

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stackcost.clip import middle, one_line, shown
@@ -126,19 +125,6 @@ def _suite_name(path: Path) -> str:
     return stem[len("suite-") :] if stem.startswith("suite-") else stem
 
 
-def _lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
-    """Every key path in the document -> its 1-based line."""
-    out = {path: node.start_mark.line + 1}
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            out.update(_lines(value, (*path, key.value)))
-            out[(*path, key.value)] = key.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            out.update(_lines(item, (*path, i)))
-    return out
-
-
 def load_suite(name_or_file: str, backends: Sequence[str] | None = None) -> Suite:
     """Read, check and expand a suite; SpecError (one line, with file:line) on bad input.
 
@@ -152,21 +138,11 @@ def load_suite(name_or_file: str, backends: Sequence[str] | None = None) -> Suit
 
 
 def _load_suite(name_or_file: str, backends: Sequence[str] | None) -> Suite:
-    from stackcost.spec_yaml import load_bounded, read_spec_text
+    from stackcost.spec_yaml import load_mapping
 
     path = suite_path(name_or_file)
     source = middle(str(path))
-    text = read_spec_text(path)
-    try:
-        node, data = load_bounded(text, source)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        problem = one_line(str(getattr(exc, "problem", None) or exc), 120)
-        raise SpecError(f"{source}{line}: not valid YAML ({problem})") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{source}:1: a suite is a mapping with at least a 'models' key")
-    lines = _lines(node) if node is not None else {}
+    data, lines = load_mapping(path, source, "a suite")
     if isinstance(data.get("models"), list):  # `- resnet50` is short for `- {name: resnet50}`
         data["models"] = [{"name": m} if isinstance(m, str) else m for m in data["models"]]
     try:
