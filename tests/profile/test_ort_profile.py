@@ -18,13 +18,14 @@ def tiny_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
     from stackcost.backends.onnx_export import export_onnx
+    from stackcost.workload import Example
     from tests.profile.nets import conv_net
 
     net = conv_net()
     path = tmp_path_factory.mktemp("onnx") / "model.onnx"
     # The legacy exporter: a fraction of a second, where dynamo takes seconds; the
     # breakdown does not depend on which exporter wrote the graph.
-    export_onnx(net, torch.randn(1, 3, 64, 64), path, "legacy")
+    export_onnx(net, Example(("input",), (torch.randn(1, 3, 64, 64),)), path, "legacy")
     return path
 
 
