@@ -182,3 +182,31 @@ def test_bad_type_or_config_is_one_line(model: ModelRef, message: str) -> None:
     assert message in text and "\n" not in text
     # The probe child hands the same line back to the CLI.
     assert _answer({"models": [model.model_dump(mode="json")], "backends": {}}) == {"error": text}
+
+
+def test_t5_onnx_export_falls_back_to_legacy_only_when_the_exporter_was_not_chosen(
+    tmp_path,
+) -> None:
+    """torch 2.13's dynamo exporter cannot decompose T5's attention; with the exporter left
+    to its default the graph comes from the legacy exporter and the record says why, and
+    the exported graph gives eager's outputs. A chosen exporter is never swapped."""
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    from stackcost.backends.onnx_export import export_onnx
+
+    r = ref("hf:t5")
+    w = workload_of(r)
+    model, example = build_model(r, sizes_of(w), w), make_example(w, r, 2, sizes_of(w))
+    with pytest.raises(Exception, match="decompose"):
+        export_onnx(model, example, tmp_path / "chosen" / "m.onnx", "dynamo")
+    path = tmp_path / "default" / "m.onnx"
+    details = export_onnx(model, example, path, "dynamo", fallback=True)
+    assert details["exporter"] == "legacy"
+    assert details["exporter_fallback"].startswith("dynamo failed (")
+    assert "\n" not in details["exporter_fallback"]
+    assert details["onnx_outputs"] == ["last_hidden_state", "encoder_last_hidden_state"]
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {n: t.numpy() for n, t in example.named().items()})
+    with torch.inference_mode():
+        want = example.call(model)
+    assert abs(got[0] - want["last_hidden_state"].numpy()).max() < 1e-4

@@ -25,15 +25,50 @@ def output_names(model: torch.nn.Module, example: Example) -> list[str]:
     return [f"output_{n}" if n.isdigit() else n.replace(".", "_") for n in names]
 
 
+def why_failed(error: BaseException) -> str:
+    """One line for a failed export: the dynamo exporter's message is a page of advice with
+    the cause under "## Exception summary"."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    if "## Exception summary" in lines:
+        cause = [line for line in lines[lines.index("## Exception summary") + 1 :] if line]
+        if cause:
+            return cause[0][:200]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:200]
+
+
 def export_onnx(
-    model: torch.nn.Module, example: Example, path: Path, exporter: str
+    model: torch.nn.Module,
+    example: Example,
+    path: Path,
+    exporter: str,
+    fallback: bool = False,
 ) -> dict[str, Any]:
     """Export to `path` and return what to record. Every input and output is named in the
     graph: the inputs as the workload names them, the outputs as `output_names`.
 
+    With `fallback` (the user did not choose an exporter), a model the dynamo exporter
+    cannot decompose (T5's attention in torch 2.13) is exported by the legacy TorchScript
+    exporter instead, and the record says so (`exporter_fallback`).
+
     `path` should sit in a directory of its own: its size, external weights included, is
     the sum of the files there.
     """
+    if exporter not in EXPORTERS:
+        raise ValueError(f"onnx exporter {exporter!r}: use {' or '.join(EXPORTERS)}")
+    try:
+        return _export(model, example, path, exporter)
+    except Exception as error:
+        if not fallback or exporter != "dynamo":
+            raise
+        reason = why_failed(error)
+    for stale in path.parent.iterdir():  # what the failed export left would count as size
+        if stale.is_file():
+            stale.unlink()
+    details = _export(model, example, path, "legacy")
+    return {**details, "exporter_fallback": f"dynamo failed ({reason}); exported by legacy"}
+
+
+def _export(model: torch.nn.Module, example: Example, path: Path, exporter: str) -> dict[str, Any]:
     import logging
     import time
     import warnings
@@ -41,8 +76,6 @@ def export_onnx(
     import onnx
     import torch
 
-    if exporter not in EXPORTERS:
-        raise ValueError(f"onnx exporter {exporter!r}: use {' or '.join(EXPORTERS)}")
     path.parent.mkdir(parents=True, exist_ok=True)
 
     # The dynamo exporter logs a warning per torchvision op it cannot register and both

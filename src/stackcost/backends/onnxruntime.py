@@ -38,7 +38,9 @@ class OnnxRuntimeBackend(Backend):
             )
 
         path = ctx.workdir / "onnx" / "model.onnx"
-        details = export_onnx(model, example, path, self.option(cell, "exporter"))
+        exporter = self.option(cell, "exporter")
+        chosen = "exporter" in cell.backend_options
+        details = export_onnx(model, example, path, exporter, fallback=not chosen)
 
         so = session_options(ort, cell.threads, opt_level)
         start = time.perf_counter()

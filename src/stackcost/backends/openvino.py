@@ -35,7 +35,9 @@ class OpenVINOBackend(Backend):
             raise RuntimeError("openvino bf16 requested but this CPU has no BF16 support")
 
         path = ctx.workdir / "onnx" / "model.onnx"
-        details = export_onnx(model, example, path, self.option(cell, "exporter"))
+        exporter = self.option(cell, "exporter")
+        chosen = "exporter" in cell.backend_options
+        details = export_onnx(model, example, path, exporter, fallback=not chosen)
 
         # The precision hint is always explicit: on CPUs with bf16 (AMX/AVX512-BF16) the
         # plugin silently runs bf16 when asked for nothing.
