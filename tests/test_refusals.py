@@ -75,7 +75,17 @@ CASES = [
     ([*TRAIN, "--threads", str(cores() + 1)], "more than the"),
     ([*TRAIN, "--on-disturbed", "x"], "is not a policy"),
     ([*TRAIN, "--backends", "os:system"], "not a stackcost Backend subclass"),
-]
+    ([*TRAIN, "--seq-len", "16"], "--seq-len does not apply to mlp"),
+    (["train", "bert-base", "--dataset", "digits"],
+     "--dataset digits: bert-base is fed input_ids (int64), attention_mask (int64), not images"),
+    (["train", "bert-base", "--head", "base"], "--head base: training needs --head classification"),
+    (["train", "bert-base", "--seq-len", "9999"], "seq_len 9999 is too large for bert-base"),
+    (["train", "dlrm-small"], "dlrm-small has no classification head"),
+    (["train", "examples.token_model:WORKLOAD", "--dataset", "cifar10"], "not images"),
+    (["train", "mlp", "--dataset", "imagenet"], "unknown dataset 'imagenet'"),
+    (["train", "mlp", "--dataset", "digits", "--num-classes", "3"],
+     "--num-classes 3: digits has 10 classes"),
+]  # fmt: skip
 
 
 @pytest.fixture

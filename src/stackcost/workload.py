@@ -116,6 +116,17 @@ class Workload:
     def axes(self) -> tuple[str, ...]:
         return tuple(self.sizes)
 
+    @property
+    def image_input(self) -> Input | None:
+        """The one float (batch, C, resolution, resolution) input an image dataset can feed,
+        or None: such a model trains on digits, MNIST, CIFAR-10 ...; any other on inputs
+        drawn as the workload declares them."""
+        if len(self.inputs) != 1:
+            return None
+        (only,) = self.inputs
+        image = only.kind == "normal" and only.dtype == "float32" and len(only.shape) == 4
+        return only if image and only.shape[2:] == ("resolution", "resolution") else None
+
     def size_problem(self, axis: str, value: int) -> str | None:
         """None if the model runs at `value` on `axis`, else a one-line reason."""
         if axis not in self.sizes:
@@ -218,16 +229,21 @@ _DTYPES = {"float32": "float32", "int64": "int64", "int32": "int32", "bool": "bo
 
 
 def make_example(
-    workload: Workload, ref: ModelRef, batch: int, sizes: Mapping[str, int]
+    workload: Workload,
+    ref: ModelRef,
+    batch: int,
+    sizes: Mapping[str, int],
+    seed: int | None = None,
 ) -> Example:
     """The inputs of one call, drawn from the model's seed: the same cell, the same values.
 
     One generator seeded with seed + 1 draws every input in order, so a single float input
-    is exactly what stackcost has always fed image models.
+    is exactly what stackcost has always fed image models. `seed` replaces the model's
+    (synthetic training data draws each split from its own).
     """
     import torch
 
-    generator = torch.Generator().manual_seed(ref.seed + 1)
+    generator = torch.Generator().manual_seed(ref.seed + 1 if seed is None else seed)
     tensors = []
     for spec in workload.inputs:
         shape = spec.resolve(batch, sizes, ref)

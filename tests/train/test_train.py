@@ -173,6 +173,7 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, needle):
 
 def test_torchscript_falls_back_to_trace_when_scripting_fails(tmp_path):
     from stackcost.backends import PrepareContext, load_backend
+    from stackcost.workload import Example
 
     class Unscriptable(torch.nn.Module):
         def __init__(self) -> None:
@@ -184,7 +185,7 @@ def test_torchscript_falls_back_to_trace_when_scripting_fails(tmp_path):
 
     model = Unscriptable().train()
     cell = Cell(model=model_ref("mlp"), backend="torchscript", mode="train", train=TrainConfig())
-    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    x, y = Example(("input",), (torch.randn(8, 4),)), torch.randint(0, 3, (8,))
     prepared = load_backend("torchscript").prepare_train(
         model,
         lambda p: torch.optim.SGD(p, lr=0.1),

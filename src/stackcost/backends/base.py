@@ -108,7 +108,8 @@ class Run:
 @dataclass
 class TrainPrepared(Prepared):
     """What `prepare_train` hands back: `step(x, y)` runs forward, backward and the
-    optimizer step and returns the loss tensor; `evaluate(x)` returns logits (no grad)."""
+    optimizer step on a mini-batch (x an Example, y the labels) and returns the loss and
+    the logits; `evaluate(x)` returns logits (no grad)."""
 
     evaluate: Callable[[Any], Any] | None = None
 
@@ -204,7 +205,7 @@ class Backend(ABC):
 
     @abstractmethod
     def prepare(
-        self, model: torch.nn.Module, example: torch.Tensor, cell: Cell, ctx: PrepareContext
+        self, model: torch.nn.Module, example: Example, cell: Cell, ctx: PrepareContext
     ) -> Prepared:
         """Build the step. `model` is in eval mode, on the cell's device and precision."""
 
@@ -213,7 +214,7 @@ class Backend(ABC):
         model: torch.nn.Module,
         optimizer_factory: OptimizerFactory,
         loss_fn: Callable[[Any, Any], Any],
-        example: torch.Tensor,
+        example: Example,
         cell: Cell,
         ctx: PrepareContext,
     ) -> TrainPrepared:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,15 +27,39 @@ def cast(model: torch.nn.Module, example: Example, cell: Cell) -> tuple[torch.nn
     return model.to(dtype), example.cast(dtype)
 
 
+def logits_of(output: Any) -> torch.Tensor:
+    """The classifier's logits in a model's output: the tensor itself, the output named
+    "logits" (Hugging Face heads), or else the first tensor in the output's order."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, Mapping):  # dict, transformers' ModelOutput
+        if "logits" in output:
+            return output["logits"]
+        values = list(output.values())
+    elif isinstance(output, (list, tuple)):
+        values = list(output)
+    else:
+        values = []
+    for value in values:
+        if value is not None:
+            try:
+                return logits_of(value)
+            except TypeError:
+                continue
+    raise TypeError(f"the model returned no tensor to train on ({type(output).__name__})")
+
+
 def train_step(module: Any, optimizer: Any, loss_fn: Callable[[Any, Any], Any]) -> TrainStep:
-    """One optimizer step through `module`: (x, y) -> (loss, logits detached).
+    """One optimizer step through `module`: (inputs, y) -> (loss, logits detached).
 
     The logits come back so the engine counts training accuracy without a second forward.
     """
 
-    def step(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(x: Example, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         optimizer.zero_grad(set_to_none=True)
-        logits = module(x)
+        logits = logits_of(x.call(module))
         loss = loss_fn(logits, y)
         loss.backward()
         optimizer.step()
@@ -44,7 +68,7 @@ def train_step(module: Any, optimizer: Any, loss_fn: Callable[[Any, Any], Any]) 
     return step
 
 
-def evaluator(module: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+def evaluator(module: Any) -> Callable[[Example], torch.Tensor]:
     """Logits in eval mode without autograd; `module` goes back to train mode after.
 
     no_grad, not inference_mode: a scripted module's graph executor would otherwise try to
@@ -52,11 +76,11 @@ def evaluator(module: Any) -> Callable[[torch.Tensor], torch.Tensor]:
     """
     import torch
 
-    def evaluate(x: torch.Tensor) -> torch.Tensor:
+    def evaluate(x: Example) -> torch.Tensor:
         module.eval()
         try:
             with torch.no_grad():
-                return module(x)
+                return logits_of(x.call(module))
         finally:
             module.train()
 

@@ -114,7 +114,7 @@ class TorchScriptBackend(Backend):
             if module is None:
                 # A trace records the train-mode graph (batch statistics in BatchNorm), so
                 # evaluation runs the eager module, which shares the traced parameters.
-                module, variant = torch.jit.trace(model, example, check_trace=False), "trace"
+                module, variant = trace(model, example, check_trace=False), "trace"
         shared = all(
             a.data_ptr() == b.data_ptr()
             for a, b in zip(module.parameters(), model.parameters(), strict=True)

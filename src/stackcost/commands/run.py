@@ -63,6 +63,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-channels", help="input channels (default: the model's)")
     p.add_argument("--conv-bias", action="store_true", help="give convolutions a bias")
     p.add_argument("--input-shape", help="per-sample shape for a factory model, e.g. 3,224,224")
+    add_hf_args(p, "(default: the model type's)")
+    p.add_argument("--seed", default="0", help="seed for weights and inputs (default 0)")
+
+
+def add_hf_args(p: argparse.ArgumentParser, head_default: str) -> None:
+    """-c and --head, the Hugging Face model flags of run, sweep and train."""
     p.add_argument(
         "-c",
         "--config",
@@ -73,10 +79,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--head",
-        help="on a Hugging Face model: base (the bare model) or classification "
-        "(default: the model type's)",
+        help="on a Hugging Face model: base (the bare model) or classification " + head_default,
     )
-    p.add_argument("--seed", default="0", help="seed for weights and inputs (default 0)")
 
 
 def model_from_args(name: str, args: argparse.Namespace):

@@ -9,17 +9,33 @@ from typing import Any
 from rich.console import Console
 
 from stackcost.commands.axes import number
-from stackcost.commands.run import add_session_args
+from stackcost.commands.run import add_hf_args, add_session_args
 from stackcost.env import cores
 from stackcost.execute import scratch
 from stackcost.execute.environ import check_names
-from stackcost.spec import SpecError, check_threads, db_problem, model_ref, parse_positive_ints
+from stackcost.spec import (
+    SpecError,
+    check_threads,
+    db_problem,
+    model_ref,
+    parse_config,
+    parse_positive_ints,
+)
+from stackcost.workload import SIZE_AXES, Workload
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("train", help="train one model through backends (eager, inductor, ...)")
-    p.add_argument("model", help="zoo name (see `stackcost list models`)")
-    p.add_argument("--dataset", default="digits", help="digits (default), mnist, cifar10, ...")
+    p.add_argument(
+        "model",
+        help="zoo name (see `stackcost list models`), hf:<model_type>, or package.module:ATTR "
+        "(a Workload with a classification head)",
+    )
+    p.add_argument(
+        "--dataset",
+        help="digits, mnist, cifar10, ..., synthetic (default: digits for an image model, "
+        "else synthetic: inputs drawn as the model declares them, random labels)",
+    )
     p.add_argument("--data-dir", help="directory holding the dataset's files")
     p.add_argument("--backends", default="eager,inductor,torchscript", help="comma list")
     p.add_argument("--epochs", default="5", help="passes over the training split (default 5)")
@@ -35,9 +51,20 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--init", default="torch-default", help="initialization scheme (recorded)")
     p.add_argument("--repeats", default="1", help="independent processes per backend")
+    for axis in SIZE_AXES.values():  # --resolution, --seq-len, --samples
+        default = (
+            "the model's minimum that fits the data"
+            if axis.name == "resolution"
+            else ("the model's")
+        )
+        p.add_argument(
+            axis.flag, dest=f"size_{axis.name}", metavar="N",
+            help=f"{axis.label} (default: {default})",
+        )  # fmt: skip
     p.add_argument(
-        "--resolution", help="input size (default: the model's minimum that fits the data)"
+        "--num-classes", help="classes of synthetic data (default 10; a dataset's own otherwise)"
     )
+    add_hf_args(p, "(default for training: classification)")
     p.add_argument("--threads", default=str(cores()), help=f"intra-op threads (default {cores()})")
     p.add_argument("--limit", help="use the first N samples of each split")
     p.add_argument("--seed", default="0", help="seed for weights, RNGs and shuffling (default 0)")
@@ -62,7 +89,6 @@ def add_parser(sub: Any) -> None:
 
 def spec_from_args(args: argparse.Namespace):
     """The validated TrainSpec; every bad input raises SpecError before any store exists."""
-    from stackcost import zoo
     from stackcost.cell import TrainConfig
     from stackcost.data import DATASETS
     from stackcost.train.spec import (
@@ -70,49 +96,35 @@ def spec_from_args(args: argparse.Namespace):
         check_backends,
         check_data,
         check_learning_rate,
-        default_resolution,
     )
 
-    if args.model not in zoo.MODELS:
-        raise SpecError(f"unknown model {args.model!r} (allowed: {', '.join(zoo.MODELS)})")
-    check_data(args.dataset, args.data_dir)
-    info = DATASETS[args.dataset]
     epochs = parse_positive_ints(args.epochs, "epochs")[0]
     batch = parse_positive_ints(args.batch_size, "batch size")[0]
     lr = check_learning_rate(args.lr)
     if args.optimizer not in ("sgd", "adam"):
         raise SpecError(f"unknown optimizer {args.optimizer!r} (allowed: sgd, adam)")
     momentum = number(args.momentum, "momentum", float, -1e-12)
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    check_backends(backends)
-    channels = info.native_shape[0] if info.native_shape else 3
-    # Datasets sized at load (synthetic, VOC) get 32 px unless --resolution says otherwise.
-    native = info.native_shape[-1] if info.native_shape else 32
-    if args.resolution:
-        resolution = parse_positive_ints(args.resolution, "resolution")[0]
-        problem = zoo.check_resolution(args.model, resolution)
-        if problem:
-            raise SpecError(problem)
-    else:
-        resolution = default_resolution(args.model, native)
     seed = int(number(args.seed, "seed", int, -1))
     threads = parse_positive_ints(args.threads, "threads")
     check_threads(threads)
     problem = check_names(args.inherit_env)
     if problem:
         raise SpecError(problem)
-    model = model_ref(
-        args.model,
-        num_classes=info.num_classes or 10,
-        in_channels=channels,
-        init=args.init,
-        seed=seed,
-    )
+    model, workload = trained_model(args, seed)
+    dataset = args.dataset or ("digits" if workload.image_input else "synthetic")
+    if workload.image_input is None and dataset != "synthetic":
+        fed = ", ".join(f"{i.name} ({i.dtype})" for i in workload.inputs)
+        raise SpecError(
+            f"--dataset {dataset}: {args.model} is fed {fed}, not images "
+            "(allowed: synthetic, inputs drawn as the model declares them)"
+        )
+    check_data(dataset, args.data_dir)
+    check_backends(backends := [b.strip() for b in args.backends.split(",") if b.strip()])
     return TrainSpec(
         model=model,
         backends=backends,
         train=TrainConfig(
-            dataset=args.dataset,
+            dataset=dataset,
             epochs=epochs,
             lr=lr,
             optimizer=args.optimizer,
@@ -122,7 +134,7 @@ def spec_from_args(args: argparse.Namespace):
             data_seed=seed,
         ),
         batch_size=batch,
-        resolution=resolution,
+        sizes=train_sizes(args, workload, DATASETS[dataset]),
         threads=threads,
         repeats=parse_positive_ints(args.repeats, "repeats")[0],
         timeout_s=number(args.timeout, "timeout"),
@@ -131,13 +143,99 @@ def spec_from_args(args: argparse.Namespace):
     )
 
 
+def trained_model(args: argparse.Namespace, seed: int) -> tuple[Any, Workload]:
+    """The ModelRef to train and its workload, which must end in a classification head.
+
+    Its width is the dataset's class count (10 for synthetic data unless --num-classes);
+    a Hugging Face model gets its classification head unless --head says otherwise. A
+    model in user code or transformers is asked in a child (probe), as `run` does.
+    """
+    import os
+
+    from stackcost import zoo
+    from stackcost.data import DATASETS
+    from stackcost.execute.environ import worker_environ
+    from stackcost.execute.probe import learn_workloads, needs_probe
+
+    if args.dataset is not None and args.dataset not in DATASETS:
+        raise SpecError(f"unknown dataset {args.dataset!r} (allowed: {', '.join(DATASETS)})")
+    given = parse_positive_ints(args.num_classes, "num-classes")[0] if args.num_classes else None
+    info = DATASETS[args.dataset] if args.dataset else None
+    if given and info and info.num_classes not in (None, given):
+        raise SpecError(f"--num-classes {given}: {info.name} has {info.num_classes} classes")
+    hf = args.model.startswith("hf:") or zoo.is_hf_entry(args.model)
+    head = args.head or ("classification" if hf else None)
+    if hf and head != "classification":
+        raise SpecError(f"--head {head}: training needs --head classification")
+    classes = given or (info.num_classes if info else None) or 10
+    config = parse_config(args.config)
+
+    def ref(num_classes: int | None, in_channels: int | None = None) -> Any:
+        return model_ref(
+            args.model, num_classes=num_classes, in_channels=in_channels, init=args.init,
+            seed=seed, config=config, head=head,
+        )  # fmt: skip
+
+    def workload(model: Any) -> Workload:
+        if not needs_probe(model):
+            return zoo.workload_of(model)
+        environ = worker_environ(os.environ, {}, args.inherit_env)
+        return Workload.from_facts(learn_workloads([model], environ)[model.name])
+
+    if args.model in zoo.MODELS and zoo.MODELS[args.model].image_input is not None:
+        # A zoo CNN takes the dataset's channels (3 for data sized at load).
+        native = (info or DATASETS["digits"]).native_shape
+        model = ref(classes, native[0] if native else 3)
+        return model, workload(model)
+    if hf:
+        model = ref(classes)
+        return model, workload(model)
+    # A factory: its own Workload says how wide its head is.
+    model = ref(given)
+    found = workload(model)
+    if found.num_classes == 0:
+        raise SpecError(
+            f"{args.model} has no classification head (its Workload's num_classes is 0): "
+            "training needs one"
+        )
+    if found.image_input and info and info.num_classes not in (None, found.num_classes):
+        raise SpecError(
+            f"{args.model} has {found.num_classes} classes; {info.name} has {info.num_classes}"
+        )
+    model = model.model_copy(update={"num_classes": given or found.num_classes})
+    return model, found
+
+
+def train_sizes(args: argparse.Namespace, workload: Workload, info: Any) -> dict[str, int]:
+    """One value per size axis of the model: the flag's, else the model's default; for an
+    image model, the smallest resolution it accepts that still holds the dataset's images
+    (datasets sized at load, synthetic and VOC, get 32 px)."""
+    from stackcost.train.spec import default_resolution
+
+    sizes: dict[str, int] = {}
+    for axis in SIZE_AXES.values():
+        text = getattr(args, f"size_{axis.name}")
+        if text is None:
+            continue
+        value = parse_positive_ints(text, axis.name.replace("_", " "))[0]
+        problem = workload.size_problem(axis.name, value)
+        if problem:
+            raise SpecError(problem)
+        sizes[axis.name] = value
+    defaults = dict(workload.sizes)
+    if workload.image_input is not None and "resolution" in defaults:
+        native = info.native_shape[-1] if info.native_shape else 32
+        defaults["resolution"] = default_resolution(workload, native)
+    return {axis: sizes.get(axis, default) for axis, default in defaults.items()}
+
+
 def save_initial_weights(spec: Any, directory: Path) -> tuple[str, str]:
     """Build the model once (seeded, explicit init) and save it: (path, weights digest)."""
     import torch
 
     from stackcost import zoo
 
-    model = zoo.build_model(spec.model, spec.resolution)
+    model = zoo.build_model(spec.model, spec.sizes)
     path = directory / "initial.pt"
     torch.save(model.state_dict(), path)
     return str(path), zoo.weights_digest(model)

@@ -33,10 +33,13 @@ def train_native(
     cell = task.cell
     # The program's whole run is the window: its CPU arrives as a reaped child's.
     first = Edge.now()
+    train, test = splits["train"].dataset, splits["test"].dataset
+    if train is None or test is None:  # why_not refuses non-image models before this
+        raise ValueError(f"{backend.name} trains on image datasets only")
     answer = backend.run_native_train(
         model,
-        (splits["train"].images, splits["train"].labels),
-        (splits["test"].images, splits["test"].labels),
+        (train.images, train.labels),
+        (test.images, test.labels),
         cell,
         PrepareContext(workdir=Path(task.workdir)),
         task.timeout_s,

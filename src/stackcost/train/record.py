@@ -27,7 +27,8 @@ def run_details(task: TrainTask, splits: dict[str, Any]) -> dict[str, Any]:
             "train_samples": len(splits["train"]),
             "test_samples": len(splits["test"]),
             "drop_last": True,
-            "scale": "uint8 / 255" if splits["train"].images.dtype.name == "uint8" else "as stored",
+            "scale": splits["train"].scale,
+            "inputs": splits["train"].inputs.record(),  # every sample of the split
         },
     }
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from stackcost import zoo
 from stackcost.backends import REGISTRY, is_import_path
 from stackcost.cell import Cell, ModelRef, TrainConfig
 from stackcost.spec import MAX_REPEATS, SpecError
+from stackcost.workload import Workload
 
 DEFAULT_BACKENDS = ("eager", "inductor", "torchscript")
 
@@ -26,7 +26,7 @@ class TrainSpec(BaseModel):
     backends: list[str] = Field(default_factory=lambda: list(DEFAULT_BACKENDS))
     train: TrainConfig = Field(default_factory=TrainConfig)
     batch_size: int = Field(64, ge=1)
-    resolution: int
+    sizes: dict[str, int]  # the model's size axes: {"resolution": 32}, {"seq_len": 128}
     threads: list[int] = Field(default_factory=lambda: [1])
     device: str = "cpu"
     repeats: int = Field(1, ge=1, le=MAX_REPEATS)
@@ -40,6 +40,15 @@ class TrainSpec(BaseModel):
     find_max_batch: ClassVar[bool] = False
     max_batch: ClassVar[int] = 0
 
+    @model_validator(mode="before")
+    @classmethod
+    def _resolution_is_a_size(cls, data: Any) -> Any:
+        """`resolution=` (the spelling before size axes were general) is the image axis."""
+        if isinstance(data, dict) and "resolution" in data:
+            data = dict(data)
+            data["sizes"] = {"resolution": data.pop("resolution")}
+        return data
+
     def digest(self) -> str:
         return hashlib.sha1(self.model_dump_json().encode()).hexdigest()[:16]
 
@@ -50,7 +59,7 @@ class TrainSpec(BaseModel):
                 backend=backend,
                 mode="train",
                 batch_size=self.batch_size,
-                resolution=self.resolution,
+                sizes=self.sizes,
                 threads=threads,
                 device=self.device,  # type: ignore[arg-type]
                 backend_options=self.backend_options.get(backend, {}),
@@ -61,9 +70,9 @@ class TrainSpec(BaseModel):
         ]
 
 
-def default_resolution(model: str, native: int | None) -> int:
+def default_resolution(workload: Workload, native: int | None) -> int:
     """The smallest input the model accepts that still holds the dataset's images."""
-    minimum = zoo.model_info(model).minimum.get("resolution", 1) if model in zoo.MODELS else 1
+    minimum = workload.minimum.get("resolution", 1)
     return max(native or minimum, minimum)
 
 

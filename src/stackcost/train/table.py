@@ -53,7 +53,7 @@ def train_table(result: RunResult) -> Table:
     if first is not None and first.train is not None:
         t = first.train
         title += (
-            f": train {first.model.name} on {t.dataset} r{first.resolution} b{first.batch_size}"
+            f": train {first.model.name} on {t.dataset} {first.size_label()} b{first.batch_size}"
             f" {t.optimizer} lr {t.lr:g} x{t.epochs} epochs t{first.threads} {first.device}"
         )
     table = Table(title=Text(title), header_style="bold")  # names from users: no markup

@@ -13,17 +13,15 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stackcost.execute.process import guarded, serve
 from stackcost.measure.counters import Edge, Window
 from stackcost.measure.disturbance import assess
 from stackcost.result import EpochRecord, Memory, Phases, RepetitionResult
+from stackcost.train.data import Batches, load_splits
 from stackcost.train.record import run_details, set_step_stats
 from stackcost.train.task import TrainTask
-
-if TYPE_CHECKING:
-    import torch
 
 # A loss this many times the first epoch's (the first step's, during epoch 1) has diverged.
 DIVERGENCE_FACTOR = 1e3
@@ -31,38 +29,6 @@ DIVERGENCE_FACTOR = 1e3
 
 def run_task(task: TrainTask) -> RepetitionResult:
     return guarded(task, _train)
-
-
-class Batches:
-    """In-memory data, shuffled per epoch by a seeded generator; collated on demand.
-
-    Collation (index, uint8 -> float, scale) is what the loader-wait time measures.
-    """
-
-    def __init__(self, images: Any, labels: Any, batch: int, drop_last: bool) -> None:
-        import torch
-
-        self.images = torch.from_numpy(images)
-        self.labels = torch.from_numpy(labels)
-        self.batch, self.drop_last = batch, drop_last
-        self.uint8 = self.images.dtype == torch.uint8
-
-    def __len__(self) -> int:
-        n = len(self.labels)
-        return n // self.batch if self.drop_last else -(-n // self.batch)
-
-    def order(self, generator: torch.Generator | None) -> torch.Tensor:
-        import torch
-
-        n = len(self.labels)
-        return torch.randperm(n, generator=generator) if generator else torch.arange(n)
-
-    def get(self, order: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        idx = order[i * self.batch : (i + 1) * self.batch]
-        x = self.images.index_select(0, idx).float()
-        if self.uint8:
-            x = x.div_(255.0)
-        return x, self.labels.index_select(0, idx)
 
 
 def _seed_everything(seed: int) -> None:
@@ -107,7 +73,6 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
 
     from stackcost import zoo
     from stackcost.backends import PrepareContext, load_backend
-    from stackcost.data import load_dataset
     from stackcost.measure import memory
 
     cell, cfg = task.cell, task.cell.train
@@ -124,21 +89,10 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
     baseline = memory.rss_bytes()
 
     t = time.perf_counter()
-    splits = {
-        split: load_dataset(
-            cfg.dataset,
-            split,
-            task.data_dir,
-            resolution=cell.resolution,
-            channels=cell.model.in_channels,
-            limit=cfg.limit,
-            num_classes=cell.model.num_classes,
-            seed=cfg.data_seed,
-        )
-        for split in ("train", "test")
-    }
+    workload = zoo.workload_of(cell.model)
+    splits = load_splits(cell, workload, task.data_dir)
     # Same initial weights at every level: built once by the parent, loaded here.
-    model = zoo.build_model(cell.model, cell.resolution)
+    model = zoo.build_model(cell.model, cell.sizes, workload)
     model.load_state_dict(torch.load(task.weights_path, weights_only=True))
     result.weights_digest = zoo.weights_digest(model)
     if result.weights_digest != task.weights_digest:
@@ -151,13 +105,13 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
     device = torch.device(cell.device)
     cuda = cell.device == "cuda"
     model = model.to(device).train()
-    train = Batches(splits["train"].images, splits["train"].labels, cell.batch_size, True)
-    test = Batches(splits["test"].images, splits["test"].labels, cell.batch_size, False)
+    train = Batches(splits["train"], cell.batch_size, True)
+    test = Batches(splits["test"], cell.batch_size, False)
     if len(train) == 0:
         raise ValueError(
             f"{len(splits['train'])} training samples make no full batch of {cell.batch_size}"
         )
-    example = train.get(train.order(None), 0)[0].to(device)
+    example = train.get(train.order(None), 0)[0].to(device)  # what torchscript traces
     phases.build_s = time.perf_counter() - t
 
     if cuda:
@@ -198,9 +152,10 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
             t0 = clock()
             x, y = train.get(order, i)
             if cuda:  # pinned memory lets the copy run asynchronously
-                x, y = x.pin_memory(), y.pin_memory()
+                x, y = x.map(lambda t: t.pin_memory()), y.pin_memory()
             t1 = clock()
-            x, y = x.to(device, non_blocking=cuda), y.to(device, non_blocking=cuda)
+            x = x.map(lambda t: t.to(device, non_blocking=cuda))
+            y = y.to(device, non_blocking=cuda)
             sync()
             t2 = clock()
             loss, logits = prepared.step(x, y)
@@ -209,7 +164,7 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
             if scheduler is not None:
                 scheduler.step()
             wait_ns, copy_ns, step_ns = wait_ns + t1 - t0, copy_ns + t2 - t1, step_ns + t3 - t2
-            copy_bytes += x.nbytes + y.nbytes
+            copy_bytes += x.nbytes() + y.nbytes
             if result.cold_start_ms is None:  # first step, compile included: its own number
                 result.cold_start_ms = (t3 - t2) / 1e6
             else:

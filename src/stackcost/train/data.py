@@ -1,0 +1,141 @@
+"""What a training level is fed: each split's inputs and labels, and its mini-batches.
+
+An image model (one float (batch, C, H, W) input) reads a dataset: digits, MNIST,
+CIFAR-10, ..., or seeded random images. Any other workload with a classification head
+(token ids and masks, audio, dense + sparse features) trains on inputs drawn the way the
+workload declares them (ids inside the vocabulary, valid masks) and seeded random labels:
+a speed measurement, where accuracy means nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from stackcost.data.base import Dataset
+from stackcost.workload import Example, Workload, make_example
+
+if TYPE_CHECKING:
+    import torch
+
+    from stackcost.cell import Cell
+
+SPLITS = ("train", "test")
+DRAWN = "drawn as the workload declares (make_example)"
+
+
+@dataclass
+class Split:
+    """One split whole in memory: every input over all samples (dim 0), and the labels.
+
+    `dataset` is the image dataset it came from: what the C++ levels write to their files.
+    """
+
+    inputs: Example
+    labels: torch.Tensor
+    source: str
+    scale: str  # how the stored values become the model's input
+    dataset: Dataset | None = None
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def image_split(dataset: Dataset, workload: Workload) -> Split:
+    import torch
+
+    images = torch.from_numpy(dataset.images)
+    inputs = Example((workload.inputs[0].name,), (images,), workload.keyword)
+    scale = "uint8 / 255" if images.dtype == torch.uint8 else "as stored"
+    return Split(inputs, torch.from_numpy(dataset.labels), dataset.source, scale, dataset)
+
+
+def drawn_split(
+    workload: Workload, cell: Cell, split: str, n: int, num_classes: int, seed: int
+) -> Split:
+    """n samples of the workload's own inputs, with labels uniform over the classes; each
+    split from its own seed, so train and test differ and every level gets the same."""
+    import torch
+
+    state = np.random.SeedSequence([seed, SPLITS.index(split)]).generate_state(2)
+    inputs = make_example(workload, cell.model, n, cell.sizes, seed=int(state[0]))
+    labels = np.random.default_rng(int(state[1])).integers(0, num_classes, n, dtype=np.int64)
+    return Split(inputs, torch.from_numpy(labels), "synthetic", DRAWN)
+
+
+def load_splits(cell: Cell, workload: Workload, data_dir: str | None) -> dict[str, Split]:
+    """Train and test splits for the cell: its dataset for an image model, else drawn."""
+    from stackcost.data import load_dataset
+    from stackcost.data.synthetic import DEFAULT_SIZES
+
+    cfg = cell.train
+    assert cfg is not None
+    image = workload.image_input
+    if image is None:
+        if cfg.dataset != "synthetic":
+            raise ValueError(
+                f"{cell.model.name} is not fed images: it trains on --dataset synthetic only"
+            )
+        return {
+            split: drawn_split(
+                workload,
+                cell,
+                split,
+                min(cfg.limit or DEFAULT_SIZES[split], DEFAULT_SIZES[split]),
+                cell.model.num_classes,
+                cfg.data_seed,
+            )
+            for split in SPLITS
+        }
+    channels = image.resolve(1, cell.sizes, cell.model)[1]
+    return {
+        split: image_split(
+            load_dataset(
+                cfg.dataset,
+                split,
+                data_dir,
+                resolution=cell.resolution,
+                channels=channels,
+                limit=cfg.limit,
+                num_classes=cell.model.num_classes,
+                seed=cfg.data_seed,
+            ),
+            workload,
+        )
+        for split in SPLITS
+    }
+
+
+class Batches:
+    """A split's mini-batches in a seeded order per epoch, collated on demand.
+
+    Collation (index, uint8 -> float, scale) is what the loader-wait time measures.
+    """
+
+    def __init__(self, split: Split, batch: int, drop_last: bool) -> None:
+        self.split = split
+        self.labels = split.labels
+        self.batch, self.drop_last = batch, drop_last
+
+    def __len__(self) -> int:
+        n = len(self.labels)
+        return n // self.batch if self.drop_last else -(-n // self.batch)
+
+    def order(self, generator: torch.Generator | None) -> torch.Tensor:
+        import torch
+
+        n = len(self.labels)
+        return torch.randperm(n, generator=generator) if generator else torch.arange(n)
+
+    def get(self, order: torch.Tensor, i: int) -> tuple[Example, torch.Tensor]:
+        import torch
+
+        idx = order[i * self.batch : (i + 1) * self.batch]
+
+        def collate(t: Any) -> Any:
+            x = t.index_select(0, idx)
+            return x.float().div_(255.0) if x.dtype == torch.uint8 else x
+
+        return self.split.inputs.map(collate), self.labels.index_select(0, idx)
