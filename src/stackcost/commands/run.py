@@ -101,6 +101,39 @@ def model_from_args(name: str, args: argparse.Namespace):
     )
 
 
+def this_command() -> str:
+    return " ".join(["stackcost", *sys.argv[1:]])
+
+
+def retry_notice(err: Console) -> Callable[[Any, Any, int, int], None]:
+    """What the runner's on_retry prints: a disturbed repetition is measured again."""
+
+    def retrying(cell: Any, result: Any, attempt: int, of: int) -> None:
+        err.print(
+            Text(
+                f"{cell.label()}: {headline(result.reason)}; try {attempt + 1} of {of + 1} "
+                "once the machine is quiet (--on-disturbed keep stores it as it is)",
+                style="yellow",
+            )
+        )
+
+    return retrying
+
+
+def machine_lock(args: argparse.Namespace, err: Console) -> MachineLock:
+    """This command's turn on the machine: it queues behind another stackcost that is
+    measuring, or with --no-wait refuses (MachineBusy) before any store is touched."""
+    command = this_command()
+    lock = MachineLock(
+        wait=not args.no_wait,
+        on_wait=lambda line: err.print(Text(line, style="yellow")),
+        who=f"pid {os.getpid()}: {command}"[:300],
+    )
+    if args.no_wait and (other := lock.busy()):
+        raise MachineBusy(f"another stackcost is measuring on this machine ({other})")
+    return lock
+
+
 def measure_and_show(
     spec: Any,
     args: argparse.Namespace,
@@ -127,16 +160,9 @@ def measure_and_show(
     problem = db_problem(args.db)
     if problem:
         raise SpecError(problem)
-    command = " ".join(["stackcost", *sys.argv[1:]])
     err = Console(stderr=True)
     progress = LiveProgress(err, enabled=not args.quiet)
-    lock = MachineLock(
-        wait=not args.no_wait,
-        on_wait=lambda line: err.print(Text(line, style="yellow")),
-        who=f"pid {os.getpid()}: {command}"[:300],
-    )
-    if args.no_wait and (other := lock.busy()):  # before the store is touched
-        raise MachineBusy(f"another stackcost is measuring on this machine ({other})")
+    lock = machine_lock(args, err)
 
     def opened(run_id: str, resumed: bool, stored: int) -> None:
         if resumed:
@@ -144,27 +170,18 @@ def measure_and_show(
                 Text(f"resuming run {run_id}: {stored} repetitions already stored ({fresh_hint})")
             )
 
-    def retrying(cell: Any, result: Any, attempt: int, of: int) -> None:
-        err.print(
-            Text(
-                f"{cell.label()}: {headline(result.reason)}; try {attempt + 1} of {of + 1} "
-                "once the machine is quiet (--on-disturbed keep stores it as it is)",
-                style="yellow",
-            )
-        )
-
     with Store(args.db) as store, progress:
         result = execute(
             spec,
             store,
             executor=LocalExecutor(lock=lock),
-            command=command,
+            command=this_command(),
             resume=resume,
             on_start=progress.start,
             on_result=progress.result,
             on_open=opened,
             on_disturbed=args.on_disturbed,
-            on_retry=retrying,
+            on_retry=retry_notice(err),
             **({"make_task": make_task} if make_task else {}),
         )
     console.print((table or results_table)(result))

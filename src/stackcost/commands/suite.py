@@ -17,9 +17,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from stackcost.commands.run import add_session_args
+from stackcost.commands.run import add_session_args, machine_lock, retry_notice, this_command
 from stackcost.measure.disturbance import POLICIES
-from stackcost.result import VALID_STATUSES, headline
+from stackcost.result import VALID_STATUSES
 from stackcost.spec import SpecError, db_problem
 
 
@@ -101,22 +101,14 @@ def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int
 
 def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
     from stackcost.execute.local import LocalExecutor
-    from stackcost.execute.machine_lock import MachineBusy, MachineLock
     from stackcost.execute.runner import execute
     from stackcost.report.progress import LiveProgress
     from stackcost.report.suite_summary import summary_renderables
     from stackcost.store import Store
     from stackcost.suite import summarize, workload_label_of_spec
 
-    command = " ".join(["stackcost", *sys.argv[1:]])
     err = Console(stderr=True)
-    lock = MachineLock(
-        wait=not args.no_wait,
-        on_wait=lambda line: err.print(Text(line, style="yellow")),
-        who=f"pid {os.getpid()}: {command}"[:300],
-    )
-    if args.no_wait and (other := lock.busy()):  # before the store is touched
-        raise MachineBusy(f"another stackcost is measuring on this machine ({other})")
+    lock = machine_lock(args, err)
     totals = [len(spec.cells()) * spec.repeats for spec in suite.specs]
     total = sum(totals)
     progress = LiveProgress(err, enabled=not args.quiet)
@@ -136,15 +128,6 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
                         )
                     )
 
-            def retrying(cell: Any, result: Any, attempt: int, of: int) -> None:
-                err.print(
-                    Text(
-                        f"{cell.label()}: {headline(result.reason)}; try {attempt + 1} of "
-                        f"{of + 1} once the machine is quiet (--on-disturbed keep stores it)",
-                        style="yellow",
-                    )
-                )
-
             def stored(cell: Any, result: Any, done: int, _total: int, offset: int = offset):
                 progress.result(cell, result, offset + done, total)
 
@@ -152,13 +135,13 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
                 spec,
                 store,
                 executor=LocalExecutor(lock=lock),
-                command=command,
+                command=this_command(),
                 resume=not args.force,
                 on_start=progress.start,
                 on_result=stored,
                 on_open=opened,
                 on_disturbed=args.on_disturbed,
-                on_retry=retrying,
+                on_retry=retry_notice(err),
             )
             results.append(result)
             if result.stopped:
