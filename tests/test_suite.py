@@ -117,6 +117,32 @@ def test_models_a_backend_cannot_run_are_listed_with_status_and_reason():
     assert len(left) == 3
 
 
+def test_an_unstable_cell_gives_an_indicative_ratio_in_the_indicative_mean_only():
+    s = summarize(_runs(), "t")
+    unstable = next(r for r in s.rows if r.model == "resnet18").entries["torchscript"]
+    assert unstable.indicative and unstable.speedup == pytest.approx(4.0)
+    assert not unstable.counted
+    trusted = s.geomean("infer", "torchscript")
+    wide = s.geomean("infer", "torchscript", indicative=True)
+    assert (trusted.n, wide.n) == (2, 3)
+    assert wide.value == pytest.approx(gmean([2.0, 9.0, 4.0]))
+    # Unverified and unsupported cells give no ratio, indicative or not.
+    assert s.geomean("infer", "onnxruntime", indicative=True).n == 1
+    assert s.has_indicative
+
+
+def test_a_ratio_over_an_unstable_eager_is_indicative():
+    runs = [
+        _run("r", "mlp", 8, {"eager": _rep("unstable", 2.0), "torchscript": _rep(median_ms=1.0)}),
+        _run("q", "mnist-cnn", 28, {"eager": _rep(median_ms=3.0), "torchscript": _rep()}),
+    ]
+    s = summarize(runs, "t")
+    e = s.rows[0].entries["torchscript"]
+    assert e.indicative and e.reason == "eager was unstable: ratio indicative"
+    assert s.geomean("infer", "torchscript").value == pytest.approx(3.0)
+    assert s.geomean("infer", "torchscript", indicative=True).value == pytest.approx(math.sqrt(6.0))
+
+
 def test_an_untrusted_eager_leaves_its_model_out_of_every_mean():
     runs = [
         _run("r", "mlp", 8, {"eager": _rep("disturbed"), "torchscript": _rep(median_ms=0.1)}),
@@ -145,12 +171,16 @@ def test_renderings_say_the_same_and_escape_foreign_text():
     console.print(summary_renderables(s))
     text = console.export_text()
     assert "4.24× over 2/3" in text  # gmean(2, 9): the unstable third is left out
+    assert "4.16×? over 3/3" in text  # and in the indicative mean, marked
+    assert "4.00×?" in text  # its own ratio, marked
     assert "unverified" in text and "unsupported" in text
     assert "[bold]x[/bold]" in text  # not read as markup
     fragment = suite_section(runs, "t")
     assert fragment.startswith('<section id="suite">') and fragment.endswith("</section>")
     assert "<script>" not in fragment and "&lt;script&gt;" in fragment
-    assert "4.24× over 2/3" in fragment
+    assert "4.24× over 2/3 · 4.16×? over 3/3" in fragment
+    assert "<h2>Suite t</h2>" in fragment
+    assert "<h2>Suite summary</h2>" in suite_section(runs)  # runs of no named suite
 
 
 # -- the suite file: refusals, one line, exit 2, nothing written ------------------------
@@ -216,7 +246,7 @@ def test_the_default_suite_is_one_model_per_domain_through_six_rungs():
     assert len(set(domains)) == len(domains) == 6
     for spec in suite.specs:
         assert spec.repeats == 1 and spec.batch_sizes == [1]
-        assert spec.protocol.min_time_s <= 0.5
+        assert spec.protocol.target_ci == 0.05 and spec.protocol.max_time_s <= 10
         assert spec.backends == [
             "eager",
             "torchscript",
@@ -260,3 +290,10 @@ def test_tiny_suite_end_to_end_resumes_and_summarizes_from_the_store(tmp_path, c
     assert db.stat().st_mtime_ns == before
     cut = "stored 2 runs"
     assert summary.split("from 2 stored runs")[0] == again.split(cut)[0] == out.split(cut)[0]
+    # The report of the suite's stored runs, titled by the suite.
+    page = tmp_path / "suite.html"
+    assert main(["report", "--suite", "tiny", "--db", str(db), "-o", str(page)]) == 0
+    assert "<h2>Suite tiny</h2>" in page.read_text()
+    capsys.readouterr()
+    assert main(["report", "--suite", "tiny", "r1", "--db", str(db)]) == 2
+    assert "give no RUN ids beside it" in capsys.readouterr().err

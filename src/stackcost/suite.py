@@ -16,7 +16,12 @@ median (speedup), peak RSS over baseline backend / eager (CPU memory) and alloca
 peak backend / eager (device memory, CUDA only); per backend, the geometric mean over
 workloads, saying over how many it is taken. Only cells whose every repetition is `ok`
 (trusted) and verified against the eager reference, over an eager cell that is too,
-enter a ratio; every other (workload, backend) pair is listed with its status and reason.
+enter the means; every other (workload, backend) pair is listed with its status and reason.
+An `unstable` cell (or one over an unstable eager) is verified and was timed on a quiet
+machine, only its spread is wider than the protocol asked: its ratio is kept as
+indicative, shown marked "?" and averaged in a second, indicative mean, never in the first.
+On a 2-core machine most large models end unstable, and a mean over 1 of 6 models says
+little; the indicative mean says what the measured medians say, and is labelled so.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stackcost.clip import middle, one_line, shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
-from stackcost.result import TRUSTED_STATUSES, headline
+from stackcost.result import TRUSTED_STATUSES, VALID_STATUSES, headline
 
 if TYPE_CHECKING:
     from stackcost.runs import CellResult, RunResult
@@ -43,8 +48,16 @@ DEFAULT_NAME = "default"
 # Where `stackcost suite NAME` looks: ./examples first, then the checkout's examples/.
 EXAMPLES = (Path("examples"), Path(__file__).resolve().parents[2] / "examples")
 DEFAULT_BACKENDS = ["eager", "torchscript", "inductor", "export-aot", "onnxruntime", "openvino"]
-# A suite is a scoreboard, not a study: one short repetition per cell unless it says more.
-SUITE_PROTOCOL = {"min_time_s": 0.5, "min_iters": 5, "max_time_s": 5.0, "warmup_max_time_s": 3.0}
+# A suite is a scoreboard, not a study: one short repetition per cell unless it says more,
+# and a median known to +/-5% (the speedups it ranks differ by 20% and more; a 2-core
+# machine rarely reaches a study's +/-2% on a 300 ms model within seconds).
+SUITE_PROTOCOL = {
+    "min_time_s": 1.0,
+    "min_iters": 10,
+    "target_ci": 0.05,
+    "max_time_s": 10.0,
+    "warmup_max_time_s": 5.0,
+}
 
 
 # -- the suite file --------------------------------------------------------------------
@@ -313,16 +326,19 @@ class Entry:
     """One backend on one workload: its status, and its ratios to eager when they count."""
 
     status: str  # the cell's status; "missing" when it was never stored
-    reason: str = ""  # why it enters no ratio ("" when it does)
+    reason: str = ""  # why it enters no mean ("" when it does)
     median_ms: float | None = None  # a disturbed cell's is shown marked, never used
     disturbed: bool = False
     speedup: float | None = None  # eager median / this median
     cpu_memory: float | None = None  # peak RSS over baseline, this / eager
     device_memory: float | None = None  # allocator peak, this / eager (CUDA only)
+    # The ratios are from a valid but untrusted (unstable) cell or eager: indicative only.
+    indicative: bool = False
 
     @property
     def counted(self) -> bool:
-        return self.speedup is not None
+        """Its ratios enter the (trusted) means."""
+        return self.speedup is not None and not self.indicative
 
     @property
     def shown(self) -> str:
@@ -354,7 +370,7 @@ class Geomean:
 
 @dataclass
 class SuiteSummary:
-    title: str
+    title: str  # the suite's name; "" for runs that are no named suite's
     backends: list[str]  # eager first
     rows: list[Row]
     modes: list[str]  # "infer", and "train" where train cells exist
@@ -363,9 +379,12 @@ class SuiteSummary:
     def rows_of(self, mode: str) -> list[Row]:
         return [r for r in self.rows if r.mode == mode]
 
-    def geomean(self, mode: str, backend: str, metric: str = "speedup") -> Geomean:
+    def geomean(
+        self, mode: str, backend: str, metric: str = "speedup", indicative: bool = False
+    ) -> Geomean:
         """Geometric mean of `metric` (speedup, cpu_memory, device_memory) over the
-        workloads of `mode` where the backend's ratio counts."""
+        workloads of `mode` where the backend's ratio counts; with `indicative`, over
+        those where it is indicative (unstable) too."""
         from scipy.stats import gmean
 
         rows = self.rows_of(mode)
@@ -373,6 +392,7 @@ class SuiteSummary:
             v
             for r in rows
             if (e := r.entries.get(backend)) is not None
+            and (e.counted or (indicative and e.indicative))
             and (v := getattr(e, metric)) is not None
             and math.isfinite(v)
             and v > 0
@@ -380,13 +400,18 @@ class SuiteSummary:
         return Geomean(float(gmean(values)) if values else None, len(values), len(rows))
 
     def not_counted(self, mode: str) -> list[tuple[Row, str, Entry]]:
-        """Every (workload, backend) without a speedup, with its status and reason."""
+        """Every (workload, backend) left out of the means, with its status and reason
+        (indicative ones too: they are in the indicative mean only)."""
         return [
             (r, b, r.entries[b])
             for r in self.rows_of(mode)
             for b in self.backends
-            if r.entries[b].speedup is None
+            if not r.entries[b].counted
         ]
+
+    @property
+    def has_indicative(self) -> bool:
+        return any(e.indicative for r in self.rows for e in r.entries.values())
 
     @property
     def has_device_memory(self) -> bool:
@@ -399,11 +424,16 @@ def _verified(c: CellResult) -> bool:
     )
 
 
+def _status_reason(c: CellResult) -> str:
+    reasons = [r.reason for r in c.repetitions if r.status == c.status and r.reason]
+    return headline(reasons[0] if reasons else c.reason) or c.status
+
+
 def _why_not(c: CellResult) -> str:
-    """Why a cell enters no ratio: its status's reason, or what made it untrusted."""
-    if c.status not in TRUSTED_STATUSES:
-        reasons = [r.reason for r in c.repetitions if r.status == c.status and r.reason]
-        return headline(reasons[0] if reasons else c.reason) or c.status
+    """Why a cell gives no ratio at all: its status's reason (it has no valid timing),
+    or that its outputs are unverified; "" when it gives one (trusted or indicative)."""
+    if c.status not in VALID_STATUSES:
+        return _status_reason(c)
     if not _verified(c):
         return "not verified against the eager reference"
     if c.stats is None:
@@ -426,7 +456,7 @@ def _group_key(cell: Any) -> tuple:
 
 def summarize(
     runs: Sequence[RunResult],
-    title: str = "suite",
+    title: str = "",
     expected: Sequence[str] = (),
     baseline: str = BASELINE,
 ) -> SuiteSummary:
@@ -479,6 +509,11 @@ def summarize(
                     )
                 else:
                     assert base is not None and base.stats is not None and stats is not None
+                    if c.status not in TRUSTED_STATUSES:
+                        entry.indicative, entry.reason = True, _status_reason(c)
+                    elif base.status not in TRUSTED_STATUSES:
+                        entry.indicative = True
+                        entry.reason = f"{baseline} was {base.status}: ratio indicative"
                     entry.speedup = _ratio(base.stats.median_ms, stats.median_ms)
                     mem, base_mem = c.peak_memory, base.peak_memory
                     if mem and base_mem:

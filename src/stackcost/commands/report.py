@@ -27,6 +27,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--baseline", default="eager", help="backend the ratios are taken to")
     p.add_argument("--figures", metavar="DIR", help="also write matplotlib figures (PNG, PDF)")
+    p.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="instead of RUN ids: the runs `stackcost suite NAME` stored (those a resume "
+        "would continue), the summary titled by the suite and its unmeasured models listed",
+    )
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -39,12 +45,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
         check_output_file(Path(output), "-o", inputs=[Path(args.db)])
     if args.figures:
         check_output_dir(Path(args.figures), "--figures")
-    runs = load_runs(args.db, args.runs)
+    suite = None
+    if args.suite is not None:
+        runs, suite = _suite_runs(args)
+    else:
+        runs = load_runs(args.db, args.runs)
     if args.format == "html":
         from stackcost.report.html import render_html
 
         out = Path(output or "report.html")
-        out.write_text(render_html(runs, baseline=args.baseline), encoding="utf-8")
+        out.write_text(render_html(runs, baseline=args.baseline, suite=suite), encoding="utf-8")
         console.print(
             f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB), open it in a browser",
             markup=False,
@@ -71,3 +81,21 @@ def run(args: argparse.Namespace, console: Console) -> int:
         paths = write_figures(runs, Path(args.figures), baseline=args.baseline)
         console.print(f"wrote {len(paths)} figure files to {args.figures}", markup=False)
     return 0
+
+
+def _suite_runs(args: argparse.Namespace) -> tuple[list[Any], tuple[str, list[str]]]:
+    """The stored runs of the suite named by --suite, and (its name, its workload labels)."""
+    from stackcost.suite import load_suite, stored_runs
+
+    if args.runs:
+        raise SpecError(f"--suite {args.suite} picks the runs: give no RUN ids beside it")
+    if not Path(args.db).is_file():
+        raise SpecError(f"no database at {args.db!r}")
+    suite = load_suite(args.suite)
+    runs, _missing = stored_runs(suite, args.db)
+    if not runs:
+        raise SpecError(
+            f"{args.db!r} holds no run of suite {suite.name} for this environment "
+            f"(run `stackcost suite {args.suite} --db {args.db}` first)"
+        )
+    return runs, (suite.name, suite.labels())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -323,8 +324,14 @@ def _costs(
     }
 
 
-def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "") -> str:
-    """The whole report as one HTML string that opens offline."""
+def render_html(
+    runs: list[RunResult],
+    baseline: str = "eager",
+    title: str = "",
+    suite: tuple[str, Sequence[str]] | None = None,
+) -> str:
+    """The whole report as one HTML string that opens offline. `suite` is the suite's
+    name and workload labels, when the runs are a named suite's (`report --suite`)."""
     # Training runs have their own section; the inference views see inference cells only.
     inference = [
         dataclasses.replace(r, records=[x for x in r.records if x[0].mode != "train"]) for r in runs
@@ -421,7 +428,7 @@ def render_html(runs: list[RunResult], baseline: str = "eager", title: str = "")
         ],
         "costs": cost_section,
         # Runs of several models (a `stackcost suite`): TorchBench's summary first.
-        "suite": _suite(runs),
+        "suite": _suite(runs, suite, baseline),
         "figures": figs.items,
         "plotlyjs": get_plotlyjs(),
     }
@@ -435,8 +442,12 @@ def write_html(runs: list[RunResult], path: str | Path, baseline: str = "eager")
     return path
 
 
-def _suite(runs: list[RunResult]) -> Markup:
+def _suite(runs: list[RunResult], suite: tuple[str, Sequence[str]] | None, baseline: str) -> Markup:
+    """The suite summary: of a named suite, or of any runs that span several models."""
     from stackcost.report.suite_summary import suite_section
 
+    if suite is not None:
+        name, expected = suite
+        return Markup(suite_section(runs, name, expected, baseline=baseline))
     models = {cell.model.name for r in runs for cell, _ in r.records if cell.mode != "train"}
-    return Markup(suite_section(runs, title="suite") if len(models) > 1 else "")
+    return Markup(suite_section(runs, baseline=baseline) if len(models) > 1 else "")

@@ -5,7 +5,8 @@ One rule, the same in the terminal tables, the HTML report and the exports:
 - A ratio ("vs eager", time or memory ratio) is a plain number only when its baseline cell
   is `ok`. Over an `unstable` baseline it is shown marked, "1.80×?", and left out of every
   summary (geometric means): an unstable timing is verified and was taken on a quiet
-  machine, only its spread is wider than asked, so the number is indicative. Over a
+  machine, only its spread is wider than asked, so the number is indicative (the suite
+  summary averages such ratios apart, in a second mean marked the same way). Over a
   baseline with no valid timing (disturbed, failed, not run) there is no ratio, "—": a
   disturbed timing can be skewed by orders of magnitude, so nothing is derived from it.
 - A `disturbed` cell's median is shown marked "†" (the store keeps it, and the user may

@@ -17,9 +17,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from stackcost.report.marks import DISTURBED_MARK, STATUS_STYLE
+from stackcost.report.marks import DISTURBED_MARK, STATUS_STYLE, UNTRUSTED_BASE_MARK
 from stackcost.report.units import ms
-from stackcost.suite import Entry, Geomean, SuiteSummary, summarize
+from stackcost.suite import BASELINE, Entry, SuiteSummary, summarize
 
 if TYPE_CHECKING:
     from stackcost.runs import RunResult
@@ -36,20 +36,28 @@ def _ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}×"
 
 
-def _mean(g: Geomean, metric: str = "speedup", cuda: bool = True) -> str:
-    """'1.42× over 5/6', '— over 0/6' when no workload counts, '—' for device memory
-    where nothing ran on a GPU."""
+def _mean(summary: SuiteSummary, mode: str, backend: str, metric: str, cuda: bool) -> str:
+    """'1.42× over 2/6', '— over 0/6' when no workload counts, then, where unstable
+    cells add to it, the indicative mean: '1.42× over 2/6 · 1.30×? over 6/6'; '—' for
+    device memory where nothing ran on a GPU."""
     if metric == "device_memory" and not cuda:
         return "—"
-    return f"{_ratio(g.value)} over {g.n}/{g.of}"
+    g = summary.geomean(mode, backend, metric)
+    text = f"{_ratio(g.value)} over {g.n}/{g.of}"
+    wide = summary.geomean(mode, backend, metric, indicative=True)
+    if wide.n > g.n:
+        text += f" · {_ratio(wide.value)}{UNTRUSTED_BASE_MARK} over {wide.n}/{wide.of}"
+    return text
 
 
 def _entry_text(e: Entry, metric: str, device: str) -> tuple[str, str]:
     """(text, rich style) of one backend on one workload for `metric`."""
-    if e.speedup is None:  # not counted: the status says why (listed below the tables)
+    if e.speedup is None:  # no ratio: the status says why (listed below the tables)
         return e.shown, STATUS_STYLE.get(e.status, "red") if e.status != "ok" else "yellow"
     if metric == "device_memory" and device != "cuda":
         return "—", "dim"
+    if e.indicative:
+        return _ratio(getattr(e, metric)) + UNTRUSTED_BASE_MARK, "yellow"
     return _ratio(getattr(e, metric)), ""
 
 
@@ -67,6 +75,15 @@ def _explain(summary: SuiteSummary) -> list[str]:
         f"backend / {b} (CUDA only, — on CPU); lower memory is leaner.",
         f"Geometric means over the workloads where both the backend and {b} are ok "
         "(every repetition) and verified; everything else is listed with its status.",
+        *(
+            [
+                f"{UNTRUSTED_BASE_MARK} indicative: the backend or {b} is unstable (verified, "
+                "timed on a quiet machine, but its median's CI is wider than the protocol "
+                f"asked); the {UNTRUSTED_BASE_MARK} mean takes these ratios in too."
+            ]
+            if summary.has_indicative
+            else []
+        ),
     ]
 
 
@@ -80,7 +97,8 @@ def summary_renderables(summary: SuiteSummary) -> Group:
         rows = summary.rows_of(mode)
         cuda = any(r.device == "cuda" for r in rows)
         where = sorted({r.device for r in rows if r.device})
-        heading = f"suite {summary.title} · {MODE_NAMES.get(mode, mode)}"
+        heading = f"suite {summary.title} · " if summary.title else "suite · "
+        heading += MODE_NAMES.get(mode, mode)
         if where:
             heading += f" · {', '.join(where)}"
         means = Table(title=Text(f"{heading}: geometric means vs {summary.baseline}"))
@@ -88,9 +106,7 @@ def summary_renderables(summary: SuiteSummary) -> Group:
         for label in METRICS.values():
             means.add_column(Text(label), justify="right")
         for b in summary.backends:
-            means.add_row(
-                Text(b), *(Text(_mean(summary.geomean(mode, b, m), m, cuda)) for m in METRICS)
-            )
+            means.add_row(Text(b), *(Text(_mean(summary, mode, b, m, cuda)) for m in METRICS))
         parts.append(means)
         metrics = ["speedup", "cpu_memory"]
         if summary.has_device_memory:
@@ -136,15 +152,18 @@ def _h(text: object) -> str:
 
 def suite_section(
     runs: Sequence[RunResult] | SuiteSummary,
-    title: str = "suite",
+    title: str = "",
     expected: Sequence[str] = (),
     section_id: str = "suite",
+    baseline: str = BASELINE,
 ) -> str:
     """The summary as an HTML fragment (<section>, styled by the report's CSS): stored
     runs are summarized here (`expected` workload labels with no run are listed as
-    missing), or a SuiteSummary is rendered as it is."""
-    summary = runs if isinstance(runs, SuiteSummary) else summarize(runs, title, expected)
-    out = [f'<section id="{_h(section_id)}">', f"<h2>Suite {_h(summary.title)}</h2>"]
+    missing), or a SuiteSummary is rendered as it is. `title` is the suite's name, when
+    the runs are a named suite's."""
+    summary = runs if isinstance(runs, SuiteSummary) else summarize(runs, title, expected, baseline)
+    heading = f"Suite {summary.title}" if summary.title else "Suite summary"
+    out = [f'<section id="{_h(section_id)}">', f"<h2>{_h(heading)}</h2>"]
     out += [f'<p class="muted">{_h(note)}</p>' for note in _explain(summary)]
     if not summary.rows:
         out.append('<p class="note">No stored runs to summarize.</p>')
@@ -161,9 +180,7 @@ def suite_section(
             + "</tr>"
         )
         for b in summary.backends:
-            cells = "".join(
-                f"<td>{_h(_mean(summary.geomean(mode, b, m), m, cuda))}</td>" for m in METRICS
-            )
+            cells = "".join(f"<td>{_h(_mean(summary, mode, b, m, cuda))}</td>" for m in METRICS)
             out.append(f'<tr><td class="text">{_h(b)}</td>{cells}</tr>')
         out.append("</table></div>")
         metrics = ["speedup", "cpu_memory"]
@@ -188,7 +205,7 @@ def suite_section(
                 for b in summary.backends:
                     e = r.entries[b]
                     text, _ = _entry_text(e, metric, r.device)
-                    if e.speedup is None:
+                    if not e.counted:
                         tip = _h(f"{e.status}: {e.reason}" if e.reason else e.status)
                         tds += f'<td class="status-{_h(e.status)}" title="{tip}">{_h(text)}</td>'
                     else:
