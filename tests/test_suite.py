@@ -180,6 +180,7 @@ def test_renderings_say_the_same_and_escape_foreign_text():
     assert "<script>" not in fragment and "&lt;script&gt;" in fragment
     assert "4.24× over 2/3 · 4.16×? over 3/3" in fragment
     assert "<h2>Suite t</h2>" in fragment
+    assert "CPU memory vs eager, per workload" in fragment
     assert "<h2>Suite summary</h2>" in suite_section(runs)  # runs of no named suite
 
 

@@ -9,6 +9,13 @@ import numpy as np
 import pytest
 
 from stackcost.report import costs, data
+from stackcost.report.costs.best import best_tables
+from stackcost.report.costs.breakdown import breakdown_figure, op_tables
+from stackcost.report.costs.energy import energy_figure
+from stackcost.report.costs.roofline import peak_table, roof, roofline_figure
+from stackcost.report.costs.rows import Row, collect
+from stackcost.report.costs.scaling import scaling_figure, scaling_frame
+from stackcost.report.costs.utilization import utilization_figure
 from stackcost.report.html import render_html
 from stackcost.report.style import series_colors
 from tests.report.costs_fixtures import (
@@ -40,7 +47,7 @@ def colors(summ):
 
 @pytest.fixture(scope="module")
 def rows(prof, summ):
-    return costs.collect(prof, summ)
+    return collect(prof, summ)
 
 
 def _row(rows, backend, batch, threads, model="mlp"):
@@ -64,7 +71,7 @@ def test_collect_keeps_valid_profiled_cells_only(rows):
 
 
 def test_breakdown_figure(rows, colors):
-    panel = costs.breakdown_figure(rows, colors)
+    panel = breakdown_figure(rows, colors)
     fig = panel.fig
     assert fig is not None
     names = [t.name for t in fig.data]
@@ -95,7 +102,7 @@ def test_breakdown_figure(rows, colors):
 
 
 def test_op_tables(rows):
-    tables = costs.op_tables(rows)
+    tables = op_tables(rows)
     assert len(tables) == 9
     t = next(t for t in tables if t["title"] == "eager · mlp · b1 · 32 px · 1 thr")
     assert t["rows"][0] == ["aten::mkldnn_convolution", "1", "7.92", "60.0"]
@@ -104,7 +111,7 @@ def test_op_tables(rows):
 
 
 def test_roofline(rows, colors):
-    panel = costs.roofline_figure(rows, colors)
+    panel = roofline_figure(rows, colors)
     fig = panel.fig
     assert fig is not None
     assert "ESTIMATED" in fig.layout.title.text and "ESTIMATED" in fig.layout.xaxis.title.text
@@ -117,8 +124,8 @@ def test_roofline(rows, colors):
         for x, y in zip(trace.x, trace.y, strict=True):
             assert y == pytest.approx(min(peak, x * bw))
         assert any(x == pytest.approx(peak / bw) for x in trace.x)  # the ridge is a vertex
-    assert costs.roof(1.0, 318.0, 15.9) == pytest.approx(15.9)
-    assert costs.roof(1000.0, 318.0, 15.9) == pytest.approx(318.0)
+    assert roof(1.0, 318.0, 15.9) == pytest.approx(15.9)
+    assert roof(1000.0, 318.0, 15.9) == pytest.approx(318.0)
     # One point per cell, at intensity flops/bytes = 6 FLOP/byte.
     points = [t for t in fig.data if not t.name.startswith("roof")]
     assert sum(len(t.x) for t in points) == 10
@@ -131,7 +138,7 @@ def test_roofline(rows, colors):
 
 
 def test_peak_table(rows):
-    table = costs.peak_table(rows)
+    table = peak_table(rows)
     assert len(table) == 10
     row = next(r for r in table if r[0] == "onnxruntime" and r[1] == "mlp · b1 · 32 px · 2 thr")
     achieved = FLOPS_PER_SAMPLE / (MEDIAN_MS[("onnxruntime", 1, 2)] / 1e3) / 1e9  # 120
@@ -141,7 +148,7 @@ def test_peak_table(rows):
 
 
 def test_utilization_flags_busy_cells(rows, colors):
-    panel = costs.utilization_figure(rows, colors)
+    panel = utilization_figure(rows, colors)
     assert panel.fig is not None
     backend, batch, threads = BUSY_CELL
     assert len(panel.notes) == 1
@@ -158,7 +165,7 @@ def test_utilization_flags_busy_cells(rows, colors):
 
 
 def test_energy_fit_and_methods(rows, colors):
-    panel = costs.energy_figure(rows, colors)
+    panel = energy_figure(rows, colors)
     fig = panel.fig
     assert fig is not None
     names = [t.name for t in fig.data]
@@ -185,7 +192,7 @@ def test_energy_fit_and_methods(rows, colors):
 
 
 def test_best_tables(rows):
-    throughput, energy = costs.best_tables(rows)
+    throughput, energy = best_tables(rows)
     assert throughput["columns"] == [1, 4]
     row = next(r for r in throughput["rows"] if r["label"] == "mlp · 32 px · 1 thr · fp32 · cpu")
     assert [c["text"] for c in row["cells"]] == ["onnxruntime", "onnxruntime"]
@@ -196,7 +203,7 @@ def test_best_tables(rows):
 
 
 def test_thread_scaling(summ, colors):
-    df = costs.scaling_frame(summ)
+    df = scaling_frame(summ)
     got = {
         (r.series, r.batch_size, r.threads): r.speedup
         for r in df.itertuples(index=False)
@@ -206,7 +213,7 @@ def test_thread_scaling(summ, colors):
         expected = MEDIAN_MS[(backend, batch, 1)] / ms
         assert got[(backend, batch, threads)] == pytest.approx(expected)
     assert got[("eager", 1, 2)] == pytest.approx(1.6)
-    panel = costs.scaling_figure(summ, colors)
+    panel = scaling_figure(summ, colors)
     fig = panel.fig
     ideal = [t for t in fig.data if t.name.startswith("ideal")]
     assert list(ideal[0].x) == [1, 2] and list(ideal[0].y) == [1.0, 2.0]
@@ -222,16 +229,16 @@ def test_nothing_to_draw(runs, summ, colors):
     assert set(sec.panels) == {"scaling"}
     assert sec.panels["scaling"].fig is None
     assert "two or more thread counts" in sec.panels["scaling"].note
-    assert costs.breakdown_figure([], colors).fig is None
-    assert costs.roofline_figure([], colors).fig is None
-    assert costs.utilization_figure([], colors).fig is None
-    assert costs.energy_figure([], colors).fig is None
-    assert costs.best_tables([]) == []
+    assert breakdown_figure([], colors).fig is None
+    assert roofline_figure([], colors).fig is None
+    assert utilization_figure([], colors).fig is None
+    assert energy_figure([], colors).fig is None
+    assert best_tables([]) == []
 
 
 def test_missing_fields_are_notes(rows, colors):
     bare = [
-        costs.Row(
+        Row(
             r.run_id,
             r.cell,
             r.series,
@@ -243,15 +250,15 @@ def test_missing_fields_are_notes(rows, colors):
         )
         for r in rows
     ]
-    roof = costs.roofline_figure(bare, colors)
+    roof = roofline_figure(bare, colors)
     assert roof.fig is None and "FLOP count" in roof.note
-    assert costs.peak_table(bare) == []
-    assert costs.utilization_figure(bare, colors).fig is None
-    energy = costs.energy_figure(bare, colors)
+    assert peak_table(bare) == []
+    assert utilization_figure(bare, colors).fig is None
+    energy = energy_figure(bare, colors)
     assert energy.fig is None and "energy" in energy.note
     # no peaks for the run: points without roofs, and a note saying so
-    no_peaks = [costs.Row(r.run_id, r.cell, r.series, r.workload, r.rep, None) for r in rows]
-    panel = costs.roofline_figure(no_peaks, colors)
+    no_peaks = [Row(r.run_id, r.cell, r.series, r.workload, r.rep, None) for r in rows]
+    panel = roofline_figure(no_peaks, colors)
     assert panel.fig is not None
     assert not any(t.name.startswith("roof") for t in panel.fig.data)
     assert any("no measured fp32 peak at 2 threads" in n for n in panel.notes)

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from stackcost.report import costs, data
+from stackcost.report import data
+from stackcost.report.costs.scaling import UNSTABLE_BASE, scaling_figure, scaling_frame
 from stackcost.report.export import export
 from stackcost.report.html import render_html
 from stackcost.report.marks import ratio_cell, ratio_text, shown_stats
@@ -207,8 +208,8 @@ def test_thread_scaling_marks_an_unstable_base():
         (cell("eager", 1, threads=2), rep(EAGER_MS / 2)),
     ]
     summ = data.summary([marks_run(records)])
-    frame = costs.scaling_frame(summ)
+    frame = scaling_frame(summ)
     assert not frame["base_trusted"].any()
-    panel = costs.scaling_figure(summ, {"eager": "#000"})
-    assert costs.UNSTABLE_BASE in panel.note
-    assert any(costs.UNSTABLE_BASE in t.name for t in panel.fig.data if t.name)
+    panel = scaling_figure(summ, {"eager": "#000"})
+    assert UNSTABLE_BASE in panel.note
+    assert any(UNSTABLE_BASE in t.name for t in panel.fig.data if t.name)

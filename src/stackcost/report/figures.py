@@ -21,7 +21,13 @@ from matplotlib.ticker import (
     ScalarFormatter,
 )
 
-from stackcost.report import costs, data
+from stackcost.profile.breakdown import CPU_PARTS, GPU_PARTS
+from stackcost.report import data
+from stackcost.report.costs.breakdown import PART_COLORS, REMAINDER_COLOR
+from stackcost.report.costs.energy import energy_points
+from stackcost.report.costs.roofline import rep_intensity, roofs
+from stackcost.report.costs.rows import Row, collect
+from stackcost.report.costs.scaling import SCALING_AXES, UNSTABLE_BASE, scaling_frame
 from stackcost.report.style import AXIS_FILE, AXIS_LABEL, X_NAME, series_colors, slug
 from stackcost.runs import RunResult
 
@@ -219,11 +225,11 @@ def write_figures(
 _POINT_MARKERS = ("o", "D", "s", "^", "*", "P")
 
 
-def _breakdown_fig(rows: list[costs.Row]) -> Figure | None:
+def _breakdown_fig(rows: list[Row]) -> Figure | None:
     shown = [r for r in rows if r.rep.breakdown is not None]
     if not shown:
         return None
-    known = [*costs.CPU_PARTS, *costs.GPU_PARTS]
+    known = [*CPU_PARTS, *GPU_PARTS]
     seen = list(dict.fromkeys(k for r in shown for k in r.rep.breakdown.parts_ms))
     parts = [p for p in known if p in seen] + [p for p in seen if p not in known]
     fig = Figure(figsize=(max(6.0, 0.75 * len(shown) + 2.5), 4.4), layout="constrained")
@@ -249,7 +255,7 @@ def _breakdown_fig(rows: list[costs.Row]) -> Figure | None:
             ys,
             0.7,
             bottom=base,
-            color=costs.REMAINDER_COLOR if part is None else costs.PART_COLORS.get(part, "#7f7f7f"),
+            color=REMAINDER_COLOR if part is None else PART_COLORS.get(part, "#7f7f7f"),
             hatch="//" if part is None else None,
             edgecolor="#555" if part is None else "none",
             linewidth=0.5,
@@ -295,19 +301,19 @@ def _breakdown_fig(rows: list[costs.Row]) -> Figure | None:
     return fig
 
 
-def _roofline_fig(rows: list[costs.Row], colors: dict[str, str]) -> Figure | None:
-    pts = [r for r in rows if costs.rep_intensity(r.rep) and (r.rep.achieved_gflops or 0) > 0]
+def _roofline_fig(rows: list[Row], colors: dict[str, str]) -> Figure | None:
+    pts = [r for r in rows if rep_intensity(r.rep) and (r.rep.achieved_gflops or 0) > 0]
     if not pts:
         return None
-    roofs = costs.roofs(pts)
-    intens = [costs.rep_intensity(r.rep) for r in pts]
-    ridges = [rf.peak_gflops / rf.stream_gbs for rf in roofs]
+    machine_roofs = roofs(pts)
+    intens = [rep_intensity(r.rep) for r in pts]
+    ridges = [rf.peak_gflops / rf.stream_gbs for rf in machine_roofs]
     lo, hi = min([*intens, *ridges]) / 4, max([*intens, *ridges]) * 4
     fig = Figure(figsize=(7.0, 4.6), layout="constrained")
     ax = fig.subplots()
-    many_runs = len({run for rf in roofs for run in rf.runs}) > 1
+    many_runs = len({run for rf in machine_roofs for run in rf.runs}) > 1
     styles = ("-", "--", ":", "-.")
-    for i, rf in enumerate(roofs):
+    for i, rf in enumerate(machine_roofs):
         xs, ys = rf.points(lo, hi)
         ax.plot(
             xs, ys, styles[i % len(styles)], color="#444", lw=1.2, label=_plain(rf.label(many_runs))
@@ -316,7 +322,7 @@ def _roofline_fig(rows: list[costs.Row], colors: dict[str, str]) -> Figure | Non
     for series, t in dict.fromkeys((r.series, r.cell.threads) for r in pts):
         part = [r for r in pts if r.series == series and r.cell.threads == t]
         ax.scatter(
-            [costs.rep_intensity(r.rep) for r in part],
+            [rep_intensity(r.rep) for r in part],
             [r.rep.achieved_gflops for r in part],
             color=colors.get(series, "#333"),
             marker=_POINT_MARKERS[threads.index(t) % len(_POINT_MARKERS)],
@@ -338,10 +344,10 @@ def _roofline_fig(rows: list[costs.Row], colors: dict[str, str]) -> Figure | Non
     return fig
 
 
-def _energy_fig(rows: list[costs.Row], colors: dict[str, str]) -> Figure | None:
+def _energy_fig(rows: list[Row], colors: dict[str, str]) -> Figure | None:
     from stackcost.measure.energy import fit_power_throughput
 
-    df = costs.energy_points(rows)
+    df = energy_points(rows)
     if df.empty or df["throughput"].isna().all():
         return None
     df = df[df["throughput"].notna()]
@@ -387,18 +393,16 @@ def _energy_fig(rows: list[costs.Row], colors: dict[str, str]) -> Figure | None:
 
 
 def _scaling_fig(summ: pd.DataFrame, colors: dict[str, str]) -> Figure | None:
-    df = costs.scaling_frame(summ)
+    df = scaling_frame(summ)
     if df.empty:
         return None
-    keys = list(dict.fromkeys(df[list(costs.SCALING_AXES)].itertuples(index=False, name=None)))
+    keys = list(dict.fromkeys(df[list(SCALING_AXES)].itertuples(index=False, name=None)))
     rows, cols = _grid(len(keys))
     fig = Figure(figsize=(4.2 * cols, 3.3 * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     handles: dict[str, object] = {}
     for ax, key in zip(axes, keys, strict=False):
-        sel = df[
-            [k == key for k in df[list(costs.SCALING_AXES)].itertuples(index=False, name=None)]
-        ]
+        sel = df[[k == key for k in df[list(SCALING_AXES)].itertuples(index=False, name=None)]]
         ts = sorted(int(t) for t in sel["threads"].unique())
         for base in sorted(sel["base_threads"].unique()):
             (line,) = ax.plot(ts, [t / base for t in ts], "--", color="#888", label="ideal")
@@ -413,9 +417,9 @@ def _scaling_fig(summ: pd.DataFrame, colors: dict[str, str]) -> Figure | None:
                 color=colors.get(series, "#333"),
                 linestyle="-" if trusted else ":",
             )
-            handles.setdefault(series if trusted else f"{series} {costs.UNSTABLE_BASE}", line)
+            handles.setdefault(series if trusted else f"{series} {UNSTABLE_BASE}", line)
         _log2_x(ax, ts, "intra-op threads")
-        row = dict(zip(costs.SCALING_AXES, key, strict=True))
+        row = dict(zip(SCALING_AXES, key, strict=True))
         ax.set_title(
             _plain(
                 " · ".join(filter(None, [row["model"], f"batch {row['batch_size']}", row["sizes"]]))
@@ -441,7 +445,7 @@ def _cost_figures(
     runs: list[RunResult], summ: pd.DataFrame, colors: dict[str, str], out: Path, used: set[str]
 ) -> list[Path]:
     """The "where the time goes" figures the data supports (profiled runs, thread sweeps)."""
-    rows = costs.collect(runs, summ)
+    rows = collect(runs, summ)
     paths: list[Path] = []
     for stem, fig in (
         ("breakdown", _breakdown_fig(rows)),

@@ -49,19 +49,19 @@ def _escaped(df: pd.DataFrame) -> pd.DataFrame:
     out = df.copy()
     for col in TEXT_COLUMNS:
         if col in out:
-            out[col] = out[col].astype(str).map(_text)
+            out[col] = out[col].astype(str).map(escape_label)
     return out
 
 
 def _escaped_colors(colors: dict[str, str]) -> dict[str, str]:
-    return {_text(k): v for k, v in colors.items()}
+    return {escape_label(k): v for k, v in colors.items()}
 
 
-def _text(value: object) -> str:
+def escape_label(value: object) -> str:
     return html.escape(str(value), quote=False)
 
 
-def _extra(text: str) -> str:
+def hover_literal(text: str) -> str:
     """A hover-template literal: hover templates interpret %{...}, a name must not."""
     return text.replace("{", "(").replace("}", ")")
 
@@ -71,7 +71,7 @@ def _rgba(hex_color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def _log2_axis(values: list[int], title: str) -> dict:
+def log2_axis(values: list[int], title: str) -> dict:
     """Powers of two evenly spaced, ticks at the measured values (plotly has no log2 type)."""
     ticks = sorted(set(values))
     return {
@@ -82,7 +82,7 @@ def _log2_axis(values: list[int], title: str) -> dict:
     }
 
 
-def _selector(labels: list[str], masks: list[list[bool]], title: str) -> list[dict]:
+def dropdown(labels: list[str], masks: list[list[bool]], title: str) -> list[dict]:
     """A dropdown switching which sweep's traces are visible (the per-model selector)."""
     if len(labels) < 2:
         return []
@@ -153,7 +153,7 @@ def sweep_figure(
                     line={"color": color},
                     visible=gi == 0,
                     hovertemplate=f"%{{y:.4g}} {unit}{band}<br>{X_NAME[x]} %{{x}}"
-                    f"<extra>{_extra(series)}</extra>",
+                    f"<extra>{hover_literal(series)}</extra>",
                 )
             )
             owners.append(gi)
@@ -181,9 +181,9 @@ def sweep_figure(
         template=TEMPLATE,
         height=HEIGHT,
         title={"text": f"{title}: {labels[0]}"},
-        xaxis=_log2_axis(all_x, AXIS_LABEL[x]),
+        xaxis=log2_axis(all_x, AXIS_LABEL[x]),
         yaxis={"title": {"text": ylabel}, "type": "log" if log_y else "linear"},
-        updatemenus=_selector(labels, masks, title),
+        updatemenus=dropdown(labels, masks, title),
         margin={"t": 110},
         hovermode="closest",
     )
@@ -220,7 +220,7 @@ def ratio_figure(
                     showlegend=i == 1,
                     marker_color=colors[series],
                     hovertemplate="%{y:.3f}× (range %{customdata[0]:.3f}–%{customdata[1]:.3f}"
-                    f" over %{{customdata[2]}} workloads)<extra>{_extra(series)}</extra>",
+                    f" over %{{customdata[2]}} workloads)<extra>{hover_literal(series)}</extra>",
                 ),
                 row=1,
                 col=i,
@@ -228,7 +228,7 @@ def ratio_figure(
     for i in range(1, 4):
         if i < 3 or has_device:  # a lone 1.0 line would look like a measured ratio
             fig.add_hline(y=1.0, line_dash="dash", line_color="#444", row=1, col=i)
-        fig.update_yaxes(title_text=f"ratio to {_text(baseline)} (×)", row=1, col=i)
+        fig.update_yaxes(title_text=f"ratio to {escape_label(baseline)} (×)", row=1, col=i)
         fig.update_xaxes(title_text="model", row=1, col=i)
     if not has_device:
         fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, row=1, col=3)
@@ -246,7 +246,7 @@ def ratio_figure(
         height=HEIGHT,
         barmode="group",
         title={
-            "text": f"ratio to {_text(baseline)} (geometric mean over workloads; below 1 is better)"
+            "text": f"ratio to {escape_label(baseline)} (geometric mean over workloads; below 1 is better)"
         },
     )
     return fig
@@ -277,7 +277,7 @@ def startup_figure(cell_df: pd.DataFrame, colors: dict[str, str]) -> go.Figure |
                     legendgroup=series,
                     showlegend=i == 1,
                     marker_color=colors[series],
-                    hovertemplate=f"%{{y:.4g}} ms<extra>{_extra(series)}</extra>",
+                    hovertemplate=f"%{{y:.4g}} ms<extra>{hover_literal(series)}</extra>",
                 ),
                 row=1,
                 col=i,

@@ -146,6 +146,11 @@ def summary_renderables(summary: SuiteSummary) -> Group:
 # -- HTML ---------------------------------------------------------------------------------
 
 
+def _first_upper(text: str) -> str:
+    """'CPU memory' stays so, 'speedup' becomes 'Speedup' (str.capitalize lowers the rest)."""
+    return text[:1].upper() + text[1:]
+
+
 def _h(text: object) -> str:
     return html.escape(str(text), quote=True)
 
@@ -189,7 +194,7 @@ def suite_section(
         for metric in metrics:
             out.append('<div class="scroll"><table>')
             out.append(
-                f'<caption class="text">{_h(METRICS[metric].capitalize())} vs '
+                f'<caption class="text">{_h(_first_upper(METRICS[metric]))} vs '
                 f"{_h(summary.baseline)}, per workload</caption>"
             )
             head = '<th class="text">workload</th><th class="text">domain</th>'

@@ -1,0 +1,144 @@
+"""Panel 4: power against throughput per cell, energy labelled measured or estimated."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from stackcost.report.costs.rows import Panel, Row, series_color
+from stackcost.report.plots import (
+    HEIGHT,
+    TEMPLATE,
+    escape_label,
+    hover_literal,
+)
+
+
+def _sources(energies: list[Any]) -> str:
+    """One line for the sources of one method: the shared part, not every cell's numbers."""
+    sources = list(dict.fromkeys(e.source for e in energies))
+    if len(sources) == 1:
+        return sources[0]
+    prefix = os.path.commonprefix(sources)
+    cut = prefix.rfind("; ")
+    if cut > 0:
+        return prefix[:cut] + "; … (per-cell figures in the hover)"
+    return " | ".join(sources[:3]) + (f" | +{len(sources) - 3} more" if len(sources) > 3 else "")
+
+
+def energy_points(rows: list[Row]) -> pd.DataFrame:
+    """One row per cell with an energy: throughput (samples/s) and power (W), per method."""
+    recs = []
+    for r in rows:
+        e = r.rep.energy
+        if e is None:
+            continue
+        tput = r.rep.throughput
+        if tput is None and e.seconds > 0:
+            tput = e.samples / e.seconds
+        recs.append(
+            {
+                "series": r.series,
+                "workload": r.workload,
+                "batch_size": r.cell.batch_size,
+                "group": f"{r.series} · {e.device} · {e.method}",
+                "device": e.device,
+                "method": e.method,
+                "source": e.source,
+                "note": e.note,
+                "throughput": tput,
+                "watts": e.watts,
+                "samples_per_joule": e.samples_per_joule,
+                "joules_per_sample": e.joules_per_sample,
+                "row": r,
+            }
+        )
+    return pd.DataFrame(recs)
+
+
+def energy_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
+    """Power against throughput per device, one series per backend and method, with a
+    least-squares line and its R² per series (two or more distinct throughputs)."""
+    from stackcost.measure.energy import fit_power_throughput
+
+    df = energy_points(rows)
+    if df.empty:
+        return Panel(
+            None,
+            "No profiled cell has an energy figure (no telemetry, or the sampler was not running).",
+        )
+    df = df[df["throughput"].notna()]
+    if df.empty:
+        return Panel(None, "No cell with an energy figure has a throughput to plot it against.")
+    notes: list[str] = []
+    methods = sorted(df["method"].unique())
+    for m in methods:
+        part = df[df["method"] == m]
+        notes.append(f"{m} ({len(part)} cells): {_sources([r.rep.energy for r in part['row']])}")
+    fig = go.Figure()
+    for group, part in df.groupby("group", sort=False):
+        series = part["series"].iloc[0]
+        color = series_color(colors, series)
+        method = part["method"].iloc[0]
+        symbol = "circle" if method == "measured" else "circle-open"
+        fig.add_trace(
+            go.Scatter(
+                x=part["throughput"].tolist(),
+                y=part["watts"].tolist(),
+                mode="markers",
+                name=escape_label(group),
+                legendgroup=escape_label(group),
+                marker={"color": color, "size": 11, "symbol": symbol, "line": {"width": 2}},
+                customdata=[
+                    [escape_label(w), f"{spj:.4g}", escape_label(src)]
+                    for w, spj, src in zip(
+                        part["workload"], part["samples_per_joule"], part["source"], strict=True
+                    )
+                ],
+                hovertemplate="%{customdata[0]}<br>%{y:.3g} W at %{x:.4g} samples/s, "
+                "%{customdata[1]} samples/J<br>%{customdata[2]}"
+                f"<extra>{hover_literal(escape_label(group))}</extra>",
+            )
+        )
+        pts = list(zip(part["throughput"], part["watts"], strict=True))
+        if len(pts) < 2 or len({p[0] for p in pts}) < 2:
+            notes.append(
+                f"{group}: {len(pts)} point(s), {len({p[0] for p in pts})} distinct "
+                "throughput(s): no line fitted (needs two or more)"
+            )
+            continue
+        slope, intercept, r2 = fit_power_throughput(pts)
+        # Two points always fit exactly: an R² of 1 would claim a fit that was never tested.
+        r2_text = f"R² = {r2:.3f}" if len(pts) > 2 else "R² n/a (2 points)"
+        x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+        fig.add_trace(
+            go.Scatter(
+                x=[x0, x1],
+                y=[intercept + slope * x0, intercept + slope * x1],
+                mode="lines",
+                name=escape_label(f"{group} fit: {slope:.3g} W per sample/s, {r2_text}"),
+                legendgroup=escape_label(group),
+                line={"color": color, "dash": "dash" if method == "estimated" else "solid"},
+                hovertemplate=f"P = {intercept:.4g} W + {slope:.4g} W·s/sample × throughput"
+                f"<br>{r2_text} over {len(pts)} cells<extra>{hover_literal(escape_label(group))}</extra>",
+            )
+        )
+    label = (
+        "ESTIMATED from a power model, not measured"
+        if methods == ["estimated"]
+        else "measured by hardware counters"
+        if methods == ["measured"]
+        else "measured and ESTIMATED points are separate series, never mixed"
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHT,
+        title={"text": f"power against throughput: {label}"},
+        xaxis={"title": {"text": "throughput (samples/s)"}},
+        yaxis={"title": {"text": "power (W)"}, "rangemode": "tozero"},
+        hovermode="closest",
+    )
+    return Panel(fig, "", notes)

@@ -1,0 +1,215 @@
+"""Panel 2: each cell on a roofline under the machine's measured peaks, and its share of
+those peaks (a table)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from stackcost.report.costs.rows import Panel, Row, series_color
+from stackcost.report.plots import (
+    HEIGHT,
+    TEMPLATE,
+    escape_label,
+    hover_literal,
+)
+from stackcost.report.units import num
+from stackcost.result import RepetitionResult
+
+ROOF_DASH = ("solid", "dash", "dot", "dashdot", "longdash")
+POINT_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "star", "cross")
+BYTES_CAVEAT = (
+    "Bytes are ESTIMATED (operator-level traffic): every operator is assumed to read its "
+    "tensor inputs and write its outputs once, with no cache reuse modelled, so the "
+    "intensity is a model, not a measurement (a point above the slanted roof usually means "
+    "the estimate counts traffic that really came from cache). FLOPs count matmul- and convolution-like "
+    "ops only (torch FlopCounterMode, 2 per multiply-add), for every backend alike."
+)
+
+
+def roof(intensity: float, peak_gflops: float, stream_gbs: float) -> float:
+    """The roofline's ceiling at `intensity` FLOP/byte: min(compute peak, bandwidth × I)."""
+    return min(peak_gflops, intensity * stream_gbs)
+
+
+@dataclass(frozen=True)
+class Roof:
+    threads: int
+    precision: str
+    peak_gflops: float
+    stream_gbs: float
+    runs: tuple[str, ...]
+
+    def label(self, with_runs: bool) -> str:
+        prec = "" if self.precision == "fp32" else f" {self.precision}"
+        where = f" (run {', '.join(self.runs)})" if with_runs else ""
+        plural = "thread" if self.threads == 1 else "threads"
+        return (
+            f"roof, {self.threads} {plural}{prec}: {self.peak_gflops:,.0f} GFLOP/s, "
+            f"{self.stream_gbs:.1f} GB/s{where}"
+        )
+
+    def points(self, lo: float, hi: float) -> tuple[list[float], list[float]]:
+        """The roof from intensity lo to hi: straight segments on log-log axes, so the
+        ends and the ridge point are all it takes."""
+        ridge = self.peak_gflops / self.stream_gbs
+        xs = [lo, *([ridge] if lo < ridge < hi else []), hi]
+        return xs, [roof(x, self.peak_gflops, self.stream_gbs) for x in xs]
+
+
+def roofs(rows: list[Row]) -> list[Roof]:
+    """One roof per (thread count, precision) the points use; runs that measured the same
+    peaks share it, runs whose peaks differ get their own (labelled with the run)."""
+    groups: dict[tuple, list[str]] = {}
+    for r in rows:
+        peak = r.peak_gflops
+        if peak is None or r.peaks is None or r.peaks.stream_gbs <= 0:
+            continue
+        key = (r.cell.threads, r.cell.precision, peak, r.peaks.stream_gbs)
+        if r.run_id not in groups.setdefault(key, []):
+            groups[key].append(r.run_id)
+    return [
+        Roof(t, p, peak, bw, tuple(ids))
+        for (t, p, peak, bw), ids in sorted(groups.items(), key=lambda kv: kv[0][:2])
+    ]
+
+
+def rep_intensity(rep: RepetitionResult) -> float | None:
+    w = rep.work
+    if w is None or w.flops <= 0 or w.bytes <= 0:
+        return None
+    return w.flops / w.bytes
+
+
+def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
+    pts = [r for r in rows if rep_intensity(r.rep) is not None and (r.rep.achieved_gflops or 0) > 0]
+    notes = [
+        f"{r.label}: no FLOP count or no achieved GFLOP/s"
+        + (f" ({'; '.join(r.rep.profile_notes)})" if r.rep.profile_notes else "")
+        for r in rows
+        if r not in pts
+    ]
+    if not pts:
+        return Panel(None, "No profiled cell has both a FLOP count and a byte estimate.", notes)
+    all_roofs = roofs(pts)
+    missing = sorted({(r.cell.threads, r.cell.precision) for r in pts if r.peak_gflops is None})
+    notes += [
+        f"no measured {p} peak at {t} threads: those points have no roof"
+        + (" (bf16 peak only where the CPU has native bf16)" if p != "fp32" else "")
+        for t, p in missing
+    ]
+    for r in pts:
+        ceiling = None
+        if r.peak_gflops is not None and r.peaks is not None:
+            ceiling = roof(rep_intensity(r.rep), r.peak_gflops, r.peaks.stream_gbs)
+        if ceiling is not None and r.rep.achieved_gflops > ceiling * 1.001:
+            notes.append(
+                f"{r.label}: {r.rep.achieved_gflops:.4g} GFLOP/s is above its roof "
+                f"({ceiling:.4g} GFLOP/s at {rep_intensity(r.rep):.3g} FLOP/byte): the byte "
+                "estimate overcounts the memory traffic (cache reuse), or the peak is low"
+            )
+    intens = [rep_intensity(r.rep) for r in pts]
+    ridges = [rf.peak_gflops / rf.stream_gbs for rf in all_roofs]
+    lo = min([*intens, *ridges]) / 4
+    hi = max([*intens, *ridges]) * 4
+    fig = go.Figure()
+    many_runs = len({run for rf in all_roofs for run in rf.runs}) > 1
+    for i, rf in enumerate(all_roofs):
+        xs, ys = rf.points(lo, hi)
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name=escape_label(rf.label(many_runs)),
+                line={"color": "#444", "dash": ROOF_DASH[i % len(ROOF_DASH)], "width": 1.5},
+                hovertemplate="ceiling %{y:.4g} GFLOP/s at %{x:.3g} FLOP/byte<extra></extra>",
+            )
+        )
+    threads = sorted({r.cell.threads for r in pts})
+    split = len(threads) > 1  # one trace per (series, threads): shape = thread count
+    for series, t in dict.fromkeys((r.series, r.cell.threads if split else None) for r in pts):
+        part = [r for r in pts if r.series == series and (t is None or r.cell.threads == t)]
+        name = escape_label(series if t is None else f"{series} · {t} thr")
+        symbol = POINT_SYMBOLS[threads.index(t) % len(POINT_SYMBOLS)] if split else "circle"
+        custom = []
+        for r in part:
+            pct = r.percent_of_peak
+            custom.append(
+                [
+                    escape_label(r.workload),
+                    f"{pct:.1f}%" if pct is not None else "no peak",
+                    f"{r.rep.work.flops / 1e9:.4g}",
+                    f"{r.rep.work.bytes / 2**20:.4g}",
+                ]
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=[rep_intensity(r.rep) for r in part],
+                y=[r.rep.achieved_gflops for r in part],
+                mode="markers",
+                name=name,
+                legendgroup=escape_label(series),
+                marker={
+                    "color": series_color(colors, series),
+                    "size": 11,
+                    "opacity": 0.85,
+                    "symbol": symbol,
+                },
+                customdata=custom,
+                hovertemplate="%{customdata[0]}<br>%{y:.4g} GFLOP/s (%{customdata[1]} of peak)"
+                "<br>%{x:.3g} FLOP/byte: %{customdata[2]} GFLOP, ~%{customdata[3]} MiB"
+                f" (estimated)<extra>{hover_literal(escape_label(series))}</extra>",
+            )
+        )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHT + 40,
+        title={"text": "roofline under this machine's measured peaks (bytes ESTIMATED)"},
+        xaxis={
+            "type": "log",
+            "title": {
+                "text": "arithmetic intensity (FLOP/byte, bytes ESTIMATED: operator-level "
+                "traffic), log scale"
+            },
+        },
+        yaxis={"type": "log", "title": {"text": "achieved GFLOP/s, log scale"}},
+        hovermode="closest",
+    )
+    return Panel(fig, BYTES_CAVEAT, notes)
+
+
+PEAK_HEADER = [
+    "backend",
+    "workload",
+    "precision",
+    "GFLOP per batch",
+    "intensity (FLOP/byte, est.)",
+    "achieved (GFLOP/s)",
+    "measured peak (GFLOP/s)",
+    "% of peak",
+]
+
+
+def peak_table(rows: list[Row]) -> list[list[str]]:
+    """Cells with an achieved GFLOP/s, against the peak at their threads and precision."""
+    out = []
+    for r in rows:
+        g = r.rep.achieved_gflops
+        if g is None:
+            continue
+        w, pct, intensity = r.rep.work, r.percent_of_peak, rep_intensity(r.rep)
+        out.append(
+            [
+                r.series,
+                r.workload,
+                r.cell.precision,
+                num(w.flops / 1e9) if w else "—",
+                num(intensity, 3) if intensity is not None else "—",
+                num(g),
+                num(r.peak_gflops) if r.peak_gflops else "—",
+                f"{pct:.1f}" if pct is not None else "—",
+            ]
+        )
+    return out

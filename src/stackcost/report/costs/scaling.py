@@ -1,0 +1,149 @@
+"""Thread scaling: speedup over one thread per workload, from any run measured at several
+thread counts (no profile needed)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from stackcost.report import data
+from stackcost.report.costs.rows import Panel, series_color
+from stackcost.report.plots import (
+    HEIGHT,
+    TEMPLATE,
+    dropdown,
+    escape_label,
+    hover_literal,
+    log2_axis,
+)
+
+# "sizes" ("224 px", "128 tokens", ""): one key for every size axis, never NaN.
+SCALING_AXES = ("model", "mode", "batch_size", "sizes", "precision", "device", "init")
+UNSTABLE_BASE = "(base unstable?)"
+
+
+def scaling_frame(summ: pd.DataFrame) -> pd.DataFrame:
+    """Per (workload, series) measured at two or more thread counts: the speedup of each
+    thread count over the smallest, from median latencies of valid cells. base_trusted is
+    False where a cell at the smallest count was unstable: those speedups are marked."""
+    cols = [
+        *SCALING_AXES,
+        *data.size_columns(summ),  # for labels: "res 32 px", "seq len 128 tokens"
+        "series",
+        "threads",
+        "median_ms",
+        "base_threads",
+        "base_trusted",
+        "speedup",
+        "ideal",
+    ]
+    if summ is None or summ.empty:
+        return pd.DataFrame(columns=cols)
+    valid = summ[summ["valid"] & summ["median_ms"].notna()]
+    parts = []
+    for _, grp in valid.groupby([*SCALING_AXES, "series"], sort=False):
+        # Two runs of the same series and workload at one thread count: their median.
+        g = (
+            grp.groupby("threads", as_index=False)
+            .agg(median_ms=("median_ms", "median"), trusted=("trusted", "all"))
+            .sort_values("threads")
+        )
+        if len(g) < 2:
+            continue
+        base_t, base_ms = int(g["threads"].iloc[0]), float(g["median_ms"].iloc[0])
+        first = grp.iloc[0]
+        g = g.assign(
+            **{a: first[a] for a in [*SCALING_AXES, *data.size_columns(summ), "series"]},
+            base_threads=base_t,
+            base_trusted=bool(g["trusted"].iloc[0]),
+            speedup=base_ms / g["median_ms"],
+            ideal=g["threads"] / base_t,
+        )
+        parts.append(g)
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(parts, ignore_index=True)[cols]
+
+
+def scaling_figure(summ: pd.DataFrame, colors: dict[str, str]) -> Panel:
+    df = scaling_frame(summ)
+    if df.empty:
+        return Panel(
+            None,
+            "No workload was measured at two or more thread counts (e.g. --threads 1,2): "
+            "no thread scaling to show.",
+        )
+    fixed = [a for a in SCALING_AXES if df[a].nunique() > 1 or a in ("model", "batch_size")]
+    fmt = {"batch_size": "batch {}", "init": "init {}"}
+    keys = list(dict.fromkeys(tuple(r[a] for a in SCALING_AXES) for _, r in df.iterrows()))
+    fig = go.Figure()
+    owners: list[int] = []
+    labels: list[str] = []
+    for gi, key in enumerate(keys):
+        sel = df[[tuple(r) == key for r in df[list(SCALING_AXES)].itertuples(index=False)]]
+        row = sel.iloc[0]
+        parts = (
+            data.sizes_text(row) if a == "sizes" else fmt.get(a, "{}").format(row[a])
+            for a in SCALING_AXES
+            if a in fixed
+        )
+        labels.append(escape_label(" · ".join(p for p in parts if p)))
+        for base in sorted(sel["base_threads"].unique()):
+            ts = sorted(sel["threads"].unique())
+            fig.add_trace(
+                go.Scatter(
+                    x=ts,
+                    y=[t / base for t in ts],
+                    mode="lines",
+                    name=f"ideal (linear from {base} thread{'s' if base > 1 else ''})",
+                    line={"color": "#888", "dash": "dash"},
+                    visible=gi == 0,
+                    hovertemplate="ideal %{y:.2f}× at %{x} threads<extra></extra>",
+                )
+            )
+            owners.append(gi)
+        for series, s in sel.groupby("series", sort=False):
+            trusted = bool(s["base_trusted"].all())
+            fig.add_trace(
+                go.Scatter(
+                    x=s["threads"].tolist(),
+                    y=s["speedup"].tolist(),
+                    mode="lines+markers",
+                    name=escape_label(series) + ("" if trusted else f" {UNSTABLE_BASE}"),
+                    line={
+                        "color": series_color(colors, series),
+                        "dash": "solid" if trusted else "dot",
+                    },
+                    visible=gi == 0,
+                    customdata=list(
+                        zip(s["median_ms"], 100 * s["speedup"] / s["ideal"], strict=True)
+                    ),
+                    hovertemplate="%{x} threads: %{y:.2f}× (median %{customdata[0]:.4g} ms, "
+                    f"efficiency %{{customdata[1]:.0f}}%)<extra>{hover_literal(escape_label(series))}</extra>",
+                )
+            )
+            owners.append(gi)
+    title = "thread scaling: speedup over the smallest thread count"
+    masks = [[o == gi for o in owners] for gi in range(len(keys))]
+    all_t = [int(t) for t in df["threads"]]
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHT,
+        title={"text": f"{title}: {labels[0]}"},
+        xaxis=log2_axis(all_t, "intra-op threads"),
+        yaxis={"type": "log", "title": {"text": "speedup (×, median latency ratio), log scale"}},
+        updatemenus=dropdown(labels, masks, title),
+        margin={"t": 110},
+        hovermode="closest",
+    )
+    note = (
+        "Speedup = median latency at the smallest thread count / median latency at t, per "
+        "backend and workload (all valid cells of these runs, profiled or not); the dashed "
+        "line is linear scaling."
+    )
+    if not df["base_trusted"].all():
+        note += (
+            f" Dotted lines marked '{UNSTABLE_BASE}': the cell at the smallest thread count "
+            "was unstable, so their speedups are indicative only."
+        )
+    return Panel(fig, note)
