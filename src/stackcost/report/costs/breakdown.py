@@ -10,12 +10,7 @@ import plotly.graph_objects as go
 
 from stackcost.profile.breakdown import CPU_PARTS, GPU_PARTS
 from stackcost.report.costs.rows import Panel, Row, workload_axis
-from stackcost.report.plots import (
-    HEIGHT,
-    TEMPLATE,
-    escape_label,
-    hover_literal,
-)
+from stackcost.report.plots import HEIGHT, TEMPLATE, escape_label, hover_literal
 from stackcost.report.style import PALETTE
 from stackcost.report.units import num
 from stackcost.result import RepetitionResult

@@ -9,12 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from stackcost.report.costs.rows import Panel, Row, series_color
-from stackcost.report.plots import (
-    HEIGHT,
-    TEMPLATE,
-    escape_label,
-    hover_literal,
-)
+from stackcost.report.plots import HEIGHT, TEMPLATE, escape_label, hover_literal
 
 
 def _sources(energies: list[Any]) -> str:

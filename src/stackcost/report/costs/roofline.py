@@ -8,12 +8,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from stackcost.report.costs.rows import Panel, Row, series_color
-from stackcost.report.plots import (
-    HEIGHT,
-    TEMPLATE,
-    escape_label,
-    hover_literal,
-)
+from stackcost.report.plots import HEIGHT, TEMPLATE, escape_label, hover_literal
 from stackcost.report.units import num
 from stackcost.result import RepetitionResult
 

@@ -11,9 +11,7 @@ from pydantic import ValidationError
 
 from stackcost.cell import Cell
 from stackcost.measure.peaks import Peaks, percent_of_peak
-from stackcost.report.plots import (
-    escape_label,
-)
+from stackcost.report.plots import escape_label
 from stackcost.report.profile_table import profiled
 from stackcost.report.style import PALETTE
 from stackcost.result import RepetitionResult

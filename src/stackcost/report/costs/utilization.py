@@ -6,12 +6,7 @@ import plotly.graph_objects as go
 
 from stackcost.measure.telemetry import Telemetry
 from stackcost.report.costs.rows import Panel, Row, series_color, workload_axis
-from stackcost.report.plots import (
-    HEIGHT,
-    TEMPLATE,
-    escape_label,
-    hover_literal,
-)
+from stackcost.report.plots import HEIGHT, TEMPLATE, escape_label, hover_literal
 
 BUSY_COLOR = "#D62728"
 
