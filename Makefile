@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --upgrade pip
 	# torch first: the CPU build on local disk; an unpinned torch would pull CUDA.
 	$(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -e '.[onnx,openvino,hf,dev]'
+	$(PY) -m pip install -e '.[all,dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -14,7 +14,20 @@ from typing import Any
 
 import psutil
 
-FRAMEWORKS = ("torch", "onnxruntime", "openvino", "onnx", "onnxscript", "numpy", "scipy")
+FRAMEWORKS = (
+    "torch",
+    "onnxruntime",
+    "openvino",
+    "onnx",
+    "onnxscript",
+    "tensorflow-cpu",
+    "tensorflow",
+    "keras",
+    "jax",
+    "jaxlib",
+    "numpy",
+    "scipy",
+)
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND")
 
 

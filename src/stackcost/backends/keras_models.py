@@ -1,0 +1,188 @@
+"""The zoo's CNNs in Keras 3, carrying the torch model's own weights.
+
+One definition serves every Keras-based rung (tf, tf-xla, keras, keras-xla, jax): Keras 3
+runs it on TensorFlow or on JAX, whichever KERAS_BACKEND the worker set before import.
+The model is built from the torch module it mirrors, layer for layer, so the weights are
+the eager model's, converted once at the rung's startup (never in the timed step):
+
+- convolutions OIHW -> HWIO, dense layers (out, in) -> (in, out);
+- BatchNorm with its running mean, variance and epsilon (inference mode);
+- layout NHWC, the CPU-natural layout of both frameworks; the first dense layer after a
+  flatten gets its inputs permuted from torch's C*H*W order to H*W*C;
+- torch pads convolutions symmetrically, Keras' "same" pads the extra row at the end for
+  stride 2: every padded layer is an explicit ZeroPadding2D then "valid".
+
+A model this file does not mirror is `unsupported` on these rungs (`supports`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    from torch import nn
+
+# The zoo entries mirrored here (the torch classes are in stackcost/zoo/).
+MODELS = ("resnet18", "resnet34", "resnet50", "mnist-cnn", "mlp")
+
+
+def supports(model_name: str) -> str | None:
+    """Why `model_name` has no Keras definition, or None when it has one."""
+    if model_name in MODELS:
+        return None
+    return f"no Keras definition of {model_name} (defined: {', '.join(MODELS)})"
+
+
+def to_keras(model: nn.Module, image_shape: tuple[int, int, int]) -> Any:
+    """A keras.Model computing what `model` computes, on NHWC input of `image_shape`
+    (C, H, W as the torch model takes it), with `model`'s weights."""
+    import keras
+
+    from stackcost.zoo.mlp import MLP
+    from stackcost.zoo.mnist_cnn import MnistCNN
+    from stackcost.zoo.resnet import ResNet
+
+    c, h, w = image_shape
+    inputs = keras.Input(shape=(h, w, c), name="input")
+    if isinstance(model, ResNet):
+        outputs = _resnet(model, inputs)
+    elif isinstance(model, MnistCNN):
+        outputs = _mnist_cnn(model, inputs)
+    elif isinstance(model, MLP):
+        outputs = _mlp(model, inputs, image_shape)
+    else:
+        raise TypeError(f"no Keras definition of {type(model).__name__}")
+    return keras.Model(inputs, outputs, name=type(model).__name__.lower())
+
+
+def nhwc(x: np.ndarray) -> np.ndarray:
+    """An NCHW batch in the frameworks' natural CPU layout (a contiguous copy)."""
+    import numpy as np
+
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
+# -- layers with converted weights -----------------------------------------------------
+
+
+def _numpy(t: Any) -> np.ndarray:
+    return t.detach().cpu().float().numpy()
+
+
+def _conv(x: Any, conv: nn.Conv2d) -> Any:
+    import keras
+
+    pad = conv.padding[0]
+    if pad:
+        x = keras.layers.ZeroPadding2D(pad)(x)
+    layer = keras.layers.Conv2D(
+        conv.out_channels,
+        conv.kernel_size,
+        strides=conv.stride,
+        padding="valid",
+        use_bias=conv.bias is not None,
+    )
+    y = layer(x)
+    weights = [_numpy(conv.weight).transpose(2, 3, 1, 0)]  # OIHW -> HWIO
+    if conv.bias is not None:
+        weights.append(_numpy(conv.bias))
+    layer.set_weights(weights)
+    return y
+
+
+def _bn(x: Any, bn: nn.BatchNorm2d) -> Any:
+    import keras
+
+    # torch's momentum weighs the new batch, Keras' the running value.
+    layer = keras.layers.BatchNormalization(epsilon=bn.eps, momentum=1.0 - (bn.momentum or 0.1))
+    y = layer(x)
+    layer.set_weights(
+        [_numpy(bn.weight), _numpy(bn.bias), _numpy(bn.running_mean), _numpy(bn.running_var)]
+    )
+    return y
+
+
+def _dense(x: Any, linear: nn.Linear, chw: tuple[int, int, int] | None = None) -> Any:
+    """A dense layer; `chw` when its input is a flattened feature map (torch's order)."""
+    import keras
+
+    layer = keras.layers.Dense(linear.out_features, use_bias=linear.bias is not None)
+    y = layer(x)
+    weight = _numpy(linear.weight)  # (out, in)
+    if chw is not None:
+        c, h, w = chw
+        weight = weight.reshape(-1, c, h, w).transpose(0, 2, 3, 1).reshape(weight.shape[0], -1)
+    weights = [weight.T]
+    if linear.bias is not None:
+        weights.append(_numpy(linear.bias))
+    layer.set_weights(weights)
+    return y
+
+
+def _relu(x: Any) -> Any:
+    import keras
+
+    return keras.layers.ReLU()(x)
+
+
+# -- the architectures -------------------------------------------------------------------
+
+
+def _block(x: Any, block: nn.Module) -> Any:
+    """A BasicBlock or Bottleneck (stackcost/zoo/resnet.py), same order of operations."""
+    import keras
+
+    identity = x
+    if block.downsample is not None:
+        identity = _bn(_conv(x, block.downsample[0]), block.downsample[1])
+    convs = [block.conv1, block.conv2] + ([block.conv3] if hasattr(block, "conv3") else [])
+    bns = [block.bn1, block.bn2] + ([block.bn3] if hasattr(block, "bn3") else [])
+    out = x
+    for i, (conv, bn) in enumerate(zip(convs, bns, strict=True)):
+        out = _bn(_conv(out, conv), bn)
+        if i < len(convs) - 1:
+            out = _relu(out)
+    return _relu(keras.layers.Add()([out, identity]))
+
+
+def _resnet(model: nn.Module, x: Any) -> Any:
+    import keras
+
+    x = _relu(_bn(_conv(x, model.conv1), model.bn1))
+    # Max pooling with padding 1: zeros pad as torch's -inf would, since x >= 0 after ReLU.
+    x = keras.layers.MaxPooling2D(3, strides=2)(keras.layers.ZeroPadding2D(1)(x))
+    for stage in (model.layer1, model.layer2, model.layer3, model.layer4):
+        for block in stage:
+            x = _block(x, block)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    return _dense(x, model.fc)
+
+
+def _mnist_cnn(model: nn.Module, x: Any) -> Any:
+    import keras
+
+    x = _relu(keras.layers.MaxPooling2D(2)(_conv(x, model.conv1)))
+    x = _conv(x, model.conv2)
+    x = keras.layers.SpatialDropout2D(model.conv2_drop.p)(x)  # inactive at inference
+    x = _relu(keras.layers.MaxPooling2D(2)(x))
+    _, h, w, c = x.shape
+    x = keras.layers.Flatten()(x)
+    x = _relu(_dense(x, model.fc1, chw=(c, h, w)))
+    x = keras.layers.Dropout(model.fc1_drop.p)(x)
+    return keras.layers.Activation("log_softmax")(_dense(x, model.fc2))
+
+
+def _mlp(model: nn.Module, x: Any, image_shape: tuple[int, int, int]) -> Any:
+    import keras
+    from torch import nn
+
+    x = keras.layers.Flatten()(x)
+    first = True
+    for layer in model.layers:
+        if isinstance(layer, nn.Linear):
+            x = _dense(x, layer, chw=image_shape if first else None)
+            first = False
+        elif isinstance(layer, nn.ReLU):
+            x = _relu(x)
+    return x

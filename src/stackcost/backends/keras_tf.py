@@ -1,0 +1,49 @@
+"""Keras 3 on TensorFlow, called the way a user calls it: `predict_on_batch` by default,
+or `__call__` (option `call`); `keras-xla` compiles it with `jit_compile=True`.
+
+`predict_on_batch` takes the NHWC numpy batch and converts it on every call, as a user's
+code would; `__call__` gets a tensor placed once. The model is compiled with `jit_compile`
+set explicitly: Keras' default, "auto", turns XLA on wherever it can.
+"""
+
+from __future__ import annotations
+
+from stackcost.backends.keras_common import KerasRung
+
+CALLS = ("predict_on_batch", "__call__")
+
+
+class KerasBackend(KerasRung):
+    name = "keras"
+    description = "Keras 3 on TensorFlow, predict_on_batch (or __call__), no XLA"
+    options = {"call": "predict_on_batch"}
+
+    def check_options(self, given):
+        problem = super().check_options(given)
+        if problem is None and given.get("call", CALLS[0]) not in CALLS:
+            return f"{self.name}.call={given['call']!r} is not a call (allowed: {', '.join(CALLS)})"
+        return problem
+
+    def compile_step(self, keras_model, x, cell):
+        import keras
+
+        keras_model.compile(jit_compile=self.jit)
+        call = self.option(cell, "call")
+        if call == "predict_on_batch":
+
+            def step():
+                return keras_model.predict_on_batch(x)
+
+        else:
+            placed = keras.ops.convert_to_tensor(x)
+
+            def step():
+                return keras.ops.convert_to_numpy(keras_model(placed, training=False))
+
+        return step, {"call": call, "jit_compile_used": bool(keras_model.jit_compile)}
+
+
+class KerasXLABackend(KerasBackend):
+    name = "keras-xla"
+    description = "Keras 3 on TensorFlow, predict_on_batch (or __call__), XLA (jit_compile=True)"
+    jit = True
