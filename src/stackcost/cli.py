@@ -15,6 +15,7 @@ from stackcost.commands import (
     env,
     history,
     listing,
+    merge,
     peaks,
     report,
     run,
@@ -42,6 +43,7 @@ COMMANDS = {
     "history": history,
     "bisect": bisect,
     "build": build_cmd,
+    "merge": merge,
 }
 
 
