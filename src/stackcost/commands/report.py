@@ -28,6 +28,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--baseline", default="eager", help="backend the ratios are taken to")
     p.add_argument("--figures", metavar="DIR", help="also write matplotlib figures (PNG, PDF)")
     p.add_argument(
+        "--reference",
+        metavar="MACHINE",
+        help="the machine (or thread count, device) column the study tables' asterisks "
+        "compare with; part of its name is enough (default: the first column)",
+    )
+    p.add_argument(
         "--suite",
         metavar="NAME",
         help="instead of RUN ids: the runs `stackcost suite NAME` stored (those a resume "
@@ -54,7 +60,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         from stackcost.report.html import render_html
 
         out = Path(output or "report.html")
-        out.write_text(render_html(runs, baseline=args.baseline, suite=suite), encoding="utf-8")
+        html = render_html(runs, baseline=args.baseline, suite=suite, reference=args.reference)
+        out.write_text(html, encoding="utf-8")
         console.print(
             f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB), open it in a browser",
             markup=False,
@@ -69,7 +76,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 raise SpecError(f"--format run-json takes one run, not {len(runs)}")
             text = run_to_json(runs[0])
         else:
-            text = export(runs, args.format)
+            text = export(runs, args.format, args.baseline, args.reference)
         if args.output:
             Path(args.output).write_text(text, encoding="utf-8")
             console.print(f"wrote {args.output}", markup=False)

@@ -19,7 +19,7 @@ Format = Literal["md", "csv", "json"]
 FORMATS: tuple[str, ...] = ("md", "csv", "json")
 
 
-def _md_escape(value: object) -> str:
+def md_escape(value: object) -> str:
     """A markdown table cell: pipes would split it, newlines end the row, and renderers
     treat '<...>' as HTML (a model named '<b>' must show as text)."""
     text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
@@ -59,7 +59,7 @@ def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
         "max rel err",
         "reason",
     ]
-    lines = ["| " + " | ".join(_md_escape(h) for h in header) + " |"]
+    lines = ["| " + " | ".join(md_escape(h) for h in header) + " |"]
     numeric = [h.endswith(")") or h == "max rel err" for h in header]  # units mark numbers
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
     for r in summ.itertuples(index=False):
@@ -86,13 +86,13 @@ def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
             _err(r.max_rel_err),
             r.reason if r.status != "ok" else "",
         ]
-        lines.append("| " + " | ".join(_md_escape(v) for v in row) + " |")
+        lines.append("| " + " | ".join(md_escape(v) for v in row) + " |")
     notes = []
     if (~summ["base_status"].isin(["", *TRUSTED_STATUSES])).any():  # some ratio marked ?
         notes.append(ratio_note(baseline))
     if (summ["status"] == "disturbed").any():
         notes.append(DISTURBED_NOTE)
-    footer = "".join(f"\n{_md_escape(n)}\n" for n in notes)
+    footer = "".join(f"\n{md_escape(n)}\n" for n in notes)
     return "\n".join(lines) + "\n" + footer
 
 
@@ -111,13 +111,19 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def export(runs: list[RunResult], fmt: Format, baseline: str = "eager") -> str:
-    """The runs as md (per-cell summary), csv (per repetition) or json (cells + metadata)."""
+def export(
+    runs: list[RunResult], fmt: Format, baseline: str = "eager", reference: str | None = None
+) -> str:
+    """The runs as md (per-cell summary, then the study's tables where the runs span
+    machines), csv (per repetition) or json (cells + metadata)."""
     if fmt == "csv":
         return data.frame(runs).to_csv(index=False)
     summ = data.summary(runs, baseline)
     if fmt == "md":
-        return markdown(summ, baseline)
+        from stackcost.report import study
+
+        tables = study.study_tables(runs, reference, baseline)
+        return markdown(summ, baseline) + ("\n" + study.markdown(tables) if tables else "")
     if fmt == "json":
         # "sizes" is the size columns again, as text: their units are in "units" instead.
         cells = _jsonable(summ.drop(columns=["log_tail", "sizes"]).to_dict("records"))

@@ -18,7 +18,7 @@ from matplotlib.colors import LinearSegmentedColormap, to_hex
 from plotly.offline import get_plotlyjs
 
 from stackcost.env import now
-from stackcost.report import costs, data, plots, training
+from stackcost.report import costs, data, plots, study, training
 from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
 from stackcost.report.style import PALETTE, series_colors
 from stackcost.report.template import PAGE
@@ -72,17 +72,39 @@ def _gradient_table(t: data.ThroughputTable) -> dict[str, Any]:
                 row["cells"].append({"text": "—", "style": "", "best": False})
                 continue
             frac = 1.0 if hi == lo else (v - lo) / (hi - lo)
-            rgb = GRADIENT(frac)[:3]
-            luminance = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
-            fg = "#000" if luminance > 0.55 else "#fff"
             row["cells"].append(
-                {
-                    "text": num(float(v)),
-                    "style": f"background-color:{to_hex(rgb)};color:{fg}",
-                    "best": series == best,
-                }
+                {"text": num(float(v)), "style": _shade(frac), "best": series == best}
             )
     return {"title": t.title, "columns": [int(b) for b in table.columns], "rows": rows}
+
+
+def _shade(frac: float) -> str:
+    """The gradient's background at `frac` (0 worst, 1 best), with a readable text colour."""
+    rgb = GRADIENT(frac)[:3]
+    luminance = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
+    return f"background-color:{to_hex(rgb)};color:{'#000' if luminance > 0.55 else '#fff'}"
+
+
+def _study_table(t: study.StudyTable) -> dict[str, Any]:
+    """A study table: one gradient over the whole table (one batch size), the best of each
+    column in bold, * where a column beat the reference column on that row."""
+    values = t.table.stack().dropna()
+    lo, hi = (float(values.min()), float(values.max())) if len(values) else (0.0, 0.0)
+    best = {c: t.best(c) for c in t.table.columns}
+    rows = []
+    for series in t.table.index:
+        cells = []
+        for c in t.table.columns:
+            v = t.table.at[series, c]
+            style = ""
+            if not pd.isna(v):
+                frac = 1.0 if hi == lo else (float(v) - lo) / (hi - lo)
+                style = _shade(frac if t.higher_is_better else 1.0 - frac)
+            cells.append(
+                {"text": study.cell_text(t, series, c), "style": style, "best": best[c] == series}
+            )
+        rows.append({"series": series, "cells": cells})
+    return {"title": t.title, "columns": list(t.table.columns), "rows": rows, "note": study.note(t)}
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -329,9 +351,11 @@ def render_html(
     baseline: str = "eager",
     title: str = "",
     suite: tuple[str, Sequence[str]] | None = None,
+    reference: str | None = None,
 ) -> str:
     """The whole report as one HTML string that opens offline. `suite` is the suite's
-    name and workload labels, when the runs are a named suite's (`report --suite`)."""
+    name and workload labels, when the runs are a named suite's (`report --suite`);
+    `reference` the machine column the study tables' asterisks compare with."""
     # Training runs have their own section; the inference views see inference cells only.
     inference = [
         dataclasses.replace(r, records=[x for x in r.records if x[0].mode != "train"]) for r in runs
@@ -409,6 +433,9 @@ def render_html(
         "size_axes": size_axes,
         "training": training_slots,
         "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],
+        "study_tables": [
+            _study_table(t) for t in study.study_tables(inference, reference, baseline)
+        ],
         "has_device_memory": bool(summ["allocator_peak_bytes"].notna().any()),
         "verification": _verification(summ),
         "failure_header": failure_header,

@@ -115,6 +115,22 @@ PAGE = r"""<!DOCTYPE html>
 </table></div>
 {% else %}<p class="note">No valid throughput to tabulate.</p>
 {% endfor %}
+{% if study_tables %}
+<h3 id="study">Frameworks across machines, per batch size</h3>
+<p class="muted">The inference-framework study's tables: one per batch size, frameworks as
+  rows; colour runs orange (worst) to green (best) over the whole table.</p>
+{% for t in study_tables %}
+<div class="scroll"><table class="throughput study">
+  <caption class="text">{{ t.title }}</caption>
+  <tr><th class="text">framework</th>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr>
+  {% for row in t.rows %}
+  <tr><td class="text">{{ row.series }}</td>
+    {% for c in row.cells %}<td style="{{ c.style }}"{% if c.best %} class="best"{% endif %}>{{ c.text }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+<p class="note">{{ t.note }}</p>
+{% endfor %}
+{% endif %}
 
 <h2 id="memory">Memory</h2>
 {{ plot(plots.memory_batch) }}

@@ -1,0 +1,208 @@
+"""The inference-framework study's tables: per batch size, frameworks × machines.
+
+The study (seeds/004) compared frameworks on several GPUs with one table per batch size:
+frameworks as rows, machines as columns, a colour gradient within the table, the best of
+each machine column in bold, and an asterisk where a machine beat the reference machine
+(the V100 there). Here the columns are the machines the runs came from (a merged store,
+`stackcost merge`); on one machine they are its thread counts, or its devices, whichever
+the runs vary; the reference is a column chosen by the user (default: the first).
+
+Throughput tables are always drawn; power tables where cells carry an energy figure
+(--profile), one per method: a measured watt and an estimated one never share a table.
+Only valid cells (ok, unstable) give a number; a cell that ran but was wrong, or failed,
+shows its status in place of a number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from stackcost.report import data
+from stackcost.runs import RunResult
+
+
+@dataclass
+class StudyTable:
+    title: str  # workload · batch · metric, with the unit
+    table: pd.DataFrame  # rows: frameworks (backend [options]); columns: machines; NaN = none
+    statuses: dict[tuple[str, str], str]  # (framework, column) -> status where no number
+    higher_is_better: bool
+    reference: str | None  # the column the asterisks compare with
+    column_axis: str  # "machine", "threads" or "device"
+    beats: set[tuple[str, str]] = field(default_factory=set)  # (framework, column) marked *
+
+    def best(self, column: str) -> str | None:
+        col = self.table[column].dropna()
+        if col.empty:
+            return None
+        return str(col.idxmax() if self.higher_is_better else col.idxmin())
+
+
+def machine_of(env: dict[str, Any] | None) -> str:
+    """A machine's name in a column: its host and CPU model (both from the run's env)."""
+    env = env or {}
+    cpu = (env.get("cpu") or {}).get("model") or "unknown CPU"
+    gpus = [g.get("name") for g in env.get("gpus") or [] if isinstance(g, dict)]
+    host = env.get("hostname") or "unknown host"
+    return " · ".join([host, *(gpus[:1] or [cpu])])
+
+
+def _frame(runs: list[RunResult]) -> pd.DataFrame:
+    """data.cells of the runs, with the machine, and the power per cell and its method."""
+    df = data.cells(runs)
+    if df.empty:
+        return df
+    machines = {r.run_id: machine_of(r.env) for r in runs}
+    df["machine"] = df["run_id"].map(machines)
+    # A row is a framework across machines: the series name without its run.
+    df["framework"] = df["backend"] + df["options"].map(lambda o: f" [{o}]" if o else "")
+    power: dict[tuple[str, str], tuple[float, str]] = {}
+    for r in runs:
+        for c in r.cells():
+            energies = [rep.energy for rep in c.repetitions if rep.energy is not None]
+            if energies and c.valid:
+                watts = sorted(e.watts for e in energies)
+                power[(r.run_id, c.cell.key())] = (watts[len(watts) // 2], energies[0].method)
+    keys = list(zip(df["run_id"], df["cell_key"], strict=True))
+    df["watts"] = [power.get(k, (float("nan"), ""))[0] for k in keys]
+    df["energy_method"] = [power.get(k, (float("nan"), ""))[1] for k in keys]
+    return df
+
+
+def _column_axis(df: pd.DataFrame) -> str:
+    if df["machine"].nunique() > 1:
+        return "machine"
+    if df["threads"].nunique() > 1:
+        return "threads"
+    if df["device"].nunique() > 1:
+        return "device"
+    return "machine"
+
+
+def _column_label(row: pd.Series, axis: str) -> str:
+    return f"{row['threads']} thr" if axis == "threads" else str(row[axis])
+
+
+def study_tables(
+    runs: list[RunResult], reference: str | None = None, baseline: str = "eager"
+) -> list[StudyTable]:
+    """Per workload and batch size: throughput (and power) of each framework per machine.
+
+    Drawn only when there is something to compare: several machines (or thread counts,
+    or devices) for one workload. `reference` names a column (a substring of it is
+    enough); None takes the first.
+    """
+    df = _frame(runs)
+    if df.empty:
+        return []
+    df = df[df["mode"] == "infer"]
+    axis = _column_axis(df)
+    if df[axis].nunique() < 2:
+        return []
+    df = df.assign(column=[_column_label(r, axis) for _, r in df.iterrows()])
+    columns = list(dict.fromkeys(df["column"]))
+    ref = _pick(columns, reference)
+    seen = list(dict.fromkeys(df["framework"]))
+    order = sorted(seen, key=lambda f: (not f.startswith(baseline), seen.index(f)))
+    sizes = data.size_columns(df)
+    tables: list[StudyTable] = []
+    for key, grp in df.groupby(
+        ["model", "precision", *sizes, "batch_size"], sort=False, dropna=False
+    ):
+        model, precision, *size_values, batch = key
+        shown = [
+            data.size_text(a, v) for a, v in zip(sizes, size_values, strict=True) if not pd.isna(v)
+        ]
+        workload = " · ".join([str(model), *shown, str(precision)])
+        metrics = [("throughput_per_s", "throughput (samples/s)", True, grp)]
+        for method in sorted(m for m in grp["energy_method"].unique() if m):
+            part = grp[grp["energy_method"] == method]
+            metrics.append(("watts", f"power (W, {method})", False, part))
+        for value, label, higher, part in metrics:
+            table = part.pivot_table(
+                index="framework", columns="column", values=value, aggfunc="median"
+            )
+            table = table.reindex(
+                index=[f for f in order if f in set(grp["framework"])],
+                columns=[c for c in columns if c in set(grp["column"])],
+            )
+            statuses = {
+                (r["framework"], r["column"]): r["status"]
+                for _, r in grp.iterrows()
+                if not r["valid"]
+            }
+            t = StudyTable(
+                title=f"{workload} · batch {batch}: {label}",
+                table=table,
+                statuses=statuses,
+                higher_is_better=higher,
+                reference=ref if ref in table.columns else None,
+                column_axis=axis,
+            )
+            t.beats = _beats(t)
+            tables.append(t)
+    return tables
+
+
+def _pick(columns: list[str], reference: str | None) -> str:
+    if reference is None:
+        return columns[0]
+    hits = [c for c in columns if reference in c]
+    return hits[0] if hits else columns[0]
+
+
+def _beats(t: StudyTable) -> set[tuple[str, str]]:
+    """(series, column) where the column did better than the reference on that series."""
+    out: set[tuple[str, str]] = set()
+    if t.reference is None:
+        return out
+    for series in t.table.index:
+        ref = t.table.at[series, t.reference]
+        if pd.isna(ref):
+            continue
+        for col in t.table.columns:
+            v = t.table.at[series, col]
+            if col == t.reference or pd.isna(v):
+                continue
+            if (v > ref) if t.higher_is_better else (v < ref):
+                out.add((series, col))
+    return out
+
+
+def cell_text(t: StudyTable, series: str, column: str) -> str:
+    """A number with its asterisk, or the status where the cell has no number."""
+    from stackcost.report.units import num
+
+    v = t.table.at[series, column]
+    if pd.isna(v):
+        return t.statuses.get((series, column), "—")
+    return num(float(v)) + ("*" if (series, column) in t.beats else "")
+
+
+def note(t: StudyTable) -> str:
+    better = "higher" if t.higher_is_better else "lower"
+    ref = f"; * = {better} than {t.reference} on that row" if t.reference else ""
+    return f"columns: {t.column_axis}; bold = best of the column ({better} is better){ref}"
+
+
+def markdown(tables: list[StudyTable]) -> str:
+    """The tables in GitHub markdown (bold best per column, * beats the reference)."""
+    from stackcost.report.export import md_escape
+
+    out = []
+    for t in tables:
+        out += [f"#### {md_escape(t.title)}", "", f"_{md_escape(note(t))}_", ""]
+        out.append("| framework | " + " | ".join(map(md_escape, t.table.columns)) + " |")
+        out.append("| --- |" + " ---: |" * len(t.table.columns))
+        best = {c: t.best(c) for c in t.table.columns}
+        for series in t.table.index:
+            cells = []
+            for c in t.table.columns:
+                text = md_escape(cell_text(t, series, c))
+                cells.append(f"**{text}**" if best[c] == series else text)
+            out.append(f"| {md_escape(series)} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
