@@ -336,3 +336,18 @@ def test_matplotlib_figures(prof, tmp_path):
     assert {"breakdown", "roofline", "power_vs_throughput", "thread_scaling"} <= stems
     for p in paths:
         assert p.stat().st_size > 5_000
+
+
+def test_energy_scatter_per_machine(rows, colors):
+    import dataclasses
+
+    two = [
+        dataclasses.replace(r, machine="box-b" if r.series == "onnxruntime" else "box-a")
+        for r in rows
+    ]
+    fig = energy_figure(two, colors).fig
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["box-a", "box-b"]  # one scatter per machine, side by side
+    names = [t.name for t in fig.data]
+    assert "onnxruntime · cpu · measured · box-b" in names
+    assert {t.xaxis for t in fig.data if t.name.startswith("onnxruntime")} == {"x2"}

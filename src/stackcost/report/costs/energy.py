@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from stackcost.report.costs.rows import Panel, Row, series_color
 from stackcost.report.plots import HEIGHT, TEMPLATE, escape_label, hover_literal
@@ -37,6 +38,7 @@ def energy_points(rows: list[Row]) -> pd.DataFrame:
         recs.append(
             {
                 "series": r.series,
+                "machine": r.machine,
                 "workload": r.workload,
                 "batch_size": r.cell.batch_size,
                 "group": f"{r.series} · {e.device} · {e.method}",
@@ -54,9 +56,13 @@ def energy_points(rows: list[Row]) -> pd.DataFrame:
     return pd.DataFrame(recs)
 
 
+MIN_FIT_POINTS = 3  # two points always fit exactly: an R² from them tests nothing
+
+
 def energy_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
-    """Power against throughput per device, one series per backend and method, with a
-    least-squares line and its R² per series (two or more distinct throughputs)."""
+    """Power against throughput, one scatter per machine (side by side when the runs
+    come from several), one series per backend and method, with a least-squares line and
+    its R² per series of three or more points (two or more distinct throughputs)."""
     from stackcost.measure.energy import fit_power_throughput
 
     df = energy_points(rows)
@@ -73,8 +79,17 @@ def energy_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
     for m in methods:
         part = df[df["method"] == m]
         notes.append(f"{m} ({len(part)} cells): {_sources([r.rep.energy for r in part['row']])}")
-    fig = go.Figure()
-    for group, part in df.groupby("group", sort=False):
+    machines = list(dict.fromkeys(df["machine"]))
+    fig = make_subplots(
+        rows=1,
+        cols=len(machines),
+        shared_yaxes=True,
+        subplot_titles=[escape_label(m) for m in machines] if len(machines) > 1 else None,
+    )
+    for (machine, group), part in df.groupby(["machine", "group"], sort=False):
+        col = machines.index(machine) + 1
+        if len(machines) > 1:
+            group = f"{group} · {machine}"
         series = part["series"].iloc[0]
         color = series_color(colors, series)
         method = part["method"].iloc[0]
@@ -96,18 +111,20 @@ def energy_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
                 hovertemplate="%{customdata[0]}<br>%{y:.3g} W at %{x:.4g} samples/s, "
                 "%{customdata[1]} samples/J<br>%{customdata[2]}"
                 f"<extra>{hover_literal(escape_label(group))}</extra>",
-            )
+            ),
+            row=1,
+            col=col,
         )
         pts = list(zip(part["throughput"], part["watts"], strict=True))
-        if len(pts) < 2 or len({p[0] for p in pts}) < 2:
+        if len(pts) < MIN_FIT_POINTS or len({p[0] for p in pts}) < 2:
             notes.append(
                 f"{group}: {len(pts)} point(s), {len({p[0] for p in pts})} distinct "
-                "throughput(s): no line fitted (needs two or more)"
+                f"throughput(s): no line fitted (needs {MIN_FIT_POINTS} or more points, "
+                "2 or more distinct)"
             )
             continue
         slope, intercept, r2 = fit_power_throughput(pts)
-        # Two points always fit exactly: an R² of 1 would claim a fit that was never tested.
-        r2_text = f"R² = {r2:.3f}" if len(pts) > 2 else "R² n/a (2 points)"
+        r2_text = f"R² = {r2:.3f}"
         x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
         fig.add_trace(
             go.Scatter(
@@ -119,7 +136,9 @@ def energy_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
                 line={"color": color, "dash": "dash" if method == "estimated" else "solid"},
                 hovertemplate=f"P = {intercept:.4g} W + {slope:.4g} W·s/sample × throughput"
                 f"<br>{r2_text} over {len(pts)} cells<extra>{hover_literal(escape_label(group))}</extra>",
-            )
+            ),
+            row=1,
+            col=col,
         )
     label = (
         "ESTIMATED from a power model, not measured"
@@ -132,8 +151,8 @@ def energy_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
         template=TEMPLATE,
         height=HEIGHT,
         title={"text": f"power against throughput: {label}"},
-        xaxis={"title": {"text": "throughput (samples/s)"}},
-        yaxis={"title": {"text": "power (W)"}, "rangemode": "tozero"},
         hovermode="closest",
     )
+    fig.update_xaxes(title_text="throughput (samples/s)")
+    fig.update_yaxes(title_text="power (W)", rangemode="tozero", col=1)
     return Panel(fig, "", notes)

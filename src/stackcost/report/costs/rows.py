@@ -13,6 +13,7 @@ from stackcost.cell import Cell
 from stackcost.measure.peaks import Peaks, percent_of_peak
 from stackcost.report.plots import escape_label
 from stackcost.report.profile_table import profiled
+from stackcost.report.study import machine_of
 from stackcost.report.style import PALETTE
 from stackcost.result import RepetitionResult
 from stackcost.runs import RunResult
@@ -43,6 +44,7 @@ class Row:
     peaks: Peaks | None  # measured at the cell's thread count, from the run's env
     median_ms: float | None = None  # median over repetitions, as in the other sections
     throughput: float | None = None  # samples/s, median over repetitions
+    machine: str = ""  # host and CPU (or GPU) of the run's environment
 
     @property
     def label(self) -> str:
@@ -135,6 +137,7 @@ def collect(runs: list[RunResult], summ: pd.DataFrame | None = None) -> list[Row
                 workload=_workload(c.cell, extra),
                 rep=rep,
                 peaks=peaks[run.run_id].get(c.cell.threads),
+                machine=machine_of(run.env),
                 median_ms=None if median is None or pd.isna(median) else float(median),
                 throughput=None if tput is None or pd.isna(tput) else float(tput),
             )
