@@ -73,8 +73,9 @@ def load(db: str | Path = "stackcost.db", run_id: str | None = None) -> RunResul
     return load_runs(db, [run_id] if run_id else [])[0]
 
 
-def load_runs(db: str | Path, run_ids: list[str]) -> list[RunResult]:
-    """Stored runs by id (the latest alone when none is given); SpecError if missing."""
+def load_runs(db: str | Path, run_ids: list[str], every: bool = False) -> list[RunResult]:
+    """Stored runs by id (the latest alone when none is given, all with `every`);
+    SpecError if missing."""
     from stackcost.store import Store
 
     if not Path(db).is_file():
@@ -86,4 +87,5 @@ def load_runs(db: str | Path, run_ids: list[str]) -> list[RunResult]:
         for run_id in run_ids:
             if run_id not in known:
                 raise SpecError(f"run {run_id!r} is not in {str(db)!r} (latest: {known[-1]})")
-        return [RunResult.from_store(store, r) for r in (run_ids or known[-1:])]
+        chosen = known if every else (run_ids or known[-1:])
+        return [RunResult.from_store(store, r) for r in chosen]

@@ -34,6 +34,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(Text(note, style="yellow"))
     console.print(
         Text.assemble(f"{args.output}: ", (f"{merged.total} runs merged", "bold"), " · "),
-        Text(f"stackcost report --db {args.output} compares the machines"),
+        Text(f"stackcost report --db {args.output} --all compares the machines"),
     )
     return 0

@@ -27,6 +27,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--baseline", default="eager", help="backend the ratios are taken to")
     p.add_argument("--figures", metavar="DIR", help="also write matplotlib figures (PNG, PDF)")
+    p.add_argument("--all", action="store_true", help="every run in the store (e.g. a merged one)")
     p.add_argument(
         "--reference",
         metavar="MACHINE",
@@ -55,7 +56,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.suite is not None:
         runs, suite = _suite_runs(args)
     else:
-        runs = load_runs(args.db, args.runs)
+        if args.all and args.runs:
+            raise SpecError("--all takes every run: give no RUN ids beside it")
+        runs = load_runs(args.db, args.runs, every=args.all)
     if args.format == "html":
         from stackcost.report.html import render_html
 

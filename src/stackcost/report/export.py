@@ -122,7 +122,7 @@ def export(
     if fmt == "md":
         from stackcost.report import study
 
-        tables = study.study_tables(runs, reference, baseline)
+        tables = study.study_tables(runs, reference)
         return markdown(summ, baseline) + ("\n" + study.markdown(tables) if tables else "")
     if fmt == "json":
         # "sizes" is the size columns again, as text: their units are in "units" instead.

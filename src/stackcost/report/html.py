@@ -433,9 +433,7 @@ def render_html(
         "size_axes": size_axes,
         "training": training_slots,
         "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],
-        "study_tables": [
-            _study_table(t) for t in study.study_tables(inference, reference, baseline)
-        ],
+        "study_tables": [_study_table(t) for t in study.study_tables(inference, reference)],
         "has_device_memory": bool(summ["allocator_peak_bytes"].notna().any()),
         "verification": _verification(summ),
         "failure_header": failure_header,

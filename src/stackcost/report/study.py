@@ -86,9 +86,7 @@ def _column_label(row: pd.Series, axis: str) -> str:
     return f"{row['threads']} thr" if axis == "threads" else str(row[axis])
 
 
-def study_tables(
-    runs: list[RunResult], reference: str | None = None, baseline: str = "eager"
-) -> list[StudyTable]:
+def study_tables(runs: list[RunResult], reference: str | None = None) -> list[StudyTable]:
     """Per workload and batch size: throughput (and power) of each framework per machine.
 
     Drawn only when there is something to compare: several machines (or thread counts,
@@ -102,11 +100,16 @@ def study_tables(
     axis = _column_axis(df)
     if df[axis].nunique() < 2:
         return []
+    if axis == "threads":
+        df = df.sort_values("threads", kind="stable")
     df = df.assign(column=[_column_label(r, axis) for _, r in df.iterrows()])
     columns = list(dict.fromkeys(df["column"]))
     ref = _pick(columns, reference)
+    # Rows in the order the runs list their backends (the study's, in a study's spec).
+    listed = [b for r in runs for b in r.spec.get("backends", []) if isinstance(b, str)]
+    rank = {b: i for i, b in enumerate(dict.fromkeys(listed))}
     seen = list(dict.fromkeys(df["framework"]))
-    order = sorted(seen, key=lambda f: (not f.startswith(baseline), seen.index(f)))
+    order = sorted(seen, key=lambda f: (rank.get(f.split(" [")[0], len(rank)), seen.index(f)))
     sizes = data.size_columns(df)
     tables: list[StudyTable] = []
     for key, grp in df.groupby(
