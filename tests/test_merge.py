@@ -40,6 +40,10 @@ def test_runs_of_two_machines_keep_their_environments_and_samples(tmp_path, caps
     assert len(got[run_b].records[0][1].samples_ns) == 7
     # The sources were only read.
     assert _ids(a) == [run_a] and _ids(b) == [run_b]
+    # report --all takes every run of the merged store (the default is the latest alone).
+    assert main(["report", "--db", str(out), "--all", "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert run_a in md and run_b in md
 
 
 def test_a_run_in_two_stores_is_taken_once_and_a_differing_copy_is_named(tmp_path, capsys):
