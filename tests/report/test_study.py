@@ -98,3 +98,15 @@ def test_markdown_and_html_show_the_tables():
     page = render_html(_runs(), reference="box-a")
     assert 'id="study"' in page and "Frameworks across machines" in page
     assert "* = higher than box-a · Some CPU on that row" in page
+
+
+def test_time_ratios_between_machines_are_torchbenchs_t_a_over_t_b():
+    ratios = study.time_ratios(study.study_tables(_runs()))
+    b8 = ratios[ratios["workload"].str.endswith("batch 8")].set_index("framework")
+    # box-b over box-a (the reference): eager 100 vs 80 samples/s -> 0.8 of the time
+    assert b8.at["eager", "ratio"] == 0.8
+    assert round(b8.at["tf", "ratio"], 3) == round(160 / (8000 / 60), 3)
+    fig = study.ratio_figure(study.study_tables(_runs()))
+    assert fig is not None and [t.name for t in fig.data] == ["box-b · Some CPU / box-a · Some CPU"]
+    assert study.ratio_figure([]) is None
+    assert "time per sample vs the reference machine" in render_html(_runs())

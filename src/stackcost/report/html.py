@@ -378,6 +378,8 @@ def render_html(
     plot_slots["ratios"] = figs.add(ratio_fig, " ".join(n for n in ratio_notes if n))
     startup = plots.startup_figure(summ, colors)
     plot_slots["startup"] = figs.add(startup, "" if startup else "No valid cold-start times.")
+    study_tables = study.study_tables(inference, reference)
+    plot_slots["machine_ratios"] = figs.add(study.ratio_figure(study_tables))
     ver_fig, ver_note = plots.verification_figure(summ)
     plot_slots["verification"] = figs.add(ver_fig, ver_note or "No verification recorded.")
     epochs = training.epochs_frame(runs)
@@ -433,7 +435,7 @@ def render_html(
         "size_axes": size_axes,
         "training": training_slots,
         "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],
-        "study_tables": [_study_table(t) for t in study.study_tables(inference, reference)],
+        "study_tables": [_study_table(t) for t in study_tables],
         "has_device_memory": bool(summ["allocator_peak_bytes"].notna().any()),
         "verification": _verification(summ),
         "failure_header": failure_header,

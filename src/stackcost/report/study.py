@@ -175,6 +175,66 @@ def _beats(t: StudyTable) -> set[tuple[str, str]]:
     return out
 
 
+def time_ratios(tables: list[StudyTable]) -> pd.DataFrame:
+    """TorchBench's T_A/T_B between machines: per workload, batch and framework, the time
+    per sample on each column over the reference column's (below 1: faster than it).
+    From the throughput tables, whose samples/s are the inverse of time per sample."""
+    rows = []
+    for t in tables:
+        if t.reference is None or not t.higher_is_better:
+            continue
+        for framework in t.table.index:
+            ref = t.table.at[framework, t.reference]
+            for col in t.table.columns:
+                v = t.table.at[framework, col]
+                if col == t.reference or pd.isna(v) or pd.isna(ref) or v <= 0:
+                    continue
+                rows.append(
+                    {
+                        "workload": t.title.split(": ")[0],
+                        "framework": framework,
+                        "column": col,
+                        "reference": t.reference,
+                        "ratio": float(ref) / float(v),
+                    }
+                )
+    return pd.DataFrame(rows, columns=["workload", "framework", "column", "reference", "ratio"])
+
+
+def ratio_figure(tables: list[StudyTable]) -> Any:
+    """Bars of T_column / T_reference per framework and workload, one colour per column;
+    None when no table has a reference to compare with."""
+    import plotly.graph_objects as go
+
+    from stackcost.report.plots import HEIGHT, TEMPLATE, escape_label
+
+    df = time_ratios(tables)
+    if df.empty:
+        return None
+    fig = go.Figure()
+    for col, part in df.groupby("column", sort=False):
+        fig.add_trace(
+            go.Bar(
+                x=[
+                    [escape_label(w) for w in part["workload"]],
+                    [escape_label(f) for f in part["framework"]],
+                ],
+                y=part["ratio"].tolist(),
+                name=escape_label(f"{col} / {part['reference'].iloc[0]}"),
+                hovertemplate="T ratio %{y:.3f}<extra>%{fullData.name}</extra>",
+            )
+        )
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#555")
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHT,
+        barmode="group",
+        title={"text": "time per sample vs the reference machine (T_A / T_B; below 1 is faster)"},
+        yaxis={"title": {"text": "T_column / T_reference"}},
+    )
+    return fig
+
+
 def cell_text(t: StudyTable, series: str, column: str) -> str:
     """A number with its asterisk, or the status where the cell has no number."""
     from stackcost.report.units import num

@@ -130,6 +130,7 @@ PAGE = r"""<!DOCTYPE html>
 </table></div>
 <p class="note">{{ t.note }}</p>
 {% endfor %}
+{{ plot(plots.machine_ratios) }}
 {% endif %}
 
 <h2 id="memory">Memory</h2>
