@@ -23,7 +23,7 @@ from pathlib import Path
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.store import SCHEMA_VERSION, Store, check_writable
-from stackcost.store_check import store_problem
+from stackcost.store_check import connect_read_only, store_problem
 
 # Child tables of a run, in the order their keys depend on each other.
 CHILDREN = ("cells", "repetitions", "samples", "epochs")
@@ -77,8 +77,6 @@ def merge(sources: Sequence[Path], output: Path) -> Merged:
 
 def _copy(source: Path, copy: Path) -> None:
     """A consistent copy of `source`, WAL contents included (SQLite's backup API)."""
-    from stackcost.store_check import connect_read_only
-
     db, _ = connect_read_only(source)
     try:
         target = sqlite3.connect(copy)

@@ -6,11 +6,14 @@ the first call. The weights are passed as arguments (not baked in as constants),
 JAX user's inference function takes its parameters.
 
 XLA's CPU client sizes its thread pool by the CPUs the process may use, so the cell's
-thread count is applied as CPU affinity before JAX imports (keras_common.py).
+thread count is applied as CPU affinity before JAX imports (pin_threads).
 """
 
 from __future__ import annotations
 
+import os
+
+from stackcost.backends.base import Availability
 from stackcost.backends.keras_common import KerasRung
 
 
@@ -19,6 +22,30 @@ class JaxBackend(KerasRung):
     description = "XLA via jax.jit: Keras 3 model on the JAX backend (stateless_call)"
     keras_backend = "jax"
     jit = True
+
+    def available(self):
+        return Availability.needs_modules("keras", "jax", install="pip install 'stackcost[jax]'")
+
+    def environment(self, cell):
+        env = {"KERAS_BACKEND": self.keras_backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
+        if cell.threads == 1:
+            # XLA's CPU client has no thread-count flag beyond single-threaded Eigen; for
+            # more threads it uses the CPUs this process may run on (pin_threads).
+            env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        return env
+
+    def pin_threads(self, cell):
+        # XLA's CPU thread pool is as wide as the CPUs this process may use: narrow them.
+        allowed = sorted(os.sched_getaffinity(0))
+        if cell.threads < len(allowed):
+            os.sched_setaffinity(0, allowed[: cell.threads])
+        import jax
+
+        return {
+            "xla_cpu_threads": len(os.sched_getaffinity(0)),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "jax": jax.__version__,
+        }
 
     def compile_step(self, keras_model, x, cell):
         import jax

@@ -31,33 +31,28 @@ LAYOUT = "NHWC: the NCHW input transposed once, outside the timed step"
 
 
 class KerasRung(Backend):
-    """A Keras 3 model on `keras_backend` ('tensorflow' or 'jax')."""
+    """A Keras 3 model on `keras_backend`: TensorFlow's hooks here, JAX's in its rung."""
 
     keras_backend: ClassVar[str] = "tensorflow"
     jit: ClassVar[bool] = False  # XLA compiles the step
     torch_profiled = False  # the step runs in TensorFlow or XLA, not in aten ops
 
     def available(self) -> Availability:
-        modules = (
-            ("keras", "tensorflow") if self.keras_backend == "tensorflow" else ("keras", "jax")
+        return Availability.needs_modules(
+            "keras", "tensorflow", install="pip install 'stackcost[tf]'"
         )
-        extra = "tf" if self.keras_backend == "tensorflow" else "jax"
-        return Availability.needs_modules(*modules, install=f"pip install 'stackcost[{extra}]'")
 
     def why_not(self, cell: Cell) -> str | None:
         return supports(cell.model.name) or super().why_not(cell)
 
     def environment(self, cell: Cell) -> dict[str, str]:
-        env = {"KERAS_BACKEND": self.keras_backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
-        if self.keras_backend == "tensorflow":
-            # Read by TensorFlow when its runtime starts (set again in-process, recorded).
-            env["TF_NUM_INTRAOP_THREADS"] = str(cell.threads)
-            env["TF_NUM_INTEROP_THREADS"] = "1"
-        elif cell.threads == 1:
-            # XLA's CPU client has no thread-count flag beyond single-threaded Eigen; for
-            # more threads it uses the CPUs this process may run on (see jax_keras.py).
-            env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-        return env
+        # Read by TensorFlow when its runtime starts (set again in-process, recorded).
+        return {
+            "KERAS_BACKEND": self.keras_backend,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "TF_NUM_INTRAOP_THREADS": str(cell.threads),
+            "TF_NUM_INTEROP_THREADS": "1",
+        }
 
     def prepare(self, model, example, cell, ctx):
         from stackcost.backends.keras_models import nhwc, to_keras
@@ -90,31 +85,19 @@ class KerasRung(Backend):
 
     def pin_threads(self, cell: Cell) -> dict[str, Any]:
         """Set the framework's thread pools to the cell's count before its first op, and
-        return what it reports using."""
-        if self.keras_backend == "tensorflow":
-            import tensorflow as tf
+        return what it reports using (TensorFlow here; the JAX rung overrides it)."""
+        import tensorflow as tf
 
-            tf.config.threading.set_intra_op_parallelism_threads(cell.threads)
-            tf.config.threading.set_inter_op_parallelism_threads(1)
-            return {
-                "tf_intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-                "tf_inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-                # TensorFlow's oneDNN custom ops: on by default on x86 Linux.
-                "tf_enable_onednn_opts": os.environ.get(
-                    "TF_ENABLE_ONEDNN_OPTS", "unset (TensorFlow's default: on, x86 Linux)"
-                ),
-                "tensorflow": tf.__version__,
-            }
-        # XLA's CPU thread pool is as wide as the CPUs this process may use: narrow them.
-        allowed = sorted(os.sched_getaffinity(0))
-        if cell.threads < len(allowed):
-            os.sched_setaffinity(0, allowed[: cell.threads])
-        import jax
-
+        tf.config.threading.set_intra_op_parallelism_threads(cell.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
         return {
-            "xla_cpu_threads": len(os.sched_getaffinity(0)),
-            "xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "jax": jax.__version__,
+            "tf_intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "tf_inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            # TensorFlow's oneDNN custom ops: on by default on x86 Linux.
+            "tf_enable_onednn_opts": os.environ.get(
+                "TF_ENABLE_ONEDNN_OPTS", "unset (TensorFlow's default: on, x86 Linux)"
+            ),
+            "tensorflow": tf.__version__,
         }
 
     def compile_step(
