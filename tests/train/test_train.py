@@ -238,6 +238,9 @@ def test_report_shows_the_training_curves_in_a_browser(trained, tmp_path):
             text = o.page.inner_text("body")
             assert "held-out accuracy against time" in text
             assert "mlp · eager" in text and "mlp · torchscript" in text
+            # Torchscript runs eager's kernels: its first losses agree with eager's.
+            assert "relative difference from eager's loss" in text
+            assert "mlp · torchscript: agrees" in text
             o.page.screenshot(path=tmp_path / "train.png", full_page=True)
         finally:
             browser.close()
@@ -280,3 +283,11 @@ def test_resume_trains_only_what_the_run_lacks(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("stackcost: error: cannot resume run ") and "000000000000" in err
     assert len(rows(db, "SELECT id FROM repetitions")) == 2  # nothing written
+
+
+def test_the_refusal_names_every_backend_that_trains():
+    from stackcost.backends import REGISTRY, load_backend
+    from stackcost.train.spec import TRAINABLE
+
+    trains = [n for n in REGISTRY if "train" in load_backend(n).capabilities.modes]
+    assert sorted(trains) == sorted(TRAINABLE)

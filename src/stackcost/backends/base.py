@@ -24,6 +24,7 @@ whole training loop itself overrides it; the others leave the loop to the train 
 from __future__ import annotations
 
 import importlib.util
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:  # torch is imported only inside worker processes
     import torch
 
-    from stackcost.cell import Cell
+    from stackcost.cell import Cell, TrainConfig
     from stackcost.measure.protocol import Measurement, Protocol
     from stackcost.profile.breakdown import Breakdown
     from stackcost.result import Memory
@@ -107,15 +108,31 @@ class Run:
 
 @dataclass
 class TrainPrepared(Prepared):
-    """What `prepare_train` hands back: `step(x, y)` runs forward, backward and the
-    optimizer step on a mini-batch (x an Example, y the labels) and returns the loss and
-    the logits; `evaluate(x)` returns logits (no grad)."""
+    """What `prepare_train` hands back.
+
+    - `step(x, y)` runs forward, backward and the optimizer step on a placed mini-batch and
+      returns the loss (anything `float()` reads) and either the logits (a torch tensor) or,
+      for a framework whose own step reports accuracy instead, the number of correct
+      predictions (an int);
+    - `evaluate(x)` returns the logits of a placed batch as a torch tensor (no grad);
+    - `place(x, y)` puts a mini-batch (an Example and a torch label tensor, on the CPU)
+      where and how the step reads it: timed as the batch's copy, apart from the step.
+      None: torch tensors moved to the cell's device.
+    """
 
     evaluate: Callable[[Any], Any] | None = None
+    place: Callable[[Any, Any], tuple[Any, Any]] | None = None
 
 
-# Builds the optimizer for a backend's parameters (they may be a scripted module's).
-OptimizerFactory = Callable[[Any], "torch.optim.Optimizer"]
+class OptimizerFactory(typing.Protocol):
+    """The run's optimizer: called with a torch backend's parameters (they may be a
+    scripted module's), it builds the torch optimizer; a backend in another framework
+    builds its own from `train` (optimizer, lr, momentum, schedule) and `total_steps`."""
+
+    train: TrainConfig
+    total_steps: int  # the steps the learning-rate schedule spans (epochs x batches)
+
+    def __call__(self, params: Any) -> torch.optim.Optimizer: ...
 
 
 @dataclass

@@ -388,6 +388,7 @@ def render_html(
         training_slots = {
             "accuracy": figs.add(training.accuracy_figure(epochs, list(PALETTE))),
             "summary": figs.add(training.summary_figure(epochs, list(PALETTE))),
+            "agreement": figs.add(*training.agreement_figure(runs, list(PALETTE))),
         }
 
     cost_section = _costs(inference, summ, colors, figs) if len(summ) else None

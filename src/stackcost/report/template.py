@@ -86,6 +86,7 @@ PAGE = r"""<!DOCTYPE html>
   Time per sample is the median over epochs; loader wait and step time are per epoch.</p>
 {{ plot(training.accuracy) }}
 {{ plot(training.summary) }}
+{{ plot(training.agreement) }}
 {% endif %}
 
 {% if has_cells %}

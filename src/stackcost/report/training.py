@@ -1,5 +1,6 @@
 """The training section: accuracy against time, final accuracy, time per sample, and
-loader against step time, per backend, from the epochs of `stackcost train` runs."""
+loader against step time, per backend, from the epochs of `stackcost train` runs; and how
+closely each level's first losses follow eager's (train/agreement.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from stackcost.runs import RunResult
+from stackcost.train.agreement import (
+    STEPS,
+    TOLERANCE_TEXT,
+    TOLERANCES,
+    agreement,
+    eager_twin,
+    first_losses,
+    relative,
+)
 
 
 def epochs_frame(runs: list[RunResult]) -> pd.DataFrame:
@@ -152,3 +162,55 @@ def summary_figure(df: pd.DataFrame, colors: list[str]) -> go.Figure:
     fig.update_layout(barmode="group", template="plotly_white", height=420)
     fig.update_yaxes(range=[0, 100], row=1, col=1)
     return fig
+
+
+def agreement_figure(runs: list[RunResult], colors: list[str]) -> tuple[go.Figure | None, str]:
+    """Each level's relative difference from eager's loss, step by step over the first
+    recorded steps (log scale), with the tolerance over the steps it is checked on; and a
+    note naming each level's verdict. None when no level has an eager twin to compare."""
+    fig = go.Figure()
+    verdicts: list[str] = []
+    for run in runs:
+        cells = [c for c in run.cells() if c.cell.mode == "train"]
+        for c in cells:
+            if c.cell.backend == "eager":
+                continue
+            eager = eager_twin(c, cells)
+            found = agreement(c, eager)
+            label = f"{c.cell.model.name} · {c.cell.backend}"
+            verdicts.append(f"{label}: {found.label()}")  # the template escapes notes
+            name = html.escape(label)  # plotly renders markup in trace names
+            if found.max_rel_diff is None or eager is None:
+                continue
+            diffs = relative(first_losses(c), first_losses(eager))
+            fig.add_trace(
+                go.Scatter(
+                    x=list(range(1, len(diffs) + 1)),
+                    # A difference of exactly 0 has no place on a log axis: drawn at 1e-9.
+                    y=[max(d, 1e-9) for d in diffs],
+                    mode="lines+markers",
+                    name=name,
+                    line={"color": colors[len(fig.data) % len(colors)]},
+                )
+            )
+    if not fig.data:  # nothing drawn: the verdicts say why
+        return None, "; ".join(verdicts)
+    fig.add_trace(
+        go.Scatter(
+            x=list(range(1, STEPS + 1)),
+            y=list(TOLERANCES),
+            mode="lines",
+            line={"dash": "dash", "color": "#888", "shape": "hv"},
+            name="tolerance",
+        )
+    )
+    fig.update_layout(
+        title=f"first steps: relative difference from eager's loss (judged over steps "
+        f"1–{STEPS}: {TOLERANCE_TEXT})",
+        xaxis_title="training step",
+        yaxis_title="|loss − eager's| / eager's",
+        yaxis_type="log",
+        template="plotly_white",
+        height=380,
+    )
+    return fig, "; ".join(verdicts)

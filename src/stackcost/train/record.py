@@ -33,6 +33,15 @@ def run_details(task: TrainTask, splits: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def stochastic_layers(model: Any) -> list[str]:
+    """The model's layers that draw random masks in training (dropout with p > 0): each
+    framework draws its own, so their losses are not compared across levels."""
+    import torch
+
+    kinds = (torch.nn.modules.dropout._DropoutNd,)
+    return sorted({type(m).__name__ for m in model.modules() if isinstance(m, kinds) and m.p > 0})
+
+
 def set_step_stats(result: RepetitionResult, samples_ns: list[int], batch: int) -> None:
     """Per-step times, for the same stats and throughput machinery inference uses."""
     from stackcost.measure.stats import summarize

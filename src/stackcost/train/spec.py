@@ -17,6 +17,9 @@ from stackcost.spec import MAX_REPEATS, SpecError
 from stackcost.workload import Workload
 
 DEFAULT_BACKENDS = ("eager", "inductor", "torchscript")
+# Named in the refusal when no backend asked for can train (the C++ levels too).
+TRAINABLE = ("eager", "inductor", "torchscript", "tf", "tf-xla", "keras", "keras-xla", "jax")
+TRAINABLE += ("libtorch", "onednn")  # the C++ levels
 
 
 class TrainSpec(BaseModel):
@@ -116,5 +119,5 @@ def check_backends(backends: list[str], mode: str = "train") -> None:
         only = backends[0] if len(backends) == 1 else ", ".join(backends)
         raise SpecError(
             f"cannot train: {only} {'is' if len(backends) == 1 else 'are'} inference only "
-            "(trainable: eager, inductor, torchscript)"
+            f"(trainable: {', '.join(TRAINABLE)})"
         )

@@ -17,6 +17,7 @@ from stackcost.report.marks import (
 from stackcost.report.units import ms, rate
 from stackcost.result import MEASURED_STATUSES, RepetitionResult
 from stackcost.runs import CellResult, RunResult
+from stackcost.train.agreement import STEPS, TOLERANCE_TEXT, agreement, eager_twin
 
 
 def _pct(value: float | None) -> str:
@@ -46,6 +47,19 @@ def _first_step(rep: RepetitionResult | None) -> Text:
     return Text(ms(rep.cold_start_ms))
 
 
+def _agreement(c: CellResult, cells: list[CellResult]) -> Text:
+    """The first losses against eager's: the reference itself, a verdict, or why none."""
+    if c.cell.backend == "eager":
+        return Text("ref", style="dim")
+    found = agreement(c, eager_twin(c, cells))
+    if found.max_rel_diff is None:
+        return Text("n/a" if found.stochastic else "—", style="dim")
+    return Text(
+        f"{found.max_rel_diff:.1e}" + ("" if found.agrees else " ✗"),
+        style="" if found.agrees else "bold red",
+    )
+
+
 def train_table(result: RunResult) -> Table:
     cells = result.cells()
     first = cells[0].cell if cells else None
@@ -65,6 +79,7 @@ def train_table(result: RunResult) -> Table:
         "train loss",
         "train acc",
         "eval acc",
+        "loss Δ eager",
         "step (median)",
         "step samples/s",
         "epoch samples/s",
@@ -101,6 +116,7 @@ def train_table(result: RunResult) -> Table:
             f"{last.train_loss:.4f}" if last else "—",
             _pct(last.train_accuracy if last else None),
             _pct(last.eval_accuracy if last else None),
+            _agreement(c, cells),
             step,
             step_rate,
             rate(statistics.median(steady)) if steady else "—",
@@ -114,7 +130,9 @@ def train_table(result: RunResult) -> Table:
         "backward + optimizer step (first step, compile included, shown apart); "
         "step samples/s = batch / median step; epoch samples/s = median over epochs after "
         "the first of samples / train-loop wall time; loader wait = share of that wall time "
-        "spent collating batches; weights = digest of the initial weights"
+        "spent collating batches; weights = digest of the initial weights; loss Δ eager = "
+        f"largest relative difference from eager's loss over the first {STEPS} steps, "
+        f"✗ beyond the tolerance ({TOLERANCE_TEXT}; n/a: dropout draws differ per framework)"
     )
     if any(c.status == "disturbed" for c in cells):
         caption += "\n" + DISTURBED_NOTE

@@ -20,11 +20,13 @@ from stackcost.measure.counters import Edge, Window
 from stackcost.measure.disturbance import assess
 from stackcost.result import EpochRecord, Memory, Phases, RepetitionResult
 from stackcost.train.data import Batches, load_splits
-from stackcost.train.record import run_details, set_step_stats
+from stackcost.train.record import run_details, set_step_stats, stochastic_layers
 from stackcost.train.task import TrainTask
 
 # A loss this many times the first epoch's (the first step's, during epoch 1) has diverged.
 DIVERGENCE_FACTOR = 1e3
+# The first steps' losses are recorded, for the report's agreement with eager.
+FIRST_LOSSES = 10
 
 
 def run_task(task: TrainTask) -> RepetitionResult:
@@ -41,30 +43,40 @@ def _seed_everything(seed: int) -> None:
 
 
 class _OptimizerFactory:
-    """Builds the optimizer inside the backend's prepare_train, and keeps it, so the
-    worker can drive the learning-rate schedule per step."""
+    """Builds the torch optimizer inside the backend's prepare_train, and keeps it, so the
+    worker can drive the learning-rate schedule per step (backends.base.OptimizerFactory).
+    A backend in another framework builds its own from `train` and `total_steps`."""
 
-    def __init__(self, cfg: Any) -> None:
-        self.cfg = cfg
+    def __init__(self, train: Any, total_steps: int) -> None:
+        self.train = train
+        self.total_steps = total_steps
         self.optimizer: Any = None
 
     def __call__(self, params: Any) -> Any:
         import torch
 
-        cfg = self.cfg
+        cfg = self.train
         if cfg.optimizer == "sgd":
             self.optimizer = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)
         else:
             self.optimizer = torch.optim.Adam(params, lr=cfg.lr)
         return self.optimizer
 
-    def schedule(self, total_steps: int) -> Any:
-        """A scheduler to step once per training step, or None for a constant rate."""
+    def schedule(self) -> Any:
+        """A scheduler to step once per training step, or None: a constant rate, or no
+        torch optimizer (the backend's framework schedules its own)."""
         import torch
 
-        if self.cfg.schedule == "constant" or self.optimizer is None:
+        if self.train.schedule == "constant" or self.optimizer is None:
             return None
-        return torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, max(total_steps, 1))
+        return torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, max(self.total_steps, 1))
+
+
+def _correct(out: Any, y: Any) -> int:
+    """Correct predictions in a step's output: the logits, or the count itself."""
+    if isinstance(out, int):
+        return out
+    return int((out.argmax(1) == y.to(out.device)).sum().item())
 
 
 def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: float) -> None:
@@ -119,15 +131,22 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
     can_reset = memory.reset_peak()
     t = time.perf_counter()
     ctx = PrepareContext(workdir=Path(task.workdir))
-    optimizer = _OptimizerFactory(cfg)
+    optimizer = _OptimizerFactory(cfg, cfg.epochs * len(train))
     prepared = backend.prepare_train(model, optimizer, F.cross_entropy, example, cell, ctx)
-    scheduler = optimizer.schedule(cfg.epochs * len(train))
+    scheduler = optimizer.schedule()
     phases.prepare_s = time.perf_counter() - t
+
+    def place(x: Any, y: Any) -> tuple[Any, Any]:
+        if prepared.place is not None:
+            return prepared.place(x, y)
+        return x.map(lambda t: t.to(device, non_blocking=cuda)), y.to(device, non_blocking=cuda)
+
     result.details = {
         **prepared.details,
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
         **run_details(task, splits),
+        "stochastic_layers": stochastic_layers(model),
     }
 
     def sync() -> None:
@@ -136,6 +155,8 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
 
     clock = time.perf_counter_ns
     samples_ns: list[int] = []
+    first_losses: list[float] = []
+    result.details["first_losses"] = first_losses  # filled as the steps run
     reference: float | None = None  # loss the divergence rule compares against
     t_loop = time.perf_counter()
     first = Edge.now()
@@ -151,14 +172,13 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
         for i in range(len(train)):
             t0 = clock()
             x, y = train.get(order, i)
-            if cuda:  # pinned memory lets the copy run asynchronously
+            if cuda and prepared.place is None:  # pinned: the copy runs asynchronously
                 x, y = x.map(lambda t: t.pin_memory()), y.pin_memory()
             t1 = clock()
-            x = x.map(lambda t: t.to(device, non_blocking=cuda))
-            y = y.to(device, non_blocking=cuda)
+            placed_x, placed_y = place(x, y)
             sync()
             t2 = clock()
-            loss, logits = prepared.step(x, y)
+            loss, out = prepared.step(placed_x, placed_y)
             sync()
             t3 = clock()
             if scheduler is not None:
@@ -169,9 +189,11 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
                 result.cold_start_ms = (t3 - t2) / 1e6
             else:
                 samples_ns.append(t3 - t2)
-            value = float(loss.item())
+            value = float(loss)
             losses.append(value)
-            correct += int((logits.argmax(1) == y).sum().item())
+            if len(first_losses) < FIRST_LOSSES:
+                first_losses.append(value)
+            correct += _correct(out, y)
             seen += len(y)
             if reference is None:
                 reference = value
@@ -214,8 +236,8 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
         eval_order = test.order(None)
         for i in range(len(test)):
             x, y = test.get(eval_order, i)
-            x, y = x.to(device), y.to(device)
-            logits = prepared.evaluate(x)
+            logits = prepared.evaluate(place(x, y)[0])
+            y = y.to(logits.device)
             eval_loss += float(F.cross_entropy(logits, y, reduction="sum").item())
             eval_correct += int((logits.argmax(1) == y).sum().item())
         eval_ns = clock() - t_eval
