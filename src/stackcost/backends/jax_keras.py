@@ -7,13 +7,17 @@ JAX user's inference function takes its parameters.
 
 XLA's CPU client sizes its thread pool by the CPUs the process may use, so the cell's
 thread count is applied as CPU affinity before JAX imports (pin_threads).
+
+Training is the loop of Keras' guide to training in JAX: `jax.value_and_grad` of the
+stateless forward and loss, then `optimizer.stateless_apply`, jitted as one step over the
+whole state (weights, BatchNorm statistics, optimizer slots), which the step donates.
 """
 
 from __future__ import annotations
 
 import os
 
-from stackcost.backends.base import Availability
+from stackcost.backends.base import Availability, TrainPrepared
 from stackcost.backends.keras_common import KerasRung
 
 
@@ -65,3 +69,60 @@ class JaxBackend(KerasRung):
             return np.asarray(forward(trainable, non_trainable, placed))  # waits for it
 
         return step, {"call": "jax.jit(model.stateless_call)", "via": "Keras 3 on JAX"}
+
+    def compile_train(self, keras_model, optimizer, loss, cell):
+        import jax
+
+        from stackcost.backends.keras_training import images, to_torch
+
+        optimizer.build(keras_model.trainable_variables)
+
+        def loss_and_updates(trainable, non_trainable, x, y):
+            logits, non_trainable = keras_model.stateless_call(
+                trainable, non_trainable, x, training=True
+            )
+            return loss(y, logits), (logits, non_trainable)
+
+        gradients = jax.value_and_grad(loss_and_updates, has_aux=True)
+
+        def train(state, x, y):
+            trainable, non_trainable, slots = state
+            (value, (logits, non_trainable)), grads = gradients(trainable, non_trainable, x, y)
+            trainable, slots = optimizer.stateless_apply(slots, grads, trainable)
+            return value, logits, (trainable, non_trainable, slots)
+
+        train = jax.jit(train, donate_argnums=0)  # the old state is not read again
+
+        @jax.jit
+        def forward(trainable, non_trainable, x):
+            return keras_model.stateless_call(trainable, non_trainable, x, training=False)[0]
+
+        state = [
+            tuple(
+                [v.value for v in variables]
+                for variables in (
+                    keras_model.trainable_variables,
+                    keras_model.non_trainable_variables,
+                    optimizer.variables,
+                )
+            )
+        ]
+
+        def step(x, y):
+            value, logits, state[0] = train(state[0], x, y)
+            return float(value), to_torch(logits)  # both wait for the step
+
+        def evaluate(x):
+            trainable, non_trainable, _ = state[0]
+            return to_torch(forward(trainable, non_trainable, x))
+
+        return TrainPrepared(
+            step,
+            {
+                "call": "jax.jit(value_and_grad(stateless_call) + optimizer.stateless_apply)",
+                "via": "Keras 3 on JAX",
+                "state_donated": True,
+            },
+            evaluate=evaluate,
+            place=lambda x, y: (jax.device_put(images(x)), jax.device_put(y.numpy())),
+        )

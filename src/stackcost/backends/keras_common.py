@@ -6,10 +6,15 @@ model's weights converted at startup) on one framework, called one way:
 - `environment` sets KERAS_BACKEND and the framework's thread pools before it imports;
 - `prepare` converts the model and places the input (NHWC, the framework's own tensor)
   outside the timed step, then asks the rung for its step (`compile_step`);
-- the record says which framework, which call, the layout, and the thread counts the
-  framework reports it actually uses.
+- `prepare_train` converts the same way and asks the rung for its training step
+  (`compile_train`), with the run's optimizer and schedule rebuilt in Keras
+  (keras_training.py); each batch is placed in the framework's layout as its copy;
+- bf16 is Keras' mixed_bfloat16 policy (bf16 compute, float32 weights and logits);
+- the record says which framework, which call, the layout, the precision asked for and
+  the dtypes the built model computes in, and the thread counts the framework reports it
+  actually uses.
 
-A rung is one small subclass: its framework, its call, and whether XLA compiles it.
+A rung is one small subclass: its framework, its calls, and whether XLA compiles them.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stackcost.backends.base import Availability, Backend, Prepared
+from stackcost.backends.base import Availability, Backend, Capabilities, Prepared, TrainPrepared
 from stackcost.backends.keras_models import supports
 
 if TYPE_CHECKING:
@@ -28,6 +33,8 @@ if TYPE_CHECKING:
     from stackcost.cell import Cell
 
 LAYOUT = "NHWC: the NCHW input transposed once, outside the timed step"
+# The Keras dtype policy per precision: bf16 computes in bfloat16 over float32 weights.
+POLICY = {"fp32": "float32", "bf16": "mixed_bfloat16"}
 
 
 class KerasRung(Backend):
@@ -35,6 +42,7 @@ class KerasRung(Backend):
 
     keras_backend: ClassVar[str] = "tensorflow"
     jit: ClassVar[bool] = False  # XLA compiles the step
+    capabilities = Capabilities(modes=frozenset({"infer", "train"}), precisions=frozenset(POLICY))
     torch_profiled = False  # the step runs in TensorFlow or XLA, not in aten ops
 
     def available(self) -> Availability:
@@ -55,33 +63,60 @@ class KerasRung(Backend):
         }
 
     def prepare(self, model, example, cell, ctx):
-        from stackcost.backends.keras_models import nhwc, to_keras
+        from stackcost.backends.keras_models import nhwc
+
+        threads = self.pin_threads(cell)
+        keras_model, convert_s = self._convert(model, example, cell)
+        x = example.tensors[0].detach().cpu().float().numpy()
+        step, details = self.compile_step(keras_model, nhwc(x), cell)
+        return Prepared(step, {**details, **self._record(keras_model, cell, convert_s), **threads})
+
+    def prepare_train(self, model, optimizer_factory, loss_fn, example, cell, ctx):
+        from stackcost.backends.keras_training import cross_entropy, keras_optimizer, recipe
+
+        threads = self.pin_threads(cell)
+        keras_model, convert_s = self._convert(model, example, cell)
+        optimizer = keras_optimizer(optimizer_factory)
+        # loss_fn is torch's cross_entropy: the framework computes the same loss itself.
+        prepared = self.compile_train(keras_model, optimizer, cross_entropy(), cell)
+        prepared.details.update(
+            {
+                **recipe(optimizer),
+                **self._record(keras_model, cell, convert_s),
+                **threads,
+                "grad_mode": "autograd",
+            }
+        )
+        return prepared
+
+    def _convert(self, model: Any, example: Any, cell: Cell) -> tuple[Any, float]:
+        """The Keras twin of `model` (its weights converted), and the seconds it took."""
+        from stackcost.backends.keras_models import to_keras
 
         if len(example.tensors) != 1 or example.tensors[0].dim() != 4:
             raise RuntimeError(
                 f"{self.name} runs image models (one NCHW input), not {cell.model.name}"
             )
-        threads = self.pin_threads(cell)
-        x = example.tensors[0].detach().cpu().float().numpy()
         start = time.perf_counter()
-        keras_model = to_keras(model, tuple(x.shape[1:]))
-        convert_s = time.perf_counter() - start
-        step, details = self.compile_step(keras_model, nhwc(x), cell)
+        keras_model = to_keras(model, tuple(example.tensors[0].shape[1:]), POLICY[cell.precision])
+        return keras_model, time.perf_counter() - start
+
+    def _record(self, keras_model: Any, cell: Cell, convert_s: float) -> dict[str, Any]:
         import keras
 
-        details.update(
-            {
-                "framework": self.keras_backend,
-                "keras": keras.__version__,
-                "keras_backend": keras.backend.backend(),
-                "jit_compile": self.jit,
-                "input_layout": LAYOUT,
-                "weights": "converted from the eager model's state dict (OIHW->HWIO)",
-                "convert_s": convert_s,
-                **threads,
-            }
-        )
-        return Prepared(step, details)
+        from stackcost.backends.keras_models import precision_used
+
+        return {
+            "precision_requested": cell.precision,
+            **precision_used(keras_model),
+            "framework": self.keras_backend,
+            "keras": keras.__version__,
+            "keras_backend": keras.backend.backend(),
+            "jit_compile": self.jit,
+            "input_layout": LAYOUT,
+            "weights": "converted from the eager model's state dict (OIHW->HWIO)",
+            "convert_s": convert_s,
+        }
 
     def pin_threads(self, cell: Cell) -> dict[str, Any]:
         """Set the framework's thread pools to the cell's count before its first op, and
@@ -104,4 +139,11 @@ class KerasRung(Backend):
         self, keras_model: Any, x: np.ndarray, cell: Cell
     ) -> tuple[Callable[[], Any], dict[str, Any]]:
         """The rung's step over the placed input, and what to record about its call."""
+        raise NotImplementedError
+
+    def compile_train(
+        self, keras_model: Any, optimizer: Any, loss: Any, cell: Cell
+    ) -> TrainPrepared:
+        """The rung's training step (forward, gradients, optimizer), its evaluation and
+        its placement of a batch (backends.base.TrainPrepared), with what to record."""
         raise NotImplementedError

@@ -34,9 +34,13 @@ def supports(model_name: str) -> str | None:
     return f"no Keras definition of {model_name} (defined: {', '.join(MODELS)})"
 
 
-def to_keras(model: nn.Module, image_shape: tuple[int, int, int]) -> Any:
+def to_keras(model: nn.Module, image_shape: tuple[int, int, int], policy: str = "float32") -> Any:
     """A keras.Model computing what `model` computes, on NHWC input of `image_shape`
-    (C, H, W as the torch model takes it), with `model`'s weights."""
+    (C, H, W as the torch model takes it), with `model`'s weights.
+
+    `policy` is the Keras dtype policy its layers are built with: "mixed_bfloat16"
+    computes in bf16 over float32 weights; the output is cast back to float32 (Keras'
+    advice for the last layer), so every rung hands back fp32 logits."""
     import keras
 
     from stackcost.zoo.mlp import MLP
@@ -44,16 +48,34 @@ def to_keras(model: nn.Module, image_shape: tuple[int, int, int]) -> Any:
     from stackcost.zoo.resnet import ResNet
 
     c, h, w = image_shape
-    inputs = keras.Input(shape=(h, w, c), name="input")
-    if isinstance(model, ResNet):
-        outputs = _resnet(model, inputs)
-    elif isinstance(model, MnistCNN):
-        outputs = _mnist_cnn(model, inputs)
-    elif isinstance(model, MLP):
-        outputs = _mlp(model, inputs, image_shape)
-    else:
-        raise TypeError(f"no Keras definition of {type(model).__name__}")
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)  # the layers built below take it
+    try:
+        inputs = keras.Input(shape=(h, w, c), name="input")
+        if isinstance(model, ResNet):
+            outputs = _resnet(model, inputs)
+        elif isinstance(model, MnistCNN):
+            outputs = _mnist_cnn(model, inputs)
+        elif isinstance(model, MLP):
+            outputs = _mlp(model, inputs, image_shape)
+        else:
+            raise TypeError(f"no Keras definition of {type(model).__name__}")
+        if policy != "float32":
+            outputs = keras.layers.Activation("linear", dtype="float32")(outputs)
+    finally:
+        keras.config.set_dtype_policy(previous)
     return keras.Model(inputs, outputs, name=type(model).__name__.lower())
+
+
+def precision_used(keras_model: Any) -> dict[str, Any]:
+    """What the built model computes in: its layers' dtype policies and compute dtypes
+    (those holding weights), and the dtype of its weights."""
+    layers = [layer for layer in keras_model.layers if layer.weights]
+    return {
+        "dtype_policy": sorted({layer.dtype_policy.name for layer in layers}),
+        "compute_dtype": sorted({layer.compute_dtype for layer in layers}),
+        "variable_dtype": sorted({v.dtype for v in keras_model.weights}),
+    }
 
 
 def nhwc(x: np.ndarray) -> np.ndarray:
@@ -67,7 +89,8 @@ def nhwc(x: np.ndarray) -> np.ndarray:
 
 
 def _numpy(t: Any) -> np.ndarray:
-    return t.detach().cpu().float().numpy()
+    # A copy: JAX on CPU may alias a numpy buffer, and this one is the torch parameter.
+    return t.detach().cpu().float().numpy().copy()
 
 
 def _conv(x: Any, conv: nn.Conv2d) -> Any:

@@ -3,10 +3,14 @@
 `tf` is the graph TensorFlow's runtime executes op by op (oneDNN kernels on x86); `tf-xla`
 is the same function with `jit_compile=True`, so XLA fuses and compiles it on the first
 call (counted in the cold call, as Inductor's compile is).
+
+Training is the loop a TensorFlow user writes: a `tf.function` (with or without XLA) that
+records the forward on a GradientTape and applies the gradients with the optimizer.
 """
 
 from __future__ import annotations
 
+from stackcost.backends.base import TrainPrepared
 from stackcost.backends.keras_common import KerasRung
 
 
@@ -24,6 +28,34 @@ class TFBackend(KerasRung):
             return graph(placed).numpy()  # .numpy() waits for the result
 
         return step, {"call": "tf.function(model(x, training=False))"}
+
+    def compile_train(self, keras_model, optimizer, loss, cell):
+        import tensorflow as tf
+
+        from stackcost.backends.keras_training import images, to_torch
+
+        weights = keras_model.trainable_weights
+
+        @tf.function(jit_compile=self.jit)
+        def train(x, y):
+            with tf.GradientTape() as tape:
+                logits = keras_model(x, training=True)
+                value = loss(y, logits)
+            optimizer.apply(tape.gradient(value, weights), weights)
+            return value, logits
+
+        forward = tf.function(lambda t: keras_model(t, training=False), jit_compile=self.jit)
+
+        def step(x, y):
+            value, logits = train(x, y)
+            return value.numpy(), to_torch(logits)  # .numpy() waits for the step
+
+        return TrainPrepared(
+            step,
+            {"call": "tf.function(GradientTape + optimizer.apply)"},
+            evaluate=lambda x: to_torch(forward(x)),
+            place=lambda x, y: (tf.constant(images(x)), tf.constant(y.numpy())),
+        )
 
 
 class TFXLABackend(TFBackend):
