@@ -210,6 +210,7 @@ def agreement_figure(runs: list[RunResult], colors: list[str]) -> tuple[go.Figur
         xaxis_title="training step",
         yaxis_title="|loss − eager's| / eager's",
         yaxis_type="log",
+        yaxis_exponentformat="e",  # 1e-4, not plotly's SI "100µ"
         template="plotly_white",
         height=380,
     )
