@@ -34,7 +34,16 @@ def start(tmp_path):
         str(tmp_path / "s.db"),
         "--quiet",
     ]
-    return cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return cmd, subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint
+    )
+
+
+def _default_sigint() -> None:
+    """Ctrl-C as from a terminal: a test suite started in the background (`make test &`,
+    nohup) hands its children SIGINT ignored, and Python then never raises
+    KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def stored(tmp_path) -> int:
