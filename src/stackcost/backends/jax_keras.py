@@ -73,7 +73,8 @@ class JaxBackend(KerasRung):
     def compile_train(self, keras_model, optimizer, loss, cell):
         import jax
 
-        from stackcost.backends.keras_training import images, to_torch
+        from stackcost.backends.keras_models import images
+        from stackcost.backends.keras_training import to_torch
 
         optimizer.build(keras_model.trainable_variables)
 

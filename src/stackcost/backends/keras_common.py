@@ -63,12 +63,11 @@ class KerasRung(Backend):
         }
 
     def prepare(self, model, example, cell, ctx):
-        from stackcost.backends.keras_models import nhwc
+        from stackcost.backends.keras_models import images
 
         threads = self.pin_threads(cell)
         keras_model, convert_s = self._convert(model, example, cell)
-        x = example.tensors[0].detach().cpu().float().numpy()
-        step, details = self.compile_step(keras_model, nhwc(x), cell)
+        step, details = self.compile_step(keras_model, images(example), cell)
         return Prepared(step, {**details, **self._record(keras_model, cell, convert_s), **threads})
 
     def prepare_train(self, model, optimizer_factory, loss_fn, example, cell, ctx):
@@ -80,12 +79,7 @@ class KerasRung(Backend):
         # loss_fn is torch's cross_entropy: the framework computes the same loss itself.
         prepared = self.compile_train(keras_model, optimizer, cross_entropy(), cell)
         prepared.details.update(
-            {
-                **recipe(optimizer),
-                **self._record(keras_model, cell, convert_s),
-                **threads,
-                "grad_mode": "autograd",
-            }
+            {**recipe(optimizer), **self._record(keras_model, cell, convert_s), **threads}
         )
         return prepared
 

@@ -85,6 +85,12 @@ def nhwc(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
 
 
+def images(x: Any) -> np.ndarray:
+    """The NHWC numpy batch of an Example holding one NCHW image tensor (a copy: what
+    every Keras-based rung feeds its framework)."""
+    return nhwc(x.tensors[0].detach().cpu().float().numpy())
+
+
 # -- layers with converted weights -----------------------------------------------------
 
 

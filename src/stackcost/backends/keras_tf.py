@@ -50,7 +50,8 @@ class KerasBackend(KerasRung):
     def compile_train(self, keras_model, optimizer, loss, cell):
         import keras
 
-        from stackcost.backends.keras_training import images, to_torch
+        from stackcost.backends.keras_models import images
+        from stackcost.backends.keras_training import to_torch
 
         accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
         keras_model.compile(

@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import numpy as np
     import torch
 
     from stackcost.backends.base import OptimizerFactory
@@ -69,13 +68,6 @@ def to_torch(array: Any) -> torch.Tensor:
     import torch
 
     return torch.from_numpy(np.array(array))
-
-
-def images(x: Any) -> np.ndarray:
-    """The NHWC numpy batch of an Example holding one NCHW image tensor."""
-    from stackcost.backends.keras_models import nhwc
-
-    return nhwc(x.tensors[0].detach().cpu().float().numpy())
 
 
 def recipe(optimizer: Any) -> dict[str, Any]:

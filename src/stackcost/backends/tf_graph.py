@@ -32,7 +32,8 @@ class TFBackend(KerasRung):
     def compile_train(self, keras_model, optimizer, loss, cell):
         import tensorflow as tf
 
-        from stackcost.backends.keras_training import images, to_torch
+        from stackcost.backends.keras_models import images
+        from stackcost.backends.keras_training import to_torch
 
         weights = keras_model.trainable_weights
 
