@@ -180,7 +180,7 @@ def agreement_figure(runs: list[RunResult], colors: list[str]) -> tuple[go.Figur
             label = f"{c.cell.model.name} · {c.cell.backend}"
             verdicts.append(f"{label}: {found.label()}")  # the template escapes notes
             name = html.escape(label)  # plotly renders markup in trace names
-            if found.max_rel_diff is None or eager is None:
+            if eager is None or not found.diffs:
                 continue
             diffs = relative(first_losses(c), first_losses(eager))
             fig.add_trace(

@@ -62,21 +62,20 @@ def relative(mine: list[float], reference: list[float]) -> list[float]:
     return [abs(a - b) / max(abs(b), 1e-12) for a, b in zip(mine, reference, strict=False)]
 
 
+def _recorded(c: CellResult, key: str) -> list:
+    """A list the train worker recorded in the first repetition's details ([] if none)."""
+    return list(c.repetitions[0].details.get(key) or []) if c.repetitions else []
+
+
 def first_losses(c: CellResult) -> list[float]:
-    rep = c.repetitions[0] if c.repetitions else None
-    return list(rep.details.get("first_losses") or []) if rep else []
-
-
-def _stochastic(c: CellResult) -> list[str]:
-    rep = c.repetitions[0] if c.repetitions else None
-    return list(rep.details.get("stochastic_layers") or []) if rep else []
+    return _recorded(c, "first_losses")
 
 
 def agreement(level: CellResult, eager: CellResult | None) -> Agreement:
     """`level`'s first STEPS losses against `eager`'s (the same cell but the backend)."""
     if eager is None:
         return Agreement((), "no eager level in this run")
-    random_layers = _stochastic(level) or _stochastic(eager)
+    random_layers = _recorded(level, "stochastic_layers") or _recorded(eager, "stochastic_layers")
     if random_layers:
         return Agreement((), f"{', '.join(random_layers)} draw per framework", stochastic=True)
     diffs = relative(first_losses(level)[:STEPS], first_losses(eager)[:STEPS])

@@ -17,9 +17,6 @@ from stackcost.spec import MAX_REPEATS, SpecError
 from stackcost.workload import Workload
 
 DEFAULT_BACKENDS = ("eager", "inductor", "torchscript")
-# Named in the refusal when no backend asked for can train (the C++ levels too).
-TRAINABLE = ("eager", "inductor", "torchscript", "tf", "tf-xla", "keras", "keras-xla", "jax")
-TRAINABLE += ("libtorch", "onednn")  # the C++ levels
 
 
 class TrainSpec(BaseModel):
@@ -101,6 +98,13 @@ def check_data(dataset: str, data_dir: str | None) -> None:
         raise SpecError(str(exc).splitlines()[0]) from None
 
 
+def trainable() -> list[str]:
+    """The registered backends that train (their classes import no framework)."""
+    from stackcost.backends import load_backend
+
+    return [name for name in REGISTRY if "train" in load_backend(name).capabilities.modes]
+
+
 def check_backends(backends: list[str], mode: str = "train") -> None:
     """Unknown backends are bad input; so is a request where no backend can train."""
     if not backends:
@@ -119,5 +123,5 @@ def check_backends(backends: list[str], mode: str = "train") -> None:
         only = backends[0] if len(backends) == 1 else ", ".join(backends)
         raise SpecError(
             f"cannot train: {only} {'is' if len(backends) == 1 else 'are'} inference only "
-            f"(trainable: {', '.join(TRAINABLE)})"
+            f"(trainable: {', '.join(trainable())})"
         )

@@ -73,10 +73,10 @@ class _OptimizerFactory:
 
 
 def _correct(out: Any, y: Any) -> int:
-    """Correct predictions in a step's output: the logits, or the count itself."""
+    """Correct predictions in a step's output: the logits (on y's device), or the count."""
     if isinstance(out, int):
         return out
-    return int((out.argmax(1) == y.to(out.device)).sum().item())
+    return int((out.argmax(1) == y).sum().item())
 
 
 def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: float) -> None:
@@ -193,7 +193,8 @@ def _train(task: TrainTask, result: RepetitionResult, phases: Phases, t_start: f
             losses.append(value)
             if len(first_losses) < FIRST_LOSSES:
                 first_losses.append(value)
-            correct += _correct(out, y)
+            # Torch levels' labels are already on the logits' device; others' stay torch.
+            correct += _correct(out, y if prepared.place else placed_y)
             seen += len(y)
             if reference is None:
                 reference = value
