@@ -80,6 +80,35 @@ class TrainConfig(Frozen):
     data_seed: int = 0  # shuffling: epoch e uses torch.Generator().manual_seed(data_seed + e)
 
 
+# MLPerf LoadGen's deployment scenarios (stackcost.scenario), as `--scenario` spells them.
+SCENARIOS: tuple[str, ...] = ("single-stream", "multi-stream", "server", "offline")
+
+
+class ScenarioConfig(Frozen):
+    """A LoadGen deployment scenario and the settings that shape its answer: part of the
+    cell's identity. Settings a scenario does not read stay None (or 1), so two cells of
+    one scenario differ only where their numbers could. What LoadGen is told from a
+    calibration (expected latency, starting QPS) is recorded with the result instead."""
+
+    name: Literal["single-stream", "multi-stream", "server", "offline"]
+    latency_bound_ms: float | None = Field(None, gt=0)  # server: p99 must stay under it
+    samples_per_query: int | None = Field(None, ge=1)  # multi-stream
+    instances: int = Field(1, ge=1)  # server, offline: prepared steps serving concurrently
+    min_duration_ms: int = Field(ge=0)
+    min_query_count: int = Field(ge=1)
+
+    def label(self) -> str:
+        """'server 50ms x2', 'multi-stream 8/q', 'single-stream'."""
+        extra = []
+        if self.latency_bound_ms is not None:
+            extra.append(f"{self.latency_bound_ms:g}ms")
+        if self.samples_per_query is not None:
+            extra.append(f"{self.samples_per_query}/q")
+        if self.instances > 1:
+            extra.append(f"x{self.instances}")
+        return " ".join([self.name, *extra])
+
+
 class Cell(Frozen):
     model: ModelRef
     backend: str
@@ -96,6 +125,9 @@ class Cell(Frozen):
     backend_options: dict[str, str] = Field(default_factory=dict)
     # Set for mode "train" only; left out of the key when None so inference keys stay stable.
     train: TrainConfig | None = None
+    # A LoadGen scenario (stackcost.scenario) instead of the timed loop; left out of the key
+    # when None, like `train`, so every timed-loop key stays what it was.
+    scenario: ScenarioConfig | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -124,6 +156,8 @@ class Cell(Frozen):
         data["model"] = self.model.key_data()
         if self.train is None:
             del data["train"]
+        if self.scenario is None:
+            del data["scenario"]
         sizes = data.pop("sizes")
         if list(sizes) == ["resolution"]:
             data["resolution"] = sizes["resolution"]
@@ -140,9 +174,10 @@ class Cell(Frozen):
 
     def label(self) -> str:
         sizes = "".join(f" {v}{SIZE_TAGS.get(k, k)}" for k, v in self.sizes.items())
+        scenario = f" [{self.scenario.label()}]" if self.scenario else ""
         return (
             f"{self.model.name} {self.backend} {self.mode} b{self.batch_size}{sizes} "
-            f"{self.precision} t{self.threads} {self.device}"
+            f"{self.precision} t{self.threads} {self.device}{scenario}"
         )
 
     def flat(self) -> dict[str, Any]:
@@ -158,6 +193,8 @@ class Cell(Frozen):
             "threads": self.threads,
             "device": self.device,
             "init": self.model.init,
+            # Only on scenario cells: a timed-loop run's columns stay what they were.
+            **({"scenario": self.scenario.label()} if self.scenario else {}),
         }
 
 

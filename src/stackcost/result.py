@@ -12,6 +12,7 @@ from stackcost.measure.flops import Work
 from stackcost.measure.stats import Stats
 from stackcost.measure.telemetry import Telemetry
 from stackcost.profile.breakdown import Breakdown
+from stackcost.scenario.summary import ScenarioResult
 from stackcost.verify import Verification
 
 Status = Literal[
@@ -90,6 +91,26 @@ class Phases(BaseModel):
     total_s: float | None = None
 
 
+class Node(BaseModel):
+    """The Ray node a repetition ran on (execute/ray_executor.py)."""
+
+    node_id: str
+    # stackcost.env.fingerprint of the node's own environment: the run's is the driver's.
+    env_fingerprint: str | None = None
+    cores: list[int] = Field(default_factory=list)  # pinned to these; empty: unpinned
+    waited_s: float = 0.0  # for its cores, on the node, before the worker started
+
+
+class LostAttempt(BaseModel):
+    """A try of this repetition whose node (or Ray worker) died before it finished; the
+    repetition then ran again, elsewhere if the node was gone."""
+
+    node_id: str | None = None  # where Ray's error names it
+    host: str | None = None
+    error: str
+    at: str
+
+
 class RepetitionResult(BaseModel):
     status: Status
     reason: str = ""
@@ -123,6 +144,11 @@ class RepetitionResult(BaseModel):
     profile_notes: list[str] = Field(default_factory=list)  # what could not be profiled, why
     # Other processes' CPU over the timed loop (always measured; None where not timed).
     disturbance: Disturbance | None = None
+    # A scenario cell's LoadGen run: its verdict, headline metric and summary numbers.
+    scenario: ScenarioResult | None = None
+    host: str | None = None  # the machine it ran on (hostname)
+    node: Node | None = None  # on a Ray cluster: the node, its environment, its cores
+    lost_attempts: list[LostAttempt] = Field(default_factory=list)  # tries a dead node lost
 
     @property
     def leak_bytes_per_iter(self) -> float | None:
@@ -130,8 +156,13 @@ class RepetitionResult(BaseModel):
 
     @property
     def startup_ms(self) -> float | None:
-        """Time to the first output: the backend's prepare (export, AOT compile) + cold call."""
-        if self.cold_start_ms is None or self.phases.prepare_s is None:
+        """Time to the first output: the backend's prepare (export, AOT compile) + cold call.
+
+        None for a repetition that reused an earlier repetition's export or compile
+        (backends/artifacts.py): its prepare skipped what startup measures."""
+        from stackcost.backends.artifacts import reused
+
+        if self.cold_start_ms is None or self.phases.prepare_s is None or reused(self.details):
             return None
         return self.phases.prepare_s * 1e3 + self.cold_start_ms
 

@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from stackcost import zoo
 from stackcost.backends import REGISTRY, is_import_path
-from stackcost.cell import DEVICES, HF_PREFIX, MODES, PRECISIONS, Cell, ModelRef
+from stackcost.cell import DEVICES, HF_PREFIX, MODES, PRECISIONS, SCENARIOS, Cell, ModelRef
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
+from stackcost.scenario.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
 from stackcost.verify import DEFAULT_TOLERANCE
 from stackcost.workload import SIZE_AXES, Workload
 
@@ -182,6 +183,10 @@ class RunSpec(BaseModel):
     # Workloads that live in code the parent does not import ("hf:" types, a user's
     # Workload): their facts, learned in a child by `validate`, keyed by model name.
     learned: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # What each cell runs: the timed loop ("timed-loop", the default) and/or MLPerf
+    # LoadGen scenarios (stackcost.scenario), with the LoadGen knobs they read.
+    scenarios: list[str] = Field(default_factory=lambda: [TIMED_LOOP])
+    loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
 
     @model_validator(mode="before")
     @classmethod
@@ -212,7 +217,11 @@ class RunSpec(BaseModel):
         """Identity of the spec, for resume."""
         import hashlib
 
-        return hashlib.sha1(self.model_dump_json().encode()).hexdigest()[:16]
+        # Scenario fields at their defaults are left out: a timed-loop spec keeps the digest
+        # it had before scenarios existed, so its stored runs still resume.
+        plain = self.scenarios == [TIMED_LOOP] and self.loadgen == LoadGenSettings()
+        blob = self.model_dump_json(exclude={"scenarios", "loadgen"} if plain else None)
+        return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
     def cells(self) -> list[Cell]:
         out = []
@@ -220,7 +229,7 @@ class RunSpec(BaseModel):
             workload = self.workload(model)
             axes = workload.axes
             per_axis = [self.sizes.get(a) or [workload.sizes[a]] for a in axes]
-            for mode, batch, sizes, prec, threads, device, backend in itertools.product(
+            for mode, batch, sizes, prec, threads, device, backend, scenario in itertools.product(
                 self.modes,
                 self.batch_sizes,
                 [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*per_axis)],
@@ -228,6 +237,7 @@ class RunSpec(BaseModel):
                 self.threads,
                 self.devices,
                 self.backends,
+                [None if n == TIMED_LOOP else self.loadgen.config(n) for n in self.scenarios],
             ):
                 out.append(
                     Cell(
@@ -240,6 +250,7 @@ class RunSpec(BaseModel):
                         threads=threads,
                         device=device,
                         backend_options=self.backend_options.get(backend, {}),
+                        scenario=scenario,
                     )
                 )
         return out
@@ -354,6 +365,7 @@ def _check_sizes(spec: RunSpec) -> None:
         spec.precisions,
         spec.threads,
         spec.devices,
+        spec.scenarios,
     )
     cells = math.prod(len(axis) for axis in axes)
     if cells > MAX_CELLS:
@@ -406,6 +418,7 @@ def validate(fields: dict | RunSpec) -> RunSpec:
         raise SpecError("sample-interval applies only with profile (it is the sampler's rate)")
     if spec.max_batch != defaults["max_batch"].default and not spec.find_max_batch:
         raise SpecError("max-batch applies only with find-max-batch (it bounds the search)")
+    check_scenarios(spec)
     problem = check_names(spec.inherit_env)
     if problem:
         raise SpecError(problem)
@@ -418,6 +431,41 @@ def validate(fields: dict | RunSpec) -> RunSpec:
         if fact.options_problem:
             raise SpecError(fact.options_problem)
     return spec
+
+
+# LoadGen knobs and the scenarios that read them: a knob given without one is a mistake.
+LOADGEN_KNOBS = {
+    "latency_bound_ms": ("latency-bound", ("server",)),
+    "samples_per_query": ("samples-per-query", ("multi-stream",)),
+    "instances": ("instances", ("server", "offline")),
+    "min_duration_ms": ("loadgen-min-duration", SCENARIOS),
+    "min_query_count": ("loadgen-min-queries", SCENARIOS),
+}
+
+
+def check_scenarios(spec: RunSpec) -> None:
+    """Scenario names, knobs that some chosen scenario reads, LoadGen installed, and no
+    mode that has no meaning under LoadGen (a batch search, a profiled pass)."""
+    import importlib.util
+
+    parse_scenarios(",".join(spec.scenarios))
+    loadgen = [n for n in spec.scenarios if n != TIMED_LOOP]
+    for key, (flag, readers) in LOADGEN_KNOBS.items():
+        if getattr(spec.loadgen, key) is not None and not set(readers) & set(loadgen):
+            raise SpecError(f"{flag} applies only with --scenario {' or '.join(readers)}")
+    if not loadgen:
+        return
+    for flag, on in (("find-max-batch", spec.find_max_batch), ("profile", spec.profile)):
+        if on:
+            raise SpecError(
+                f"--{flag} measures the timed loop; it does not apply with --scenario "
+                f"{','.join(loadgen)} (run them separately)"
+            )
+    if importlib.util.find_spec("mlperf_loadgen") is None:
+        raise SpecError(
+            f"--scenario {','.join(loadgen)} needs MLPerf LoadGen, which is not installed: "
+            "pip install 'stackcost[loadgen]' (mlcommons-loadgen)"
+        )
 
 
 def check_sizes(sizes: dict[str, list[int]], workloads: list[Workload]) -> None:

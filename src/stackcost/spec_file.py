@@ -22,6 +22,7 @@ from stackcost.backends import REGISTRY, is_import_path
 from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
 from stackcost.measure.protocol import Protocol
+from stackcost.scenario.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
 from stackcost.spec import SpecError, model_ref, parse_config, parse_positive_ints, validate
 from stackcost.spec_yaml import load_mapping
 from stackcost.workload import SIZE_AXES
@@ -64,6 +65,9 @@ class SweepFile(BaseModel):
     profile: bool = False
     sample_interval_ms: float = Field(10.0, gt=0)
     inherit_env: list[str] = Field(default_factory=list)  # passed to workers, recorded
+    # The timed loop and/or MLPerf LoadGen scenarios, and LoadGen's knobs (stackcost.scenario).
+    scenarios: list[str] | str = Field(default_factory=lambda: [TIMED_LOOP])
+    loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
 
     @field_validator("models", mode="before")
     @classmethod
@@ -181,6 +185,11 @@ def _sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int])
     }
     if not fields["tolerance"]:
         fields.pop("tolerance")
+    if isinstance(sweep.scenarios, str):  # "single-stream,server" as on the command line
+        try:
+            fields["scenarios"] = parse_scenarios(sweep.scenarios)
+        except SpecError as exc:
+            raise SpecError(f"{at('scenarios')}: scenarios: {exc}") from None
     try:
         return validate(fields)
     except SpecError as exc:

@@ -17,6 +17,9 @@ which kind of backend it holds:
 - `build(cache_dir)`: `stackcost build` compiles what the backend needs ahead of time;
   nothing by default.
 
+A LoadGen scenario cell (stackcost.scenario) asks `prepare_instances(..., count)` for its
+parallel instances instead of running `run_repetition`; by default, `prepare` count times.
+
 Training has `train_repetition` beside `prepare_train`: a backend whose program runs the
 whole training loop itself overrides it; the others leave the loop to the train worker.
 """
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:  # torch is imported only inside worker processes
     import torch
 
+    from stackcost.backends.artifacts import ArtifactCache
     from stackcost.cell import Cell, TrainConfig
     from stackcost.measure.protocol import Measurement, Protocol
     from stackcost.profile.breakdown import Breakdown
@@ -140,6 +144,18 @@ class PrepareContext:
     """Where a backend may put artifacts (exported ONNX files, compiled packages)."""
 
     workdir: Path
+    # The run's artifacts shared by a cell's repetitions (backends/artifacts.py); None:
+    # this repetition makes its own, as every repetition did before the cache.
+    cache: ArtifactCache | None = None
+    weights_digest: str = ""  # the model's weights: part of every artifact's key
+
+
+def instance_context(ctx: PrepareContext, index: int) -> PrepareContext:
+    """Parallel instance `index` (> 0): a workdir of its own beside the first instance's,
+    everything else (the run's artifact cache, the weights) shared."""
+    import dataclasses
+
+    return dataclasses.replace(ctx, workdir=ctx.workdir / f"instance-{index}")
 
 
 class Backend(ABC):
@@ -225,6 +241,27 @@ class Backend(ABC):
         self, model: torch.nn.Module, example: Example, cell: Cell, ctx: PrepareContext
     ) -> Prepared:
         """Build the step. `model` is in eval mode, on the cell's device and precision."""
+
+    def prepare_instances(
+        self,
+        model: torch.nn.Module,
+        example: Example,
+        cell: Cell,
+        ctx: PrepareContext,
+        count: int,
+    ) -> list[Prepared]:
+        """`count` independent steps that may run at once, one per thread: the parallel
+        instances (sessions, streams, requests) a LoadGen Server or Offline scenario serves
+        queries with (`--instances`). By default `prepare` called `count` times, each in a
+        workdir of its own (so no instance overwrites an artifact another has loaded); each
+        instance uses the cell's threads. A backend with a cheaper way to get concurrent
+        instances of one compiled model (e.g. asynchronous infer requests) may override
+        this. A backend whose step runs in another program raises NotImplementedError from
+        `prepare`, which the worker reports as `unsupported`."""
+        return [
+            self.prepare(model, example, cell, ctx if i == 0 else instance_context(ctx, i))
+            for i in range(count)
+        ]
 
     def prepare_train(
         self,

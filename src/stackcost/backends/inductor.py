@@ -25,23 +25,42 @@ class InductorBackend(Backend):
             return Availability(False, "no C++ compiler: apt-get install g++")
         return Availability.needs_modules("torch", install="pip install torch")
 
-    def _fresh_cache(self, ctx) -> str:
+    def _fresh_cache(self, ctx, cell=None) -> tuple[str, dict]:
+        """Inductor's kernel cache for this compile, and what to record of it.
+
+        Inductor caches compiled kernels across processes (in /tmp by default); a cache of
+        this cell's own keeps the cold start a real compile rather than an earlier run's
+        hit. With the run's artifact cache (inference), the cell's later repetitions share
+        the first one's: their compile is a cache hit, and is labelled reused."""
         import os
         import sys
 
-        # Inductor caches compiled kernels across processes (in /tmp by default); a cache of
-        # this cell's own keeps the cold start a real compile rather than an earlier run's hit.
-        cache_dir = ctx.workdir / "inductor-cache"
+        import torch
+
+        if ctx.cache is not None and cell is not None:
+            key = {
+                "artifact": "inductor-kernels",
+                "cell": cell.key(),  # threads too: Inductor bakes the thread count into kernels
+                "weights": ctx.weights_digest,
+                "torch": torch.__version__,
+            }
+            cache_dir, reused = ctx.cache.directory(key)
+            record = {
+                "cache": "shared by the cell's repetitions",
+                "artifact": {"key": cache_dir.name, "reused": reused},
+            }
+        else:
+            cache_dir, record = ctx.workdir / "inductor-cache", {"cache": "fresh per prepare"}
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
         if (utils := sys.modules.get("torch._inductor.utils")) is not None:
             utils.clear_caches()  # in-memory caches left by an earlier cell in this process
-        return str(cache_dir)
+        return str(cache_dir), record
 
     def prepare(self, model, example, cell, ctx):
         import torch
         import torch._inductor
 
-        cache_dir = self._fresh_cache(ctx)
+        cache_dir, cache = self._fresh_cache(ctx, cell)
         mode = self.option(cell, "mode")
         freezing = self.option(cell, "freezing")
         if freezing not in ("true", "false"):
@@ -64,7 +83,7 @@ class InductorBackend(Backend):
                 "freezing": freezing == "true",
                 "fullgraph": False,
                 "dynamic": False,
-                "cache": "fresh per prepare",
+                **cache,
                 "cache_dir": cache_dir,
                 "grad_mode": "inference_mode",
                 "torch": torch.__version__,
@@ -75,7 +94,7 @@ class InductorBackend(Backend):
         import torch
         import torch._inductor
 
-        cache_dir = self._fresh_cache(ctx)
+        cache_dir, _ = self._fresh_cache(ctx)
         mode = self.option(cell, "mode")
         if self.option(cell, "freezing") == "true":
             raise ValueError("inductor freezing=true folds weights into constants: cannot train")

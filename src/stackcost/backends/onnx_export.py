@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from stackcost.backends.base import PrepareContext
+    from stackcost.cell import Cell
     from stackcost.workload import Example
 
 EXPORTERS = ("dynamo", "legacy")
@@ -34,6 +36,41 @@ def why_failed(error: BaseException) -> str:
         if cause:
             return cause[0][:200]
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:200]
+
+
+def onnx_for(
+    model: torch.nn.Module,
+    example: Example,
+    cell: Cell,
+    ctx: PrepareContext,
+    exporter: str,
+    fallback: bool,
+) -> tuple[Path, dict[str, Any]]:
+    """The cell's ONNX graph and its export record: exported into this repetition's
+    workdir, or, with the run's artifact cache, exported once and reused by the cell's
+    later repetitions (ONNX Runtime and OpenVINO cells of one shape share it: "so both
+    run the same graph")."""
+    if ctx.cache is None:
+        path = ctx.workdir / "onnx" / "model.onnx"
+        return path, export_onnx(model, example, path, exporter, fallback)
+    import torch
+
+    key = {
+        "artifact": "onnx",
+        "model": cell.model.key_data(),
+        "weights": ctx.weights_digest,
+        "batch_size": cell.batch_size,
+        "sizes": cell.sizes,
+        "precision": cell.precision,
+        "device": cell.device,
+        "exporter": exporter,
+        "fallback": fallback,
+        "torch": torch.__version__,
+    }
+    home, details = ctx.cache.reuse_or_make(
+        key, lambda d: export_onnx(model, example, d / "model.onnx", exporter, fallback)
+    )
+    return home / "model.onnx", details
 
 
 def export_onnx(

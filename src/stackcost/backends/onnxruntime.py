@@ -24,7 +24,7 @@ class OnnxRuntimeBackend(Backend):
         import numpy as np
         import onnxruntime as ort
 
-        from stackcost.backends.onnx_export import export_onnx
+        from stackcost.backends.onnx_export import onnx_for
 
         opt_level = self.option(cell, "opt_level")
         if opt_level not in opt_levels(ort):  # before the export, which takes a while
@@ -37,10 +37,9 @@ class OnnxRuntimeBackend(Backend):
                 "for cuda install onnxruntime-gpu instead of onnxruntime"
             )
 
-        path = ctx.workdir / "onnx" / "model.onnx"
         exporter = self.option(cell, "exporter")
         chosen = "exporter" in cell.backend_options
-        details = export_onnx(model, example, path, exporter, fallback=not chosen)
+        path, details = onnx_for(model, example, cell, ctx, exporter, fallback=not chosen)
 
         so = session_options(ort, cell.threads, opt_level)
         start = time.perf_counter()

@@ -26,7 +26,7 @@ class OpenVINOBackend(Backend):
         import numpy as np
         import openvino as ov
 
-        from stackcost.backends.onnx_export import export_onnx
+        from stackcost.backends.onnx_export import onnx_for
 
         core = ov.Core()
         if cell.precision == "bf16" and "BF16" not in core.get_property(
@@ -34,10 +34,9 @@ class OpenVINOBackend(Backend):
         ):
             raise RuntimeError("openvino bf16 requested but this CPU has no BF16 support")
 
-        path = ctx.workdir / "onnx" / "model.onnx"
         exporter = self.option(cell, "exporter")
         chosen = "exporter" in cell.backend_options
-        details = export_onnx(model, example, path, exporter, fallback=not chosen)
+        path, details = onnx_for(model, example, cell, ctx, exporter, fallback=not chosen)
 
         # The precision hint is always explicit: on CPUs with bf16 (AMX/AVX512-BF16) the
         # plugin silently runs bf16 when asked for nothing.

@@ -68,7 +68,7 @@ class TorchScriptBackend(Backend):
         # still measures it, so keep those notices out of the worker's output.
         with torch.no_grad(), warnings.catch_warnings():  # no autograd in the traced graph
             warnings.simplefilter("ignore", DeprecationWarning)
-            module = trace(model, example) if variant == "trace" else torch.jit.script(model)
+            module, record = self._graph(model, example, cell, ctx, variant)
             if optimize:
                 module = torch.jit.optimize_for_inference(torch.jit.freeze(module))
             elif freeze:
@@ -81,6 +81,7 @@ class TorchScriptBackend(Backend):
         return Prepared(
             step,
             {
+                **record,
                 "variant": variant,
                 "freeze": freeze,
                 "optimize": optimize,
@@ -88,6 +89,40 @@ class TorchScriptBackend(Backend):
                 "torch": torch.__version__,
             },
         )
+
+    @staticmethod
+    def _graph(model, example, cell, ctx, variant: str):
+        """The traced or scripted module, and what to record of where it came from.
+
+        A trace runs the model three times (once to record, twice to check): at batch 64
+        and 224 px that is most of prepare. With the run's artifact cache, the cell's
+        first repetition saves its graph and later ones load it; freezing and
+        optimize_for_inference run on every repetition (an optimized graph does not load
+        back in torch 2.13), so the module measured is built the same way."""
+        import torch
+
+        def build():
+            return trace(model, example) if variant == "trace" else torch.jit.script(model)
+
+        if ctx.cache is None:
+            return build(), {}
+        key = {
+            "artifact": f"torchscript-{variant}",
+            "cell": cell.key(),
+            "weights": ctx.weights_digest,
+            "torch": torch.__version__,
+        }
+        made = []
+
+        def make(home):
+            made.append(build())
+            torch.jit.save(made[0], str(home / "module.pt"))
+            return {}
+
+        home, record = ctx.cache.reuse_or_make(key, make)
+        if made:
+            return made[0], record
+        return torch.jit.load(str(home / "module.pt"), map_location=cell.device), record
 
     def prepare_train(self, model, optimizer_factory, loss_fn, example, cell, ctx):
         import warnings

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from stackcost.env import cores
+from stackcost.scenario.settings import SCENARIO_CHOICES, parse_duration_ms, parse_scenarios
 from stackcost.spec import (
     SpecError,
     check_int,
@@ -85,8 +86,72 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         metavar="NAME",
         help="pass this environment variable to workers (repeatable; recorded with the run)",
     )
+    add_scenario_args(p, defaults)
     p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
     p.add_argument("--quiet", action="store_true", help="no live progress")
+
+
+def add_scenario_args(p: argparse.ArgumentParser, defaults: bool) -> None:
+    """MLPerf LoadGen deployment scenarios (stackcost.scenario) and their knobs."""
+    p.add_argument(
+        "--scenario",
+        default="timed-loop" if defaults else None,
+        help=f"comma list of {', '.join(SCENARIO_CHOICES)}, or all (the LoadGen four); "
+        "default timed-loop, stackcost's own loop",
+    )
+    p.add_argument(
+        "--latency-bound",
+        metavar="DURATION",
+        help="server: the p99 latency bound, e.g. 50ms or 0.1s (default 50ms)",
+    )
+    p.add_argument(
+        "--samples-per-query", metavar="N", help="multi-stream: samples per query (default 8)"
+    )
+    p.add_argument(
+        "--instances",
+        metavar="N",
+        help="server, offline: prepared steps serving queries from N threads (default 1)",
+    )
+    p.add_argument(
+        "--loadgen-min-duration",
+        metavar="DURATION",
+        help="LoadGen's minimum test duration, e.g. 2s or 500ms (default 2s)",
+    )
+    p.add_argument(
+        "--loadgen-min-queries",
+        metavar="N",
+        help="LoadGen's minimum query count (default: the scenario's early-stopping minimum, "
+        "64 / 662 / 459 / 1)",
+    )
+
+
+def scenario_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """RunSpec's `scenarios` and `loadgen` from the flags that were given."""
+    fields: dict[str, Any] = {}
+    if args.scenario is not None:
+        fields["scenarios"] = parse_scenarios(args.scenario)
+    loadgen: dict[str, Any] = {}
+    if args.latency_bound is not None:
+        loadgen["latency_bound_ms"] = parse_duration_ms(args.latency_bound, "latency-bound", "ms")
+    if args.loadgen_min_duration is not None:
+        loadgen["min_duration_ms"] = round(
+            parse_duration_ms(args.loadgen_min_duration, "loadgen-min-duration", "s")
+        )
+    for key, flag, value in (
+        ("samples_per_query", "samples-per-query", args.samples_per_query),
+        ("instances", "instances", args.instances),
+        ("min_query_count", "loadgen-min-queries", args.loadgen_min_queries),
+    ):
+        if value is not None:
+            values = parse_positive_ints(value, flag)
+            if len(values) != 1:
+                raise SpecError(f"{flag} {value[:40]!r} must be one positive integer")
+            loadgen[key] = values[0]
+    if loadgen.get("instances", 1) > 64:
+        raise SpecError(f"instances {loadgen['instances']} is too many (allowed: 1..64)")
+    if loadgen:
+        fields["loadgen"] = loadgen
+    return fields
 
 
 def number(text: str, what: str, cast: type = float, minimum: float = 0.0) -> Any:
@@ -159,4 +224,5 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["max_batch"] = parse_positive_ints(args.max_batch, "max-batch")[0]
     if args.inherit_env:
         fields["inherit_env"] = args.inherit_env
+    fields.update(scenario_fields(args))
     return fields

@@ -13,7 +13,12 @@ from rich.console import Console
 from rich.text import Text
 
 from stackcost.commands.axes import add_axis_args, axis_fields, number
-from stackcost.execute.local import LocalExecutor
+from stackcost.commands.executor import (
+    add_executor_args,
+    check_executor_args,
+    cluster_line,
+    executor_for,
+)
 from stackcost.execute.machine_lock import MachineBusy, MachineLock
 from stackcost.measure.disturbance import POLICIES
 from stackcost.result import VALID_STATUSES, headline
@@ -55,6 +60,13 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="refuse (exit 75) instead of queueing when another stackcost is measuring here",
     )
+    p.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="every repetition starts a fresh interpreter and exports or compiles its own "
+        "artifacts (the slower way before warm workers and the artifact cache; same numbers)",
+    )
+    add_executor_args(p)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -157,12 +169,13 @@ def measure_and_show(
         raise SpecError(
             f"--on-disturbed {args.on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
         )
+    check_executor_args(args)
     problem = db_problem(args.db)
     if problem:
         raise SpecError(problem)
     err = Console(stderr=True)
     progress = LiveProgress(err, enabled=not args.quiet)
-    lock = machine_lock(args, err)
+    executor = executor_for(args, lambda: machine_lock(args, err), cluster_line(progress, err))
 
     def opened(run_id: str, resumed: bool, stored: int) -> None:
         if resumed:
@@ -170,11 +183,11 @@ def measure_and_show(
                 Text(f"resuming run {run_id}: {stored} repetitions already stored ({fresh_hint})")
             )
 
-    with Store(args.db) as store, progress:
+    with executor as chosen, Store(args.db) as store, progress:
         result = execute(
             spec,
             store,
-            executor=LocalExecutor(lock=lock),
+            executor=chosen,
             command=this_command(),
             resume=resume,
             on_start=progress.start,
@@ -182,6 +195,7 @@ def measure_and_show(
             on_open=opened,
             on_disturbed=args.on_disturbed,
             on_retry=retry_notice(err),
+            reuse_artifacts=not args.no_reuse,
             **({"make_task": make_task} if make_task else {}),
         )
     console.print((table or results_table)(result))

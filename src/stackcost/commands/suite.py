@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from stackcost.commands.executor import check_executor_args, cluster_line, executor_for
 from stackcost.commands.run import add_session_args, machine_lock, retry_notice, this_command
 from stackcost.measure.disturbance import POLICIES
 from stackcost.result import VALID_STATUSES
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise SpecError(
             f"--on-disturbed {args.on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
         )
+    check_executor_args(args)
     if not args.summary_only:
         problem = db_problem(args.db)
         if problem:
@@ -100,7 +102,6 @@ def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int
 
 
 def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
-    from stackcost.execute.local import LocalExecutor
     from stackcost.execute.runner import execute
     from stackcost.report.progress import LiveProgress
     from stackcost.report.suite_summary import summary_renderables
@@ -108,12 +109,12 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
     from stackcost.suite import summarize, workload_label_of_spec
 
     err = Console(stderr=True)
-    lock = machine_lock(args, err)
     totals = [len(spec.cells()) * spec.repeats for spec in suite.specs]
     total = sum(totals)
     progress = LiveProgress(err, enabled=not args.quiet)
+    executor = executor_for(args, lambda: machine_lock(args, err), cluster_line(progress, err))
     results = []
-    with Store(args.db) as store, progress:
+    with executor as chosen, Store(args.db) as store, progress:
         for i, spec in enumerate(suite.specs):
             offset = sum(totals[:i])
             label = workload_label_of_spec(spec)
@@ -134,7 +135,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
             result = execute(
                 spec,
                 store,
-                executor=LocalExecutor(lock=lock),
+                executor=chosen,
                 command=this_command(),
                 resume=not args.force,
                 on_start=progress.start,
@@ -142,6 +143,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
                 on_open=opened,
                 on_disturbed=args.on_disturbed,
                 on_retry=retry_notice(err),
+                reuse_artifacts=not args.no_reuse,
             )
             results.append(result)
             if result.stopped:

@@ -26,6 +26,9 @@ Extractor = Callable[[RepetitionResult], list[float]]
 
 
 def _latency(r: RepetitionResult) -> list[float]:
+    if r.scenario is not None:  # a LoadGen cell: its p90/p99 headline (server and offline
+        # have a rate instead, compared as throughput)
+        return [] if r.scenario.latency_ms is None else [r.scenario.latency_ms]
     if r.samples_ns:
         return [ns / 1e6 for ns in r.samples_ns]
     return [r.stats.median_ms] if r.stats else []

@@ -3,12 +3,17 @@
 Benchmarks need the machine to themselves, so there is no parallelism here. The
 interface is `map(tasks) -> iterator of (task, result)`, which a distributed executor
 (Ray) can implement by streaming results back as they complete.
+
+Within `map`, workers start warm by default: forked from a starter that imported torch
+once per worker environment (execute/warm_start.py). `run(task)` alone, or
+`worker_start="cold"`, starts a fresh interpreter per repetition, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -18,30 +23,22 @@ from pathlib import Path
 from typing import Protocol
 
 from stackcost.env import now
+from stackcost.execute.cores import pin
 from stackcost.execute.environ import worker_environ
 from stackcost.execute.machine_lock import MachineLock
 from stackcost.execute.task import RepetitionTask
+from stackcost.execute.warm_start import ForkedWorker, StarterLost, WarmStarter, die_with_parent
 from stackcost.result import RepetitionResult
 
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL me if the parent dies (Linux prctl).
-
-    A sweep killed with SIGKILL must not leave its worker measuring on, competing with
-    the resumed sweep for the machine.
-    """
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux: the worker's own timeout still bounds it
+WORKER_STARTS = ("warm", "cold")
 
 
 class Executor(Protocol):
+    # `tasks` yields None when nothing can start before a result in flight is back (a
+    # doubling search waiting on its batch): a concurrent executor waits for one; a
+    # serial one, pulling only after each result, never sees it.
     def map(
-        self, tasks: Iterable[RepetitionTask]
+        self, tasks: Iterable[RepetitionTask | None]
     ) -> Iterator[tuple[RepetitionTask, RepetitionResult]]: ...
 
 
@@ -63,19 +60,43 @@ class LocalExecutor:
     """`lock` (default: the machine-wide one, waiting) is held around each repetition; the
     worker's environment is built from this process's by execute/environ.py."""
 
-    def __init__(self, python: str = sys.executable, lock: MachineLock | None = None) -> None:
+    def __init__(
+        self,
+        python: str = sys.executable,
+        lock: MachineLock | None = None,
+        worker_start: str = "warm",
+        cpus: frozenset[int] | None = None,
+    ) -> None:
+        if worker_start not in WORKER_STARTS:
+            raise ValueError(f"worker start {worker_start!r}: use {' or '.join(WORKER_STARTS)}")
         self.python = python
         self.lock = lock if lock is not None else MachineLock()
+        self.worker_start = worker_start
+        self.cpus = cpus  # pin every worker to these (a Ray node's held cores); None: don't
+        # Warm starters by worker environment, open while a map() is (retries nest maps).
+        self._starters: dict[tuple[tuple[str, str], ...], WarmStarter] = {}
+        self._maps = 0
 
     def map(
-        self, tasks: Iterable[RepetitionTask]
+        self, tasks: Iterable[RepetitionTask | None]
     ) -> Iterator[tuple[RepetitionTask, RepetitionResult]]:
-        for task in tasks:
-            yield task, self.run(task)
+        self._maps += 1
+        try:
+            for task in tasks:
+                if task is not None:  # None: a wait, which a serial executor never meets
+                    yield task, self.run(task)
+        finally:
+            self._maps -= 1
+            if not self._maps:
+                for starter in self._starters.values():
+                    starter.close()
+                self._starters.clear()
 
     def run(self, task: RepetitionTask) -> RepetitionResult:
         with self.lock.held():
-            return self._run(task)
+            result = self._run(task)
+        result.host = platform.node()
+        return result
 
     def _run(self, task: RepetitionTask) -> RepetitionResult:
         # The task's files live in its workdir, inside the run's scratch directory, so
@@ -86,34 +107,31 @@ class LocalExecutor:
         task_path.write_text(task.model_dump_json())
         started = now()
         t0 = time.perf_counter()
+        env = worker_environ(os.environ, task.thread_env(), task.inherit_env)
+        argv = [str(task_path), str(result_path)]
+        starter = self._starter(env)
+        proc: subprocess.Popen | ForkedWorker | None = None
         with log_path.open("wb") as log:
-            # A new session makes the worker a process-group leader, so a timeout
-            # also kills its children (Inductor's compile workers, for instance).
-            proc = subprocess.Popen(
-                [
-                    self.python,
-                    "-m",
-                    task.worker,
-                    str(task_path),
-                    str(result_path),
-                ],
-                env=worker_environ(os.environ, task.thread_env(), task.inherit_env),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
             try:
+                proc = (
+                    starter.start(task.worker, argv, str(log_path), self.cpus)
+                    if starter
+                    else self._spawn(task.worker, argv, env, log)
+                )
                 code = proc.wait(timeout=task.timeout_s)
+            except StarterLost as exc:
+                self._drop(env)
+                return self._fail(task, started, "crashed", str(exc), log_path)
             except subprocess.TimeoutExpired:
+                assert proc is not None
                 self._kill(proc)
                 return self._fail(
                     task, started, "timeout", f"no result after {task.timeout_s:g} s", log_path
                 )
             except KeyboardInterrupt:
                 # The caller stores this and stops: the in-flight repetition is not lost.
-                self._kill(proc)
+                if proc is not None:
+                    self._kill(proc)
                 return self._fail(task, started, "interrupted", "interrupted by Ctrl-C", log_path)
         elapsed = time.perf_counter() - t0
         if code < 0:
@@ -138,12 +156,47 @@ class LocalExecutor:
         result = RepetitionResult.model_validate_json(result_path.read_text())
         if result.phases.total_s is not None:
             result.phases.spawn_s = max(elapsed - result.phases.total_s, 0.0)
+        # Spawn and import are outside every reported timing; say which start this was.
+        result.details["worker_start"] = (
+            {"kind": "warm", "starter_import_s": starter.import_s} if starter else {"kind": "cold"}
+        )
         if not result.valid and not result.log_tail:
             result.log_tail = _tail(log_path)
         return result
 
+    def _spawn(self, module: str, argv: list[str], env: dict[str, str], log) -> subprocess.Popen:
+        """A cold worker: a fresh interpreter. A new session makes it a process-group
+        leader, so a timeout also kills its children (Inductor's compile workers)."""
+        return subprocess.Popen(
+            [self.python, "-m", module, *argv],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: (die_with_parent(), pin(self.cpus)),
+        )
+
+    def _starter(self, env: dict[str, str]) -> WarmStarter | None:
+        """The warm starter for this environment (started on first use), or None for a
+        cold start: outside map(), with worker_start="cold", or if it cannot start."""
+        if self.worker_start != "warm" or not self._maps:
+            return None
+        key = tuple(sorted(env.items()))
+        if key not in self._starters or not self._starters[key].alive():
+            try:
+                self._starters[key] = WarmStarter(self.python, env)
+            except (StarterLost, OSError):
+                return None  # the cold path still measures; it is only slower
+        return self._starters[key]
+
+    def _drop(self, env: dict[str, str]) -> None:
+        starter = self._starters.pop(tuple(sorted(env.items())), None)
+        if starter:
+            starter.close()
+
     @staticmethod
-    def _kill(proc: subprocess.Popen) -> None:
+    def _kill(proc: subprocess.Popen | ForkedWorker) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -6,6 +6,10 @@ that every stackcost process on the machine agrees on; a second process waits fo
 and says so, or, with --no-wait, refuses. The kernel drops a flock when its holder
 dies, so a killed run never leaves the machine locked. Writers to one store need no
 such lock: SQLite already serializes them.
+
+This lock is the whole machine. Repetitions on Ray nodes hold it shared and, each,
+exclusive locks on the cores they pin (execute/cores.py): they run beside each other on
+distinct cores, never beside a local run.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ class MachineBusy(RuntimeError):
     """Another stackcost process is measuring, and this one was told not to wait."""
 
 
-def _open(path: Path) -> int:
+def open_lock_file(path: Path) -> int:
     # World-writable so that another user's stackcost can take it too; a read-only fd
     # (someone else's file with a stricter umask) still takes a flock on Linux.
     try:
@@ -61,7 +65,7 @@ class MachineLock:
 
     def busy(self) -> str | None:
         """Who is measuring now, or None when nobody is (a probe: takes and drops it)."""
-        fd = _open(self.path)
+        fd = open_lock_file(self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -73,7 +77,7 @@ class MachineLock:
     @contextlib.contextmanager
     def held(self) -> Iterator[float]:
         """Hold the machine for one repetition; yields the seconds spent waiting for it."""
-        fd = _open(self.path)
+        fd = open_lock_file(self.path)
         try:
             waited = self._acquire(fd)
             with contextlib.suppress(OSError):  # a read-only fd cannot say who holds it

@@ -3,7 +3,10 @@ doubling search for the best-throughput batch size.
 
 A plan is fed every result as it lands (`observe`) and decides lazily (`next_cells`),
 so the executor's stream and the plan stay in step; a resumed run replays its stored
-results through `observe` first.
+results through `observe` first. A concurrent executor (Ray) pulls pairs before the
+earlier ones are observed: what is yielded counts as running until observed, so no
+repetition index is handed out twice, and a doubling search yields None (wait for a
+result) while the batch that decides its next step is still running.
 """
 
 from __future__ import annotations
@@ -39,11 +42,19 @@ class Plan:
         self.done: dict[str, int] = defaultdict(int)  # cell key -> completed repetitions
         self.limit: dict[str, tuple[int, str]] = {}  # series -> (smallest failing batch, status)
         self.throughput: dict[str, list[float]] = defaultdict(list)  # cell key -> per rep
+        self.running: dict[str, int] = defaultdict(int)  # cell key -> yielded, not observed
+        # cell key -> repetition indices stored or running: results of a concurrent run
+        # land out of order, so an interrupted one can leave a hole below the count.
+        self.taken: dict[str, set[int]] = defaultdict(set)
 
     # -- what has happened ----------------------------------------------------------
     def observe(self, cell: Cell, result: RepetitionResult) -> None:
+        if self.running[cell.key()]:  # a replayed (resumed) result was never yielded
+            self.running[cell.key()] -= 1
         if result.status == "interrupted":
+            self.taken[cell.key()].discard(result.repetition)
             return  # not complete: a resume runs it again
+        self.taken[cell.key()].add(result.repetition)
         self.done[cell.key()] += 1
         if result.status in PRUNING_STATUSES:
             series = series_key(cell)
@@ -60,7 +71,18 @@ class Plan:
         return None
 
     def missing(self, cell: Cell) -> int:
-        return max(self.spec.repeats - self.done[cell.key()], 0)
+        return max(self.spec.repeats - self._issued(cell), 0)
+
+    def _issued(self, cell: Cell) -> int:
+        return self.done[cell.key()] + self.running[cell.key()]
+
+    def _issue(self, cell: Cell) -> tuple[Cell, int]:
+        """The cell with its lowest repetition index neither stored nor running."""
+        taken = self.taken[cell.key()]
+        repetition = next(i for i in range(len(taken) + 1) if i not in taken)
+        taken.add(repetition)
+        self.running[cell.key()] += 1
+        return cell, repetition
 
     # -- what to do next ---------------------------------------------------------------
     def grid(self) -> list[Cell]:
@@ -75,16 +97,17 @@ class Plan:
             return len(self._heads()) * steps * self.spec.repeats
         return len(self.grid()) * self.spec.repeats
 
-    def next_cells(self) -> Iterator[tuple[Cell, int]]:
-        """(cell, repetition index) pairs still to run, decided one at a time."""
+    def next_cells(self) -> Iterator[tuple[Cell, int] | None]:
+        """(cell, repetition index) pairs still to run, decided one at a time; None: wait
+        for a running one's result first."""
         if self.spec.find_max_batch:
             yield from self._doubling()
             return
         cells = self.grid()
         for rep in range(self.spec.repeats):  # repetitions interleaved across cells
             for cell in cells:
-                if self.done[cell.key()] <= rep:
-                    yield cell, self.done[cell.key()]
+                if self._issued(cell) <= rep:
+                    yield self._issue(cell)
 
     def _heads(self) -> list[Cell]:
         """One cell per series, at batch 1: where a doubling search starts."""
@@ -96,7 +119,9 @@ class Plan:
             while batch <= self.spec.max_batch and stale < PATIENCE:
                 cell = head.model_copy(update={"batch_size": batch})
                 while self.missing(cell) and not self.skip_reason(cell):
-                    yield cell, self.done[cell.key()]
+                    yield self._issue(cell)
+                while self.running[cell.key()]:  # its results decide the next batch
+                    yield None
                 if self.skip_reason(cell) or not self.throughput[cell.key()]:
                     break  # failed, wrong or unavailable: no larger batch will do better
                 value = statistics.median(self.throughput[cell.key()])

@@ -88,8 +88,10 @@ class Runner:
         make_task: MakeTask | None = None,
         on_disturbed: str = "retry",
         on_retry: OnRetry | None = None,
+        reuse_artifacts: bool = True,
     ) -> None:
         self.spec, self.store, self.executor = spec, store, executor
+        self.reuse_artifacts = reuse_artifacts
         self.make_task = make_task or self._inference_task
         self.on_start, self.on_result, self.on_retry = on_start, on_result, on_retry
         self.on_disturbed = on_disturbed
@@ -137,8 +139,12 @@ class Runner:
         if self.on_result:
             self.on_result(cell, result, self.done, self.total)
 
-    def _tasks(self, run_id: str, artifacts: Path) -> Iterator[RepetitionTask]:
-        for i, (cell, rep) in enumerate(self.plan.next_cells()):
+    def _tasks(self, run_id: str, artifacts: Path) -> Iterator[RepetitionTask | None]:
+        for i, pair in enumerate(self.plan.next_cells()):
+            if pair is None:  # the plan waits on a result in flight (concurrent executors)
+                yield None
+                continue
+            cell, rep = pair
             self._cell_id(run_id, cell)
             blocked = why_not_runnable(cell, self.facts)
             skipped = self.plan.skip_reason(cell)
@@ -169,6 +175,7 @@ class Runner:
             tolerance=self.spec.tolerance.get(cell.precision, 1e-4),
             timeout_s=self.spec.timeout_s,
             workdir=workdir,
+            cache_dir=str(Path(workdir).parent / "cache") if self.reuse_artifacts else None,
             profile=self.spec.profile,
             sample_interval_s=self.spec.sample_interval_ms / 1e3,
         )
@@ -189,7 +196,8 @@ class Runner:
             )
             if self.on_retry:
                 self.on_retry(task.cell, result, len(attempts), MAX_RETRIES)
-            wait_for_quiet()
+            # A cluster executor waits on the node that runs the retry, not here.
+            getattr(self.executor, "wait_for_quiet", wait_for_quiet)()
             _, result = next(iter(self.executor.map([task])))
         if attempts and result.disturbance is not None:
             result.disturbance.attempts = attempts
@@ -233,6 +241,7 @@ def execute(
     make_task: MakeTask | None = None,
     on_disturbed: str = "retry",
     on_retry: OnRetry | None = None,
+    reuse_artifacts: bool = True,
 ) -> RunResult:
     """Run `spec` into `store`; raises KeyboardInterrupt after storing an interrupted one.
 
@@ -241,6 +250,8 @@ def execute(
     TrainSpec passes one that builds TrainTasks, and Plan only needs the spec's cells().
     `on_disturbed` (retry, keep, fail) says what a disturbed repetition leads to; with
     fail, the run stops after storing it and the result's `stopped` says why.
+    `reuse_artifacts`: a cell's repetitions share its exported and compiled artifacts
+    (backends/artifacts.py); False makes every repetition export and compile its own.
     """
     runner = Runner(
         spec,
@@ -251,6 +262,7 @@ def execute(
         make_task,
         on_disturbed=on_disturbed,
         on_retry=on_retry,
+        reuse_artifacts=reuse_artifacts,
     )
     run_id, resumed = runner.open(command, resume)
     if on_open:

@@ -21,6 +21,9 @@ class RepetitionTask(BaseModel):
     tolerance: float = 1e-4
     timeout_s: float = 600.0
     workdir: str  # artifacts (ONNX files, compiled packages) for this repetition
+    # The run's artifact cache, shared by a cell's repetitions (backends/artifacts.py);
+    # None: this repetition exports and compiles its own.
+    cache_dir: str | None = None
     # --profile: breakdown, FLOPs and a side-channel sampler at this interval.
     profile: bool = False
     sample_interval_s: float = 0.01

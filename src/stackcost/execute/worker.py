@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from stackcost.execute import profiling
 from stackcost.execute.process import guarded, serve
@@ -28,11 +29,12 @@ def _measure(
 
     from stackcost import zoo
     from stackcost.backends import PrepareContext, load_backend
+    from stackcost.backends.artifacts import ArtifactCache
     from stackcost.backends.base import Unsupported
     from stackcost.measure import memory
     from stackcost.measure.disturbance import assess
     from stackcost.measure.leak import check_leak
-    from stackcost.verify import leaves, verify, worst_output
+    from stackcost.verify import verify, worst_output
     from stackcost.workload import make_example
 
     cell = task.cell
@@ -53,9 +55,9 @@ def _measure(
     phases.build_s = time.perf_counter() - t
 
     # The eager fp32 reference, computed here on the same weights and inputs.
+    cache = ArtifactCache(Path(task.cache_dir)) if task.cache_dir else None
     t = time.perf_counter()
-    with torch.inference_mode():
-        reference = leaves(example.call(model))
+    reference, reference_from = _reference(model, example, cell, cache, result.weights_digest)
     phases.reference_s = time.perf_counter() - t
 
     device = torch.device(cell.device)
@@ -64,8 +66,17 @@ def _measure(
         torch.cuda.reset_peak_memory_stats()
     can_reset = memory.reset_peak()  # the reference forward is not the backend's memory
 
-    ctx = PrepareContext(workdir=Path(task.workdir))
+    ctx = PrepareContext(
+        workdir=Path(task.workdir),
+        cache=cache,
+        weights_digest=result.weights_digest or "",
+    )
     thread_env = {k: os.environ.get(k) for k in task.thread_env()}
+    if cell.scenario is not None:  # a LoadGen deployment scenario instead of the timed loop
+        _scenario(task, backend, model, example, reference, ctx, result, phases, thread_env)
+        if result.status != "unsupported":
+            result.memory = _memory(baseline, can_reset, cell.device)
+        return
     with profiling.sampling(task) as sampler:
         # In this process (prepare + the timed loop) or in a C++ program: the backend's.
         try:
@@ -83,7 +94,7 @@ def _measure(
             return
         m = run.measurement
         phases.prepare_s = run.prepare_s
-        result.details = {**run.details, "thread_env": thread_env}
+        result.details = {**run.details, "thread_env": thread_env, "reference": reference_from}
         result.memory = (
             run.memory if run.memory is not None else _memory(baseline, can_reset, cell.device)
         )
@@ -127,6 +138,113 @@ def _measure(
             result.reason += f"; CI of median +/-{m.stats.ci_half_width_rel:.1%}"
     else:
         result.status = "ok"
+
+
+def _scenario(
+    task: RepetitionTask,
+    backend: Any,
+    model: Any,
+    example: Any,
+    reference: Any,
+    ctx: Any,
+    result: RepetitionResult,
+    phases: Phases,
+    thread_env: dict[str, str | None],
+) -> None:
+    """A scenario cell: the backend's instances under LoadGen (stackcost.scenario.drive),
+    verified against eager's reference like the timed loop; LoadGen's INVALID verdict
+    makes the repetition `unstable` (measured and verified, its requirements unmet)."""
+    import torch
+
+    from stackcost.measure.disturbance import assess
+    from stackcost.scenario.drive import drive
+    from stackcost.verify import verify, worst_output
+
+    cell = task.cell
+    assert cell.scenario is not None
+    try:
+        run = drive(backend, model, example, cell, ctx, task.protocol)
+    except NotImplementedError as exc:  # the step runs in another program (native rungs)
+        result.status = "unsupported"
+        result.reason = f"LoadGen scenarios drive an in-process step; {exc}"
+        return
+    phases.prepare_s, phases.warmup_s = run.prepare_s, run.warmup_s
+    if run.window is not None:  # the LoadGen test, peak search included
+        phases.timed_s = (run.window.end_ns - run.window.start_ns) / 1e9
+    result.cold_start_ms = run.cold_ns / 1e6
+    result.warmup_iters, result.warmup_settled = run.warmup_iters, run.warmup_settled
+    result.details = {
+        **run.details,
+        "instances": len(run.prepared),
+        "torch_threads": torch.get_num_threads(),
+        "thread_env": thread_env,
+        "inputs": example.record(),
+    }
+    result.scenario = s = run.result
+    if s.rate is not None:  # LoadGen samples are batches: inputs/s, as the timed loop's
+        result.throughput = s.rate * cell.batch_size
+    if run.window is not None:
+        result.disturbance = assess(run.window)
+    checks = [verify(out, reference, task.tolerance) for out in run.outputs]
+    result.verification = next((v for v in checks if not v.ok), checks[0])
+    if not result.verification.ok:
+        v = result.verification
+        result.status = "wrong"
+        result.reason = v.detail or (
+            f"max relative error {v.max_rel_err:.3g} > tolerance {task.tolerance:.3g}"
+            + worst_output(v)
+        )
+    elif s.verdict != "VALID" or s.value is None:
+        result.status = "unstable"
+        result.reason = "; ".join([s.why_invalid() or "LoadGen INVALID", *s.notes[-1:]])
+    else:
+        result.status = "ok"
+
+
+def _reference(model, example, cell, cache, weights: str | None) -> tuple[list, str]:
+    """The eager fp32 reference outputs, and where they came from.
+
+    With the run's artifact cache, the cell's first repetition computes them (one eager
+    forward: seconds at batch 64 and 224 px) and saves them; later ones load them. The
+    key holds the weights' digest and the inputs' bytes, so a reference is only reused
+    for the very weights and inputs it was computed on."""
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    from stackcost.verify import leaves
+
+    def compute() -> list:
+        with torch.inference_mode():
+            return leaves(example.call(model))
+
+    if cache is None:
+        return compute(), "computed"
+    inputs = hashlib.sha1()
+    for tensor in example.tensors:
+        inputs.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    key = {
+        "artifact": "eager-reference",
+        "model": cell.model.key_data(),
+        "weights": weights,
+        "inputs": inputs.hexdigest(),
+        "shapes": example.record(),
+        "threads": cell.threads,  # a reduction split differently rounds differently
+    }
+    computed: list = []
+
+    def make(home: Path) -> dict:
+        computed.extend(compute())
+        np.savez(home / "reference.npz", *[array for _, array in computed])
+        return {"names": [name for name, _ in computed]}
+
+    home, record = cache.reuse_or_make(key, make)
+    if computed:
+        return computed, "computed"
+    with np.load(home / "reference.npz") as saved:
+        arrays = [saved[f"arr_{i}"] for i in range(len(record["names"]))]
+    return list(zip(record["names"], arrays, strict=True)), "reused from an earlier repetition"
 
 
 def _memory(baseline: int, can_reset: bool, device: str) -> Memory:

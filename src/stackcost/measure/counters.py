@@ -4,8 +4,12 @@ The side-channel sampler yields to the workload (SCHED_IDLE), so while every cor
 its samples can be a few hundred ms apart, and a mean interpolated between them blurs
 whatever changed inside the gap. Read at the loop's first and last instant instead, the
 same counters give exact means: the measured process's CPU time (CLOCK_PROCESS_CPUTIME_ID,
-all its threads, ns resolution) and the system's busy time (/proc/stat, 10 ms ticks).
-Each read costs ~10 us and happens outside the timed iterations.
+all its threads, ns resolution) and the busy time of the CPUs it may run on (/proc/stat,
+10 ms ticks). Each read costs ~10 us and happens outside the timed iterations.
+
+A process pinned to some cores (a repetition on a Ray node, execute/cores.py) counts only
+those cores' lines: a measurement pinned to the next cores is not its disturbance. An
+unpinned process counts the first line, all CPUs, as before.
 """
 
 from __future__ import annotations
@@ -76,11 +80,24 @@ def family_cpu_s() -> float:
     return total + ticks * TICK_S
 
 
-def system_busy_s() -> float | None:
-    """Busy seconds over all CPUs since boot; None where /proc/stat does not exist."""
+def pinned_cpus() -> frozenset[int] | None:
+    """The CPUs this thread may run on when that is fewer than the machine's online ones
+    (pinned); None when it may run on all of them."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    allowed = frozenset(os.sched_getaffinity(0))
+    return allowed if len(allowed) < (os.cpu_count() or 0) else None
+
+
+def system_busy_s(cpus: frozenset[int] | None = None) -> float | None:
+    """Busy seconds since boot over all CPUs, or over `cpus` only (their per-CPU lines);
+    None where /proc/stat does not exist."""
     try:
         with open("/proc/stat", "rb") as f:
-            return busy_from_stat_line(f.readline())
+            if cpus is None:
+                return busy_from_stat_line(f.readline())
+            names = {b"cpu%d" % cpu for cpu in cpus}
+            return sum(busy_from_stat_line(line) for line in f if line.split(b" ", 1)[0] in names)
     except OSError:
         return None
 
@@ -91,11 +108,13 @@ class Edge:
 
     t_ns: int  # time.monotonic_ns(): CLOCK_MONOTONIC, the sampler's clock
     cpu_s: float  # this process's CPU time, all threads, with its descendants'
-    system_busy_s: float | None
+    system_busy_s: float | None  # over the CPUs it may run on (all, when unpinned)
 
     @classmethod
-    def now(cls) -> Edge:
-        return cls(time.monotonic_ns(), family_cpu_s(), system_busy_s())
+    def now(cls, cpus: frozenset[int] | None = None) -> Edge:
+        """`cpus`: the CPUs whose busy time counts (default: those this thread is pinned
+        to, or all when it is not)."""
+        return cls(time.monotonic_ns(), family_cpu_s(), system_busy_s(cpus or pinned_cpus()))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Disturbance: how much CPU other processes took while the timed loop ran.
 
 The measured process reads two counters at its timed loop's first and last instant
-(measure/counters.py in Python, `Edge` in the C++ programs): the system's busy time
-(/proc/stat, all CPUs) and its own CPU time. Their difference is what everything else
-on the machine used over exactly that window, in cores. A repetition whose others took
+(measure/counters.py in Python, `Edge` in the C++ programs): the busy time of the CPUs
+it may run on (/proc/stat: all of them, or only the cores it is pinned to) and its own
+CPU time. Their difference is what everything else used of those CPUs over exactly that
+window, in cores. A repetition whose others took
 more than THRESHOLD_CORES is `disturbed`, never `ok`: its median may be skewed.
 
 /proc/stat counts in clock ticks (10 ms) per CPU, so over a short window the estimate
@@ -20,7 +21,7 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stackcost.measure.counters import TICK_S, Edge, Window
+from stackcost.measure.counters import TICK_S, Edge, Window, pinned_cpus
 
 # Others' mean CPU over the timed loop above which a repetition is disturbed. A quarter
 # of a core: well above the idle noise seen here (< 0.05 core), well below one busy
@@ -68,10 +69,12 @@ def tick_slack_cores(window_s: float, cpus: int) -> float:
 
 
 def assess(window: Window, cpus: int | None = None) -> Disturbance | None:
-    """The disturbance over a timed loop; None where /proc/stat could not be read."""
+    """The disturbance over a timed loop; None where /proc/stat could not be read.
+    `cpus`: how many CPUs the window's busy time counts (default: those this process is
+    pinned to, else all)."""
     if window.system_busy_s is None or window.end_ns <= window.start_ns:
         return None
-    cpus = cpus or os.cpu_count() or 1
+    cpus = cpus or len(pinned_cpus() or ()) or os.cpu_count() or 1
     seconds = (window.end_ns - window.start_ns) / 1e9
     others = max(0.0, (window.system_busy_s - window.cpu_s) / seconds)
     threshold = THRESHOLD_CORES + tick_slack_cores(seconds, cpus)
@@ -90,15 +93,19 @@ def assess(window: Window, cpus: int | None = None) -> Disturbance | None:
 
 
 def wait_for_quiet(
-    window_s: float = QUIET_WINDOW_S, max_wait_s: float = QUIET_MAX_WAIT_S
+    window_s: float = QUIET_WINDOW_S,
+    max_wait_s: float = QUIET_MAX_WAIT_S,
+    cpus: frozenset[int] | None = None,
 ) -> float | None:
-    """Wait until other processes use less than THRESHOLD_CORES over one window (this
-    process is idle meanwhile, so all busy time but its own is others'); give up after
-    max_wait_s. Returns the last window's others' cores, None without /proc/stat."""
+    """Wait until other processes use less than THRESHOLD_CORES of `cpus` (default: the
+    CPUs this thread may run on) over one window (this process is idle meanwhile, so all
+    busy time but its own is others'); give up after max_wait_s. Returns the last
+    window's others' cores, None without /proc/stat."""
     deadline = time.monotonic() + max_wait_s
+    counted = cpus or pinned_cpus()
     while True:
-        first = Edge.now()
+        first = Edge.now(counted)
         time.sleep(window_s)
-        d = assess(Window.between(first, Edge.now()))
+        d = assess(Window.between(first, Edge.now(counted)), len(counted or ()) or None)
         if d is None or d.others_cores <= THRESHOLD_CORES or time.monotonic() >= deadline:
             return None if d is None else d.others_cores

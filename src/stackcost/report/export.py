@@ -116,14 +116,22 @@ def export(
 ) -> str:
     """The runs as md (per-cell summary, then the study's tables where the runs span
     machines), csv (per repetition) or json (cells + metadata)."""
+    from stackcost.report import scenarios
+
     if fmt == "csv":
         return data.frame(runs).to_csv(index=False)
+    every, runs = runs, scenarios.timed_loop_only(runs)  # LoadGen cells: a table of their own
     summ = data.summary(runs, baseline)
     if fmt == "md":
         from stackcost.report import study
 
         tables = study.study_tables(runs, reference)
-        return markdown(summ, baseline) + ("\n" + study.markdown(tables) if tables else "")
+        loadgen = scenarios.scenario_markdown(every)
+        return (
+            markdown(summ, baseline)
+            + ("\n" + study.markdown(tables) if tables else "")
+            + ("\n" + loadgen if loadgen else "")
+        )
     if fmt == "json":
         # "sizes" is the size columns again, as text: their units are in "units" instead.
         cells = _jsonable(summ.drop(columns=["log_tail", "sizes"]).to_dict("records"))
@@ -146,6 +154,7 @@ def export(
                 for r in runs
             ],
             "cells": cells,
+            **({"scenarios": loadgen} if (loadgen := scenarios.scenario_records(every)) else {}),
         }
         return json.dumps(payload, indent=2, default=str, allow_nan=False)
     raise ValueError(f"unknown export format {fmt!r} (allowed: {', '.join(FORMATS)})")

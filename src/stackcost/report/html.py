@@ -20,6 +20,8 @@ from plotly.offline import get_plotlyjs
 from stackcost.env import now
 from stackcost.report import costs, data, plots, study, training
 from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
+from stackcost.report.scenarios import CAPTION as SCENARIO_CAPTION
+from stackcost.report.scenarios import SCENARIO_HEADER, scenario_rows
 from stackcost.report.style import PALETTE, series_colors
 from stackcost.report.template import PAGE
 from stackcost.report.units import num
@@ -356,10 +358,15 @@ def render_html(
     """The whole report as one HTML string that opens offline. `suite` is the suite's
     name and workload labels, when the runs are a named suite's (`report --suite`);
     `reference` the machine column the study tables' asterisks compare with."""
-    # Training runs have their own section; the inference views see inference cells only.
+    # Training runs and LoadGen scenario cells have their own sections; the inference views
+    # see the timed loop's inference cells only.
     inference = [
-        dataclasses.replace(r, records=[x for x in r.records if x[0].mode != "train"]) for r in runs
+        dataclasses.replace(
+            r, records=[x for x in r.records if x[0].mode != "train" and x[0].scenario is None]
+        )
+        for r in runs
     ]
+    scenarios = scenario_rows(runs)
     summ = data.summary(inference, baseline)
     colors = series_colors(data.series_order(summ, baseline)) if len(summ) else {}
     figs = _Figures()
@@ -414,6 +421,7 @@ def render_html(
     ]
     nav = [
         *([("training", "training")] if training_slots else []),
+        *([("scenarios", "LoadGen scenarios")] if scenarios else []),
         *(inference_nav if len(summ) else []),
         ("environment", "environment"),
     ]
@@ -435,6 +443,9 @@ def render_html(
         "plots": plot_slots,
         "size_axes": size_axes,
         "training": training_slots,
+        "scenarios": scenarios,
+        "scenario_header": SCENARIO_HEADER,
+        "scenario_caption": SCENARIO_CAPTION,
         "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],
         "study_tables": [_study_table(t) for t in study_tables],
         "has_device_memory": bool(summ["allocator_peak_bytes"].notna().any()),

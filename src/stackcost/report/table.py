@@ -19,6 +19,8 @@ from stackcost.report.marks import (
     shown_stats,
     status_text,
 )
+from stackcost.report.scenarios import CAPTION as SCENARIO_CAPTION
+from stackcost.report.scenarios import TIMED_LOOP_LABEL, scenario_view
 from stackcost.report.units import mib, ms, rate, sci
 from stackcost.runs import CellResult, RunResult
 from stackcost.workload import SIZE_AXES
@@ -42,16 +44,27 @@ def speedups(cells: list[CellResult], baseline: str = "eager") -> dict[int, Rati
     """
     base: dict[tuple, CellResult] = {}
     for c in cells:
-        if c.cell.backend == baseline and c.valid and c.stats:
+        if c.cell.backend == baseline and c.valid and _speed(c):
             held = base.get(_group_key(c))
             if held is None or (c.trusted and not held.trusted):
                 base[_group_key(c)] = c
     out = {}
     for i, c in enumerate(cells):
-        stats, b = c.stats, base.get(_group_key(c))
-        if c.valid and stats and b is not None and b.stats:
-            out[i] = Ratio(b.stats.median_ms / stats.median_ms, b.status)
+        speed, b = _speed(c), base.get(_group_key(c))
+        if c.valid and speed and b is not None and (held := _speed(b)):
+            out[i] = Ratio(speed / held, b.status)
     return out
+
+
+def _speed(c: CellResult) -> float | None:
+    """Higher is faster: 1 / the median, or a scenario cell's LoadGen headline (its rate,
+    or 1 / its latency), so a ratio compares like with like within a scenario."""
+    if c.cell.scenario is None:
+        return 1.0 / c.stats.median_ms if c.stats and c.stats.median_ms > 0 else None
+    view = scenario_view(c)
+    if view is None or not view.value:
+        return None
+    return 1.0 / view.value if view.unit == "ms" else view.value
 
 
 def size_axes(cells: Iterable[Cell]) -> list[str]:
@@ -121,12 +134,17 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
     sizes = size_axes(c.cell for c in cells)
     # Model names and reasons come from users and exceptions: Text, never markup.
     table = Table(title=Text(f"run {result.run_id}: {title}"), header_style="bold")
+    # LoadGen scenario cells (stackcost.scenario) add their columns; a timed-loop run's
+    # table stays as it was.
+    scenarios = any(c.cell.scenario is not None for c in cells)
     columns = [
         *varying,
         "batch",
         *(size_heading(a) for a in sizes),
         "backend",
+        *(["scenario"] if scenarios else []),
         "status",
+        *(["LoadGen", "verdict"] if scenarios else []),
         "median ± CI",
         "throughput",
         f"vs {baseline}",
@@ -136,7 +154,7 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
         "rel err",
     ]
     for name in columns:
-        text = name in ("backend", "status", "model")
+        text = name in ("backend", "status", "model", "scenario", "verdict")
         # fold, not ellipsis: a reason wraps word by word and is never cut short.
         table.add_column(
             Text(name),
@@ -159,12 +177,21 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
             "mode": cell.mode,
         }
         ratio = speed.get(i)
+        view = scenario_view(c)
+        scenario_cols = []
+        if scenarios:
+            scenario_cols = [
+                Text(view.label if view else TIMED_LOOP_LABEL),
+                status,
+                Text(view.shown() if view else "—"),
+                Text(view.verdict if view else "—", style=_verdict_style(view)),
+            ]
         table.add_row(
             *(Text(extra[v]) for v in varying),
             str(cell.batch_size),
             *(size_value(cell, a) for a in sizes),
             Text(cell.backend),
-            status,
+            *(scenario_cols or [status]),
             latency,
             throughput,
             Text(ratio_text(ratio.value, ratio.base_status) if ratio else "—"),
@@ -180,9 +207,16 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
         "compiles here); startup = backend prepare (export, AOT compile) + first call; "
         "rel err = max|out-ref|/max|ref| vs eager fp32"
     )
+    if scenarios:
+        caption += "\n" + SCENARIO_CAPTION
     if any(r.base_status != "ok" for r in speed.values()):
         caption += "\n" + ratio_note(baseline)
     if any(c.status == "disturbed" for c in cells):
         caption += "\n" + DISTURBED_NOTE
     table.caption = Text(caption)
     return table
+
+
+def _verdict_style(view: object) -> str:
+    verdict = getattr(view, "verdict", "")
+    return "green" if verdict == "VALID" else "yellow" if "VALID" in verdict else ""

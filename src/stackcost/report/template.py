@@ -51,7 +51,7 @@ PAGE = r"""<!DOCTYPE html>
 
 {{ suite }}
 
-{% if not has_cells and not training %}
+{% if not has_cells and not training and not scenarios %}
 <p class="note">No results: these runs have no stored repetitions.</p>
 {% else %}
 {% if has_cells %}<p class="counts">
@@ -87,6 +87,17 @@ PAGE = r"""<!DOCTYPE html>
 {{ plot(training.accuracy) }}
 {{ plot(training.summary) }}
 {{ plot(training.agreement) }}
+{% endif %}
+
+{% if scenarios %}
+<h2 id="scenarios">Deployment scenarios (MLPerf LoadGen)</h2>
+<p class="muted">{{ scenario_caption }}.</p>
+<div class="scroll"><table>
+  <tr>{% for h in scenario_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for row in scenarios %}
+  <tr class="status-{{ row.status }}">{% for v in row.cols %}<td class="text">{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
 {% endif %}
 
 {% if has_cells %}

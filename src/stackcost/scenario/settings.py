@@ -1,0 +1,159 @@
+"""What a run asks of LoadGen, and the TestSettings it becomes in the worker.
+
+A spec holds one LoadGenSettings; each scenario cell gets the ScenarioConfig made from it
+(only the settings that scenario reads). The worker turns that config, plus a calibration
+of the prepared step (its warm latency), into mlperf_loadgen.TestSettings.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stackcost.cell import SCENARIOS, ScenarioConfig
+from stackcost.errors import SpecError
+
+# The scenario name that means "no LoadGen: stackcost's own timed loop" (the default).
+TIMED_LOOP = "timed-loop"
+SCENARIO_CHOICES: tuple[str, ...] = (TIMED_LOOP, *SCENARIOS)
+
+# Queries LoadGen's early stopping needs, with no query over the bound, to call a run
+# VALID (measured with LoadGen 6.0.17: SingleStream p90 64, MultiStream p99 662, Server p99
+# 459; Offline has one query). Below them a run is INVALID however fast it is.
+EARLY_STOPPING_QUERIES = {"single-stream": 64, "multi-stream": 662, "server": 459, "offline": 1}
+
+# Server's peak search starts here, as a fraction of what the instances sustain back to
+# back: FindPeakPerformance needs a start that meets the bound (it only searches upward),
+# and LoadGen's per-query cost is not in the calibration. A start that breaks the bound is
+# tried again this many times lower, at most SERVER_START_TRIES times in all. A try
+# lasts at least min_query_count / QPS: eager resnet18 (14 ms a step) took 436 s with 3
+# tries 4x apart (the last at 1 QPS) and still broke a 50 ms bound, so the search stops
+# sooner: one more try, 2x lower, and the cell is INVALID with LoadGen's reason.
+SERVER_START_FRACTION = 0.25
+SERVER_START_BACKOFF = 2.0
+SERVER_START_TRIES = 2
+# Offline: LoadGen sizes its one query as 1.1 x expected QPS x min duration; a query
+# finished before min duration is INVALID, so the expectation is set above the estimate.
+OFFLINE_OVERESTIMATE = 1.25
+# The peak is searched to about 1% of the starting QPS (LoadGen's precision is in decimals).
+SERVER_RELATIVE_PRECISION = 0.01
+
+
+class LoadGenSettings(BaseModel):
+    """The LoadGen knobs of a run (flags or a spec's `loadgen:`); each applies to the
+    scenarios that read it. None: not given, so DEFAULTS holds (a knob given without a
+    scenario that reads it is refused, even at its default value)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    latency_bound_ms: float | None = Field(None, gt=0)  # server: the p99 bound
+    samples_per_query: int | None = Field(None, ge=1, le=1_000_000)  # multi-stream
+    instances: int | None = Field(None, ge=1, le=64)  # server, offline
+    min_duration_ms: int | None = Field(None, ge=0, le=86_400_000)
+    # None: the scenario's early-stopping minimum, so a clean run can be VALID.
+    min_query_count: int | None = Field(None, ge=1, le=1_000_000_000)
+
+    def value(self, key: str) -> Any:
+        given = getattr(self, key)
+        return DEFAULTS.get(key) if given is None else given
+
+    def config(self, name: str) -> ScenarioConfig:
+        """The cell-identity config of scenario `name`: only the settings it reads."""
+        return ScenarioConfig(
+            name=name,  # type: ignore[arg-type]
+            latency_bound_ms=self.value("latency_bound_ms") if name == "server" else None,
+            samples_per_query=self.value("samples_per_query") if name == "multi-stream" else None,
+            instances=self.value("instances") if name in ("server", "offline") else 1,
+            min_duration_ms=self.value("min_duration_ms"),
+            min_query_count=self.min_query_count or EARLY_STOPPING_QUERIES[name],
+        )
+
+
+# Defaults that keep a small model's run to seconds on 2 cores; 8 samples a query is MLPerf's.
+DEFAULTS: dict[str, Any] = {
+    "latency_bound_ms": 50.0,
+    "samples_per_query": 8,
+    "instances": 1,
+    "min_duration_ms": 2000,
+}
+
+
+def parse_scenarios(text: str) -> list[str]:
+    """'single-stream,server' -> names; 'all' is every LoadGen scenario."""
+    values = [p.strip() for p in str(text).split(",") if p.strip()]
+    if values == ["all"]:
+        return list(SCENARIOS)
+    if not values:
+        raise SpecError(f"--scenario is empty (allowed: {', '.join(SCENARIO_CHOICES)}, or all)")
+    for value in values:
+        if value not in SCENARIO_CHOICES:
+            raise SpecError(
+                f"unknown scenario {value[:40]!r} (allowed: {', '.join(SCENARIO_CHOICES)}, or all)"
+            )
+    return list(dict.fromkeys(values))
+
+
+def parse_duration_ms(text: str, what: str, default_unit: str) -> float:
+    """'50ms', '0.05s', '2s' or a bare number in `default_unit` ('ms' or 's'), as ms."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)?\s*", str(text))
+    if not match:
+        raise SpecError(f"{what} {str(text)[:40]!r} is not a duration (e.g. 50ms, 0.5s)")
+    value = float(match[1]) * (1000.0 if (match[2] or default_unit) == "s" else 1.0)
+    if not math.isfinite(value) or value <= 0:
+        raise SpecError(f"{what} {str(text)[:40]!r} must be a positive, finite duration")
+    return value
+
+
+def peak_precision(start_qps: float) -> int:
+    """LoadGen's decimals of QPS precision that resolve ~1% of `start_qps` (0 at >= 100)."""
+    step = max(start_qps * SERVER_RELATIVE_PRECISION, 1e-6)
+    return max(0, min(6, math.ceil(-math.log10(step))))
+
+
+def planned(config: ScenarioConfig, step_ns: float) -> dict[str, Any]:
+    """The numbers LoadGen is told, from the calibrated warm latency of one step: recorded
+    with the result (they are not part of the cell: they follow from the measurement)."""
+    step_ns = max(step_ns, 1.0)
+    rate = config.instances * 1e9 / step_ns  # steps/s the instances sustain back to back
+    out: dict[str, Any] = {"calibrated_step_ms": step_ns / 1e6}
+    if config.name == "single-stream":
+        out["single_stream_expected_latency_ns"] = int(step_ns)
+    elif config.name == "multi-stream":
+        out["multi_stream_expected_latency_ns"] = int(step_ns * (config.samples_per_query or 1))
+    elif config.name == "server":
+        start = rate * SERVER_START_FRACTION
+        out["server_target_qps"] = start
+        out["server_find_peak_qps_decimals_of_precision"] = peak_precision(start)
+    else:
+        out["offline_expected_qps"] = rate * OFFLINE_OVERESTIMATE
+    return out
+
+
+def test_settings(config: ScenarioConfig, plan: dict[str, Any]) -> Any:
+    """mlperf_loadgen.TestSettings for `config`, with the calibrated numbers of `plan`."""
+    import mlperf_loadgen as lg
+
+    ts = lg.TestSettings()
+    ts.scenario = {
+        "single-stream": lg.TestScenario.SingleStream,
+        "multi-stream": lg.TestScenario.MultiStream,
+        "server": lg.TestScenario.Server,
+        "offline": lg.TestScenario.Offline,
+    }[config.name]
+    # Server's answer is the highest QPS under the bound: LoadGen's own peak search.
+    ts.mode = (
+        lg.TestMode.FindPeakPerformance if config.name == "server" else lg.TestMode.PerformanceOnly
+    )
+    ts.min_duration_ms = config.min_duration_ms
+    ts.min_query_count = config.min_query_count
+    if config.samples_per_query is not None:
+        ts.multi_stream_samples_per_query = config.samples_per_query
+    if config.latency_bound_ms is not None:
+        ts.server_target_latency_ns = int(config.latency_bound_ms * 1e6)
+    for key, value in plan.items():
+        if key not in ("calibrated_step_ms", "attempt"):
+            setattr(ts, key, value)
+    return ts

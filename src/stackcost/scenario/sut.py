@@ -1,0 +1,141 @@
+"""The system under test: a backend's prepared steps, driven by MLPerf's LoadGen.
+
+LoadGen schedules the queries (SingleStream back to back, MultiStream N samples a query,
+Server Poisson arrivals, Offline one large query), times them and computes the
+percentiles; this module only answers them. A LoadGen sample is one call of a prepared
+step on the cell's batch: the step's input was placed by `prepare`, so the QSL's few
+indices all address that one pre-made batch (no inference here reads the values).
+
+With one instance and a stream scenario the step runs inside issue_queries (LoadGen
+issues the next query only once this one is complete, so a thread hand-off would only add
+latency). Otherwise `instances` threads, each with its own prepared step, take samples
+from a queue: issue_queries returns at once, as Server's scheduler needs.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from stackcost.cell import ScenarioConfig
+from stackcost.scenario.settings import (
+    SERVER_START_BACKOFF,
+    SERVER_START_TRIES,
+    peak_precision,
+    planned,
+    test_settings,
+)
+from stackcost.scenario.summary import ScenarioResult, read_result
+
+# Indices the QSL reports: LoadGen draws sample indices from them (all the same batch).
+QSL_SAMPLES = 8
+STOP = None  # what ends a serving thread
+
+
+class StepServer:
+    """Answers LoadGen's queries with `steps`, inline or from one thread per step."""
+
+    def __init__(self, steps: Sequence[Callable[[], Any]], inline: bool) -> None:
+        import mlperf_loadgen as lg
+
+        self.lg = lg
+        self.steps = list(steps)
+        self.inline = inline
+        self.failure: BaseException | None = None  # the first step that raised
+        self.work: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.threads = [
+            threading.Thread(target=self._serve, args=(step,), daemon=True, name=f"sut-{i}")
+            for i, step in enumerate(self.steps)
+        ]
+
+    def __enter__(self) -> StepServer:
+        if not self.inline:
+            for t in self.threads:
+                t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.inline:
+            for _ in self.threads:
+                self.work.put(STOP)
+            for t in self.threads:
+                t.join()
+
+    def _answer(self, step: Callable[[], Any], sample_id: int) -> None:
+        """One sample: run the step, and always complete it (LoadGen would wait forever
+        for a sample that is never completed); a failure is raised after the test."""
+        try:
+            step()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by run_scenario
+            if self.failure is None:
+                self.failure = exc
+        self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(sample_id, 0, 0)])
+
+    def _serve(self, step: Callable[[], Any]) -> None:
+        while (sample_id := self.work.get()) is not STOP:
+            self._answer(step, sample_id)
+
+    def issue_queries(self, samples: list[Any]) -> None:
+        if self.inline:
+            for s in samples:
+                self._answer(self.steps[0], s.id)
+            return
+        for s in samples:
+            self.work.put(s.id)
+
+    def flush_queries(self) -> None:
+        """Nothing is batched here, so nothing waits to be flushed."""
+
+
+def run_scenario(
+    config: ScenarioConfig, steps: Sequence[Callable[[], Any]], step_ns: float, outdir: Path
+) -> ScenarioResult:
+    """One LoadGen test of `config` over warm `steps` (one per instance); LoadGen's logs
+    go to `outdir`, and its summary becomes the result. Server's peak search is started
+    again lower when its start already broke the bound (LoadGen searches upward only)."""
+    plan = planned(config, step_ns)
+    tries = SERVER_START_TRIES if config.name == "server" else 1
+    for attempt in range(tries):
+        if attempt:  # the peak search's start broke the bound: start lower
+            plan["server_target_qps"] /= SERVER_START_BACKOFF
+            plan["server_find_peak_qps_decimals_of_precision"] = peak_precision(
+                plan["server_target_qps"]
+            )
+        plan["attempt"] = attempt + 1
+        result = _one_test(config, steps, plan, outdir)
+        if result.value is not None:
+            break
+    return result
+
+
+def _one_test(
+    config: ScenarioConfig, steps: Sequence[Callable[[], Any]], plan: dict[str, Any], outdir: Path
+) -> ScenarioResult:
+    import mlperf_loadgen as lg
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    settings = test_settings(config, plan)
+    log = lg.LogSettings()
+    log.log_output.outdir = os.fspath(outdir)
+    log.log_output.copy_summary_to_stdout = False
+    log.enable_trace = False  # the trace is large and nothing here reads it
+    inline = len(steps) == 1 and config.name in ("single-stream", "multi-stream")
+    with StepServer(steps, inline) as server:
+        sut = lg.ConstructSUT(server.issue_queries, server.flush_queries)
+        qsl = lg.ConstructQSL(QSL_SAMPLES, QSL_SAMPLES, _nothing, _nothing)
+        try:
+            lg.StartTestWithLogSettings(sut, qsl, settings, log)
+        finally:
+            lg.DestroyQSL(qsl)
+            lg.DestroySUT(sut)
+    if server.failure is not None:
+        raise server.failure
+    return read_result(outdir, config.name, plan, len(steps))
+
+
+def _nothing(indices: list[int]) -> None:
+    """Load/unload: the one batch each step reads is already in place."""
