@@ -62,9 +62,9 @@ def trained(tmp_path_factory):
 
 def test_inference_cell_keys_are_unchanged():
     cell = Cell(model=model_ref("mlp"), backend="eager")
-    # The key's shape before size axes and Hugging Face fields existed: resolution at the top
-    # level, no model.config/head.
-    data = cell.model_dump(mode="json", exclude={"train", "sizes"})
+    # The key's shape before size axes, Hugging Face fields and scenarios existed:
+    # resolution at the top level, no model.config/head, no scenario.
+    data = cell.model_dump(mode="json", exclude={"train", "sizes", "scenario"})
     data["resolution"] = cell.resolution
     for field in ("config", "head"):
         del data["model"][field]
