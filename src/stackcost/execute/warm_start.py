@@ -32,6 +32,8 @@ import traceback
 from collections.abc import Mapping
 from typing import IO
 
+from stackcost.execute.cores import pin
+
 # What every worker imports before its measurement starts (execute/worker.py and
 # train/worker.py, their lazy imports included): imported once, in the starter.
 PRELOAD = (
@@ -169,8 +171,7 @@ def _child(request: dict, answers: IO[str]) -> None:
     try:
         os.setsid()  # its own process group, killed whole at a timeout
         die_with_parent()
-        if request.get("cpus"):
-            os.sched_setaffinity(0, request["cpus"])
+        pin(frozenset(request["cpus"]))  # the cores a cluster node holds for it, if any
         answers.close()
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
