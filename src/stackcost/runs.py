@@ -21,6 +21,7 @@ from stackcost.result import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from stackcost.scenario.summary import ScenarioResult
     from stackcost.store import Store
 
 
@@ -163,6 +164,18 @@ class RunResult:
                     "prepare_s": rep.phases.prepare_s,
                     "total_s": rep.phases.total_s,
                     "weights_digest": rep.weights_digest,
+                    # Only on scenario cells, like flat()'s "scenario": LoadGen's headline.
+                    **(_scenario_columns(rep.scenario) if rep.scenario else {}),
                 }
             )
         return pd.DataFrame(rows)
+
+
+def _scenario_columns(s: ScenarioResult) -> dict[str, Any]:
+    """A scenario repetition's LoadGen headline as columns: 'p90 latency', 12.8, 'ms'."""
+    return {
+        "loadgen_metric": s.metric,
+        "loadgen_value": s.value,
+        "loadgen_unit": s.unit,
+        "loadgen_verdict": s.verdict,
+    }

@@ -36,6 +36,15 @@ def _group_key(c: CellResult) -> tuple:
     return tuple(v for k, v in c.cell.flat().items() if k != "backend")
 
 
+def _workload_key(c: CellResult) -> tuple:
+    """The workload and placement alone: neither the backend nor the scenario."""
+    return tuple(v for k, v in c.cell.flat().items() if k not in ("backend", "scenario"))
+
+
+def _scenario_label(c: CellResult) -> str:
+    return c.cell.scenario.label() if c.cell.scenario else TIMED_LOOP_LABEL
+
+
 def speedups(cells: list[CellResult], baseline: str = "eager") -> dict[int, Ratio]:
     """Baseline median / cell median within each workload group, valid cells on both sides.
 
@@ -123,8 +132,10 @@ def _timing(c: CellResult) -> tuple[Text, Text, Text, Text]:
 def results_table(result: RunResult, baseline: str = "eager") -> Table:
     cells = result.cells()
     # Runs execute series by series (so pruning can bite); read them workload by workload.
+    # Scenarios too, in the order given (--scenario single-stream,server), not by name.
     ladder = {b: i for i, b in enumerate(dict.fromkeys(c.cell.backend for c in cells))}
-    cells.sort(key=lambda c: (_group_key(c), ladder[c.cell.backend]))
+    given = {s: i for i, s in enumerate(dict.fromkeys(_scenario_label(c) for c in cells))}
+    cells.sort(key=lambda c: (_workload_key(c), given[_scenario_label(c)], ladder[c.cell.backend]))
     speed = speedups(cells, baseline)
     varying, title = _shared(cells)
     # One column per size axis of the run, headed by name and unit; a model without that
