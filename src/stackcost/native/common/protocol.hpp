@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,9 +175,43 @@ inline std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// Busy CPU seconds since boot from /proc/stat (-1 where unreadable): all but idle and
+// iowait. A process pinned to some cores (a repetition on a Ray node, inherited from the
+// Python worker: execute/cores.py) counts only those cores' lines, so a measurement on the
+// next cores is not its disturbance; an unpinned one counts the first line, all CPUs.
+// The same rule as stackcost.measure.counters.system_busy_s.
+inline double system_busy_s() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const bool pinned = sched_getaffinity(0, sizeof allowed, &allowed) == 0 &&
+                      CPU_COUNT(&allowed) < sysconf(_SC_NPROCESSORS_ONLN);
+  std::ifstream stat("/proc/stat");
+  std::string line;
+  int64_t busy = 0;
+  bool read = false;
+  while (std::getline(stat, line) && line.rfind("cpu", 0) == 0) {
+    std::istringstream in(line);
+    std::string name;
+    in >> name;
+    const bool all = name == "cpu";
+    if (pinned == all) continue;  // pinned: per-CPU lines only; unpinned: the first only
+    if (pinned) {
+      const int cpu = std::atoi(name.c_str() + 3);
+      if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) continue;
+    }
+    int64_t v[8] = {};
+    for (auto& x : v) in >> x;  // user nice system idle iowait irq softirq steal
+    if (!in) return -1;
+    for (int i = 0; i < 8; ++i) busy += (i == 3 || i == 4) ? 0 : v[i];
+    read = true;
+    if (all) break;
+  }
+  return read ? static_cast<double>(busy) / sysconf(_SC_CLK_TCK) : -1;
+}
+
 // The counters at one edge of the timed loop, on the clocks Python reads: CLOCK_MONOTONIC
 // (time.monotonic_ns), this process's CPU time over all threads (time.process_time), and
-// the system's busy time from /proc/stat (-1 where unreadable). With them Python's
+// the busy time of the CPUs it may run on (system_busy_s). With them Python's
 // utilization over the loop is exact, however late its side-channel samples came.
 struct Edge {
   int64_t t_ns = 0;
@@ -188,15 +224,7 @@ struct Edge {
     e.t_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     e.cpu_s = static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
-    std::ifstream stat("/proc/stat");
-    std::string cpu;
-    int64_t v[8] = {};
-    if (stat >> cpu && cpu == "cpu") {
-      for (auto& x : v) stat >> x;  // user nice system idle iowait irq softirq steal
-      int64_t busy = 0;
-      for (int i = 0; i < 8; ++i) busy += (i == 3 || i == 4) ? 0 : v[i];
-      if (stat) e.system_busy_s = static_cast<double>(busy) / sysconf(_SC_CLK_TCK);
-    }
+    e.system_busy_s = stackcost::system_busy_s();
     return e;
   }
 };
