@@ -1,0 +1,41 @@
+"""The system under test's threads: instance 0 is answered on the thread that warmed it
+(the caller's), as the timed loop ran, whatever the scenario; LoadGen gets its own."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.scenario.test_run import QUICK
+
+pytest.importorskip("mlperf_loadgen")
+
+from stackcost.scenario.sut import run_scenario  # noqa: E402
+
+# Instances are a Server and Offline knob.
+CASES = [("single-stream", 1), ("server", 1), ("server", 2), ("offline", 1), ("offline", 2)]
+
+
+@pytest.mark.parametrize(("name", "instances"), CASES)
+def test_instance_0_runs_on_the_callers_thread(tmp_path: Path, name: str, instances: int) -> None:
+    seen: list[set[int]] = [set() for _ in range(instances)]
+
+    def step_of(i: int):
+        return lambda: seen[i].add(threading.get_ident())
+
+    config = QUICK.model_copy(update={"instances": instances}).config(name)
+    result = run_scenario(config, [step_of(i) for i in range(instances)], 1e5, tmp_path)
+    assert result.value is not None
+    assert seen[0] == {threading.get_ident()}
+    if instances > 1:
+        assert seen[1] and threading.get_ident() not in seen[1]
+
+
+def test_a_failing_step_is_raised_on_the_callers_thread(tmp_path: Path) -> None:
+    def step() -> None:
+        raise RuntimeError("step broke")
+
+    with pytest.raises(RuntimeError, match="step broke"):
+        run_scenario(QUICK.config("server"), [step], 1e5, tmp_path)
