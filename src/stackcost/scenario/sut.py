@@ -71,8 +71,7 @@ class StepServer:
 
     def __exit__(self, *exc: object) -> None:
         if not self.inline:
-            for _ in self.threads:
-                self.work.put(STOP)
+            self.stop()  # again, should this thread have left serve_here by an exception
             for t in self.threads:
                 t.join()
 
@@ -81,7 +80,9 @@ class StepServer:
         self._serve(self.steps[0])
 
     def stop(self) -> None:
-        self.work.put(STOP)
+        """End every serving thread: one STOP each, as any of them may take any STOP."""
+        for _ in self.steps:
+            self.work.put(STOP)
 
     def _answer(self, step: Callable[[], Any], sample_id: int) -> None:
         """One sample: run the step, and always complete it (LoadGen would wait forever
