@@ -59,9 +59,11 @@ def test_each_scenario_runs_under_loadgen(tmp_path: Path, name: str) -> None:
         assert s.unit == "QPS" and s.settings["server_target_qps"] > 0
 
 
-@pytest.mark.parametrize("name", ["server", "offline"])
-def test_instances_serve_concurrently(tmp_path: Path, name: str) -> None:
-    result = run_task(scenario_task(tmp_path, name, instances=2))
+@pytest.mark.parametrize(
+    ("name", "backend"), [("server", "eager"), ("offline", "eager"), ("offline", "openvino")]
+)
+def test_instances_serve_concurrently(tmp_path: Path, name: str, backend: str) -> None:
+    result = run_task(scenario_task(tmp_path, name, backend, instances=2))
     assert result.status in MEASURED, result.reason
     assert result.details["instances"] == 2 and result.scenario.instances == 2
 
