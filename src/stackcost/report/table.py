@@ -25,20 +25,18 @@ from stackcost.report.units import mib, ms, rate, sci
 from stackcost.runs import CellResult, RunResult
 from stackcost.workload import SIZE_AXES
 
+WORKLOAD = ("backend", "scenario")  # a row's group for ordering: the workload alone
+
 
 class Ratio(NamedTuple):
     value: float
     base_status: str  # the baseline cell's status: the ratio is trusted only when "ok"
 
 
-def _group_key(c: CellResult) -> tuple:
-    """The workload and placement: everything but the backend."""
-    return tuple(v for k, v in c.cell.flat().items() if k != "backend")
-
-
-def _workload_key(c: CellResult) -> tuple:
-    """The workload and placement alone: neither the backend nor the scenario."""
-    return tuple(v for k, v in c.cell.flat().items() if k not in ("backend", "scenario"))
+def _group_key(c: CellResult, leave_out: tuple[str, ...] = ("backend",)) -> tuple:
+    """The workload and placement: everything but the backend (and `leave_out`'s others:
+    the scenario too, to order rows by the scenarios' given order instead of by name)."""
+    return tuple(v for k, v in c.cell.flat().items() if k not in leave_out)
 
 
 def _scenario_label(c: CellResult) -> str:
@@ -135,7 +133,9 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
     # Scenarios too, in the order given (--scenario single-stream,server), not by name.
     ladder = {b: i for i, b in enumerate(dict.fromkeys(c.cell.backend for c in cells))}
     given = {s: i for i, s in enumerate(dict.fromkeys(_scenario_label(c) for c in cells))}
-    cells.sort(key=lambda c: (_workload_key(c), given[_scenario_label(c)], ladder[c.cell.backend]))
+    cells.sort(
+        key=lambda c: (_group_key(c, WORKLOAD), given[_scenario_label(c)], ladder[c.cell.backend])
+    )
     speed = speedups(cells, baseline)
     varying, title = _shared(cells)
     # One column per size axis of the run, headed by name and unit; a model without that
