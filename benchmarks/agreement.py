@@ -33,7 +33,7 @@ from stackcost.backends import PrepareContext, load_backend
 from stackcost.cell import Cell
 from stackcost.measure.protocol import Protocol, measure
 from stackcost.measure.timer import CpuTimer
-from stackcost.spec import model_ref
+from stackcost.spec.run import model_ref
 
 TOLERANCE = 0.03
 

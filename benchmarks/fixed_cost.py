@@ -27,11 +27,12 @@ from rich.table import Table
 from _figures import write_figures
 from stackcost.backends import REGISTRY, is_import_path, load_backend
 from stackcost.cell import Cell
+from stackcost.errors import SpecError
 from stackcost.execute.local import LocalExecutor
 from stackcost.execute.task import RepetitionTask
 from stackcost.measure.protocol import Protocol
 from stackcost.result import RepetitionResult
-from stackcost.spec import SpecError, model_ref
+from stackcost.spec.run import model_ref
 from stackcost.verify import DEFAULT_TOLERANCE
 
 PHASES = ("spawn_s", "import_s", "build_s", "reference_s", "prepare_s")

@@ -28,8 +28,8 @@ from rich.table import Table
 
 from _figures import write_figures
 from stackcost.cli import main as stackcost
-from stackcost.runs import RunResult
-from stackcost.store import Store
+from stackcost.store.database import Store
+from stackcost.store.runs import RunResult
 
 TOLERANCE = 0.05
 

@@ -29,10 +29,11 @@ from stackcost.backends import load_backend
 from stackcost.cell import Cell, TrainConfig
 from stackcost.commands.axes import cores
 from stackcost.data import DATASETS
+from stackcost.errors import SpecError
 from stackcost.execute.local import LocalExecutor
 from stackcost.result import RepetitionResult
-from stackcost.spec import SpecError, model_ref
-from stackcost.train.spec import check_backends, check_data
+from stackcost.spec.run import model_ref
+from stackcost.spec.train import check_backends, check_data
 from stackcost.train.task import TrainTask
 
 

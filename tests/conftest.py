@@ -10,7 +10,7 @@ import pytest
 from stackcost.cell import Cell
 from stackcost.execute.task import RepetitionTask
 from stackcost.measure.protocol import Protocol
-from stackcost.spec import model_ref
+from stackcost.spec.run import model_ref
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,8 +6,8 @@ import pytest
 
 import stackcost
 from stackcost.cli import main
+from stackcost.errors import SpecError
 from stackcost.result import MEASURED_STATUSES
-from stackcost.spec import SpecError
 
 FAST = dict(protocol={"min_time_s": 0.05, "max_time_s": 0.5, "warmup_max_time_s": 0.3})
 

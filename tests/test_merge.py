@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 from stackcost.cli import main
-from stackcost.runs import RunResult
-from stackcost.store import Store
+from stackcost.store.database import Store
+from stackcost.store.runs import RunResult
 from tests.conftest import tiny_cell
 from tests.test_store import _result
 

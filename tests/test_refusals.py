@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from stackcost.env import cores
-from stackcost.store import Store
+from stackcost.store.database import Store
 from tests.test_refusals_files import refused, state
 
 RUN = ["run", "mlp", "--backends", "eager", "--resolution", "8", "--threads", "1", "--quiet"]

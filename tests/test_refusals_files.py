@@ -24,9 +24,9 @@ from stackcost.cli import main
 from stackcost.compare.diff import run_to_json
 from stackcost.measure.stats import summarize
 from stackcost.result import RepetitionResult
-from stackcost.runs import RunResult
-from stackcost.spec_yaml import MAX_SPEC_BYTES
-from stackcost.store import Store
+from stackcost.spec.reader import MAX_SPEC_BYTES
+from stackcost.store.database import Store
+from stackcost.store.runs import RunResult
 from tests.conftest import tiny_cell
 
 # A tiny, fast run: if the store were not refused first, it would still end quickly.
@@ -235,7 +235,9 @@ SPECS: dict[str, tuple[str | bytes, str]] = {
     "billion-laughs": (billion_laughs(), "more than 100000 values once its aliases"),
     "billion-laughs-in-models": (billion_laughs("models"), "more than 100000 values"),
     "recursive-alias": ("models: &a [mlp, *a]\n", "recursive aliases are not allowed"),
-    "deep-nesting": ("models: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than 32"),
+    # Which refuses first, PyYAML (6.0.4: its own depth limit) or stackcost's check, depends
+    # on the installed PyYAML: the contract (exit 2, one line, nothing written) is what holds.
+    "deep-nesting": ("models: " + "[" * 5000 + "]" * 5000 + "\n", None),
     "binary": (bytes(range(256)) * 4, "is not UTF-8 text (byte 0x80"),
     "latin-1": ("models: [café]\n".encode("latin-1"), "is not UTF-8 text (byte 0xe9"),
     "too-large": (b"models: [" + b"mlp, " * (MAX_SPEC_BYTES // 5) + b"]\n", "larger than 1024 KiB"),
@@ -256,13 +258,13 @@ def test_sweep_refuses_a_bad_spec_file(tmp_path, capsys, name):
     spec = tmp_path / "spec.yaml"
     spec.write_bytes(text if isinstance(text, bytes) else text.encode())
     err = refused(["sweep", str(spec), "--db", str(tmp_path / "s.db")], capsys, tmp_path)
-    assert expected in err
+    assert (expected or "spec.yaml") in err
     assert not (tmp_path / "s.db").exists()
 
 
 def test_billion_laughs_is_refused_in_under_a_second(tmp_path):
-    from stackcost.spec import SpecError
-    from stackcost.spec_file import load_sweep
+    from stackcost.errors import SpecError
+    from stackcost.spec.file import load_sweep
 
     spec = tmp_path / "laughs.yaml"
     spec.write_text(billion_laughs("models"))

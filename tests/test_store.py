@@ -2,11 +2,11 @@ import sqlite3
 
 import pytest
 
+from stackcost.errors import SpecError
 from stackcost.measure.stats import summarize
 from stackcost.result import Memory, RepetitionResult
-from stackcost.runs import RunResult
-from stackcost.spec import SpecError
-from stackcost.store import SCHEMA_VERSION, Store, StoreError, check_writable
+from stackcost.store.database import SCHEMA_VERSION, Store, StoreError, check_writable
+from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 from tests.conftest import tiny_cell
 

@@ -13,11 +13,12 @@ from scipy.stats import gmean
 
 from stackcost.cell import Cell
 from stackcost.cli import main
+from stackcost.report.suite_data import summarize
 from stackcost.report.suite_summary import suite_section, summary_renderables
 from stackcost.result import Memory, RepetitionResult
-from stackcost.runs import RunResult
-from stackcost.spec import model_ref
-from stackcost.suite import load_suite, suite_path, summarize
+from stackcost.spec.run import model_ref
+from stackcost.spec.suite import load_suite, suite_path
+from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 
 ROOT = Path(__file__).resolve().parents[1]

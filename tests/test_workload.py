@@ -7,8 +7,8 @@ import torch
 
 import stackcost
 from stackcost.cell import Cell, ModelRef
+from stackcost.errors import SpecError
 from stackcost.result import MEASURED_STATUSES
-from stackcost.spec import SpecError
 from stackcost.workload import SIZE_AXES, Input, Workload, make_example
 
 FAST = dict(protocol={"min_time_s": 0.05, "max_time_s": 0.5, "warmup_max_time_s": 0.3})

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stackcost.env import cores
-from stackcost.runs import RunResult
-from stackcost.spec import SpecError, db_problem, model_ref, validate
+from stackcost.errors import SpecError
+from stackcost.spec.run import db_problem, model_ref, validate
+from stackcost.store.runs import RunResult
 
 
 def run(
@@ -35,7 +36,7 @@ def run(
     >>> stackcost.run("mlp", ["eager", "onnxruntime"], batch_sizes=[1, 8]).to_dataframe()
     """
     from stackcost.execute.runner import execute
-    from stackcost.store import Store
+    from stackcost.store.database import Store
 
     ref = model_ref(
         model,
@@ -76,7 +77,7 @@ def load(db: str | Path = "stackcost.db", run_id: str | None = None) -> RunResul
 def load_runs(db: str | Path, run_ids: list[str], every: bool = False) -> list[RunResult]:
     """Stored runs by id (the latest alone when none is given, all with `every`);
     SpecError if missing."""
-    from stackcost.store import Store
+    from stackcost.store.database import Store
 
     if not Path(db).is_file():
         raise SpecError(f"no database at {str(db)!r}")

@@ -24,8 +24,8 @@ from stackcost.commands import (
     train,
 )
 from stackcost.commands import build as build_cmd
+from stackcost.errors import SpecError
 from stackcost.execute.machine_lock import MachineBusy
-from stackcost.spec import SpecError
 
 # sysexits' EX_TEMPFAIL: not bad input, try again later (another stackcost is measuring).
 EXIT_BUSY = 75

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from stackcost.clip import shown
-from stackcost.spec import SpecError
+from stackcost.errors import SpecError
 
 
 def check_output_file(path: Path, flag: str, inputs: Iterable[Path] = ()) -> None:

@@ -9,8 +9,8 @@ from stackcost.execute.local import LocalExecutor
 from stackcost.execute.machine_lock import MachineLock
 from stackcost.execute.runner import execute
 from stackcost.result import MEASURED_STATUSES
-from stackcost.spec import RunSpec, model_ref
-from stackcost.store import Store
+from stackcost.spec.run import RunSpec, model_ref
+from stackcost.store.database import Store
 from tests.conftest import FAST
 
 

@@ -13,7 +13,7 @@ import torch
 from stackcost.backends import load_backend
 from stackcost.cell import Cell
 from stackcost.cli import main
-from stackcost.spec import model_ref
+from stackcost.spec.run import model_ref
 from stackcost.zoo import build_model
 
 pytest.importorskip("keras", reason="the tf/jax extras are not installed")

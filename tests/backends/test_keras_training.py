@@ -13,7 +13,7 @@ import torch
 from stackcost.api import load_runs
 from stackcost.cell import TrainConfig
 from stackcost.cli import main
-from stackcost.spec import model_ref
+from stackcost.spec.run import model_ref
 from stackcost.train.agreement import agreement, eager_twin
 from stackcost.zoo import build_model
 

@@ -7,7 +7,7 @@ from stackcost.compare.diff import Side, compare_sides
 from stackcost.compare.render import markdown
 from stackcost.measure.stats import summarize
 from stackcost.result import Memory, RepetitionResult
-from stackcost.runs import CellResult
+from stackcost.store.runs import CellResult
 from tests.conftest import tiny_cell
 
 

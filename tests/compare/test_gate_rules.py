@@ -16,7 +16,7 @@ from stackcost.compare.render import as_json
 from stackcost.measure.disturbance import Disturbance
 from stackcost.measure.stats import summarize
 from stackcost.result import RepetitionResult
-from stackcost.store import Store
+from stackcost.store.database import Store
 from tests.conftest import tiny_cell
 
 SAMPLES = 500  # iterations per repetition: plenty for a pooled test to be overconfident

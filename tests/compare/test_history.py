@@ -10,7 +10,7 @@ from stackcost.cli import main
 from stackcost.compare.history import html, load_history, untrusted_summary
 from stackcost.measure.stats import summarize
 from stackcost.result import RepetitionResult
-from stackcost.store import Store
+from stackcost.store.database import Store
 from tests.conftest import tiny_cell
 
 

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from stackcost.env import cores
 from stackcost.execute.runner import execute
 from stackcost.measure.protocol import Protocol
-from stackcost.spec import RunSpec, model_ref
-from stackcost.store import Store
+from stackcost.spec.run import RunSpec, model_ref
+from stackcost.store.database import Store
 
 # Long enough that /proc/stat's tick slack is small (2 ticks x 2 CPUs / 0.4 s = 0.1 core).
 PROTOCOL = Protocol(min_time_s=0.4, max_time_s=0.8, warmup_max_time_s=0.3, check_interval_s=0.02)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from stackcost.errors import SpecError
 from stackcost.execute.environ import check_names, recorded, worker_environ
 from stackcost.execute.runner import execute
-from stackcost.runs import RunResult
-from stackcost.spec import RunSpec, SpecError, model_ref
-from stackcost.store import Store
+from stackcost.spec.run import RunSpec, model_ref
+from stackcost.store.database import Store
+from stackcost.store.runs import RunResult
 from tests.conftest import FAST
 
 ENV = "tests.execute.fake_backends:EnvBackend"
@@ -62,7 +63,7 @@ def test_a_stray_tuning_variable_does_not_reach_the_worker_unless_inherited(tmp_
 
 
 def test_a_sweep_spec_names_variables_to_inherit(tmp_path):
-    from stackcost.spec_file import load_sweep
+    from stackcost.spec.file import load_sweep
 
     spec = tmp_path / "s.yaml"
     spec.write_text("models: [mlp]\nbackends: [eager]\nthreads: 1\ninherit_env: [KMP_AFFINITY]\n")

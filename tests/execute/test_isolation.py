@@ -3,9 +3,9 @@
 from stackcost.execute.local import LocalExecutor
 from stackcost.execute.runner import execute
 from stackcost.result import MEASURED_STATUSES
-from stackcost.runs import superseded_dropped
-from stackcost.spec import RunSpec, model_ref
-from stackcost.store import Store
+from stackcost.spec.run import RunSpec, model_ref
+from stackcost.store.database import Store
+from stackcost.store.runs import superseded_dropped
 from tests.conftest import FAST, tiny_task
 
 FAKE = "tests.execute.fake_backends"

@@ -27,8 +27,8 @@ from stackcost.execute.runner import execute  # noqa: E402
 from stackcost.measure.counters import Edge, Window, system_busy_s  # noqa: E402
 from stackcost.measure.disturbance import assess  # noqa: E402
 from stackcost.measure.protocol import Protocol  # noqa: E402
-from stackcost.spec import RunSpec, model_ref  # noqa: E402
-from stackcost.store import Store  # noqa: E402
+from stackcost.spec.run import RunSpec, model_ref  # noqa: E402
+from stackcost.store.database import Store  # noqa: E402
 
 TWO_CPUS = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 QUICK = Protocol(min_time_s=0.2, max_time_s=0.4, warmup_max_time_s=0.1, min_iters=5)

@@ -11,14 +11,14 @@ import pytest
 
 from stackcost.commands.train import save_initial_weights
 from stackcost.result import MEASURED_STATUSES
-from stackcost.train.spec import TrainSpec
+from stackcost.spec.train import TrainSpec
 from stackcost.train.task import TrainTask
 from stackcost.train.worker import run_task
 
 
 def _spec(backend: str) -> TrainSpec:
     from stackcost.cell import TrainConfig
-    from stackcost.spec import model_ref
+    from stackcost.spec.run import model_ref
 
     return TrainSpec(
         model=model_ref("resnet18", num_classes=10, in_channels=1),

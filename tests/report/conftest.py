@@ -14,9 +14,9 @@ import pytest
 from stackcost.cell import Cell
 from stackcost.measure.stats import summarize
 from stackcost.result import Memory, Phases, RepetitionResult
-from stackcost.runs import RunResult
-from stackcost.spec import model_ref
-from stackcost.store import Store
+from stackcost.spec.run import model_ref
+from stackcost.store.database import Store
+from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 
 EVIL_MODEL = "<script>alert(1)</script>"

@@ -18,9 +18,9 @@ from stackcost.measure.stats import summarize
 from stackcost.measure.telemetry import RaplStatus, Telemetry
 from stackcost.profile.breakdown import Breakdown, OpRow
 from stackcost.result import RepetitionResult
-from stackcost.runs import RunResult
-from stackcost.spec import model_ref
-from stackcost.store import Store
+from stackcost.spec.run import model_ref
+from stackcost.store.database import Store
+from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 
 EVIL_MODEL = "<script>alert(11)</script>"

@@ -17,8 +17,8 @@ from stackcost.cell import Cell
 from stackcost.measure.disturbance import Disturbance
 from stackcost.measure.stats import summarize
 from stackcost.result import Memory, RepetitionResult
-from stackcost.runs import RunResult
-from stackcost.spec import model_ref
+from stackcost.spec.run import model_ref
+from stackcost.store.runs import RunResult
 
 EAGER_MS = 10.0
 TS_MS = 6.0

@@ -4,7 +4,7 @@ import statistics
 import pytest
 
 from stackcost.report import data
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 from tests.report.conftest import BACKENDS, BATCHES, REPEATS, RESOLUTIONS, build_store
 
 

@@ -18,8 +18,8 @@ from stackcost.report.export import export
 from stackcost.report.html import render_html
 from stackcost.report.table import results_table
 from stackcost.result import Memory, RepetitionResult
-from stackcost.runs import RunResult
-from stackcost.store import Store
+from stackcost.store.database import Store
+from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 
 MLP = ModelRef(name="mlp", num_classes=10, in_channels=1)

@@ -16,7 +16,7 @@ import pytest
 from stackcost.execute.task import RepetitionTask
 from stackcost.execute.worker import run_task
 from stackcost.scenario.settings import LoadGenSettings
-from stackcost.store import Store
+from stackcost.store.database import Store
 from tests.conftest import FAST, tiny_cell
 from tests.test_cli import run_cli
 
@@ -85,7 +85,7 @@ def test_single_stream_p90_agrees_with_the_timed_loop(tmp_path: Path) -> None:
     """The same cell (mnist-cnn b8: ~1-2 ms a step, so LoadGen's ~60 us per query is a
     few percent) through the timed loop and through LoadGen's SingleStream."""
     from stackcost.measure.protocol import Protocol
-    from stackcost.spec import model_ref
+    from stackcost.spec.run import model_ref
 
     cell = tiny_cell(model=model_ref("mnist-cnn"), batch_size=8, resolution=28)
     protocol = Protocol(min_time_s=1.0, max_time_s=3.0, warmup_max_time_s=1.0)

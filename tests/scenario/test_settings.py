@@ -123,7 +123,7 @@ def test_summary_is_read_as_loadgen_wrote_it() -> None:
 
 
 def test_a_sweep_spec_takes_scenarios_and_loadgen_settings() -> None:
-    from stackcost.spec_file import sweep_from_data
+    from stackcost.spec.file import sweep_from_data
 
     spec = sweep_from_data(
         {

@@ -18,9 +18,10 @@ import torch
 from stackcost import zoo
 from stackcost.cell import Cell, TrainConfig
 from stackcost.cli import main
+from stackcost.errors import SpecError
 from stackcost.result import MEASURED_STATUSES
-from stackcost.spec import SpecError, model_ref
-from stackcost.store import SCHEMA_VERSION, Store
+from stackcost.spec.run import model_ref
+from stackcost.store.database import SCHEMA_VERSION, Store
 
 TINY = ["--limit", "256", "--threads", "1", "--quiet"]
 
@@ -286,7 +287,7 @@ def test_resume_trains_only_what_the_run_lacks(tmp_path, capsys):
 
 
 def test_the_refusal_names_every_backend_that_trains():
-    from stackcost.train.spec import check_backends
+    from stackcost.spec.train import check_backends
 
     with pytest.raises(SpecError) as refused:
         check_backends(["onnxruntime"])

@@ -10,7 +10,7 @@ import torch
 
 from stackcost.cell import Cell, TrainConfig
 from stackcost.cli import main
-from stackcost.spec import model_ref
+from stackcost.spec.run import model_ref
 from stackcost.train.data import Batches, drawn_split, load_splits
 from stackcost.zoo import workload_of
 from tests.train.test_train import repetitions, rows

@@ -10,14 +10,9 @@ import math
 from typing import Any
 
 from stackcost.env import cores
+from stackcost.errors import SpecError
 from stackcost.scenario.settings import SCENARIO_CHOICES, parse_duration_ms, parse_scenarios
-from stackcost.spec import (
-    SpecError,
-    check_int,
-    parse_choices,
-    parse_options,
-    parse_positive_ints,
-)
+from stackcost.spec.grammar import check_int, parse_choices, parse_options, parse_positive_ints
 from stackcost.workload import SIZE_AXES
 
 

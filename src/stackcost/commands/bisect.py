@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from stackcost.spec import SpecError
+from stackcost.errors import SpecError
 
 
 def add_parser(sub: Any) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 from rich.console import Console
 
 from stackcost.compare.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+from stackcost.errors import SpecError
 from stackcost.outputs import check_output_file
-from stackcost.spec import SpecError
 
 METRIC_NAMES = ("latency", "throughput", "peak_memory", "cold_start")
 

@@ -11,9 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from stackcost.errors import SpecError
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.machine_lock import MachineLock
-from stackcost.spec import SpecError
 
 EXECUTORS = ("local", "ray")
 HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:\d{1,5}")

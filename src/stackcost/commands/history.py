@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from stackcost.clip import shown
+from stackcost.errors import SpecError
 from stackcost.outputs import check_output_file
-from stackcost.spec import SpecError
 
 
 def add_parser(sub: Any) -> None:

@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.merge import merge
+    from stackcost.store.merge import merge
 
     merged = merge([Path(s) for s in args.stores], Path(args.output))
     for source, ids in merged.added.items():

@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.env import collect, fingerprint
     from stackcost.measure.peaks import cached_peaks, measure_peaks, store_peaks
-    from stackcost.spec import parse_positive_ints
+    from stackcost.spec.grammar import parse_positive_ints
 
     if args.threads is not None:
         threads = sorted(set(parse_positive_ints(args.threads, "threads")))

@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
+from stackcost.errors import SpecError
 from stackcost.outputs import check_output_dir, check_output_file
-from stackcost.spec import SpecError
 
 
 def add_parser(sub: Any) -> None:
@@ -95,7 +95,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def _suite_runs(args: argparse.Namespace) -> tuple[list[Any], tuple[str, list[str]]]:
     """The stored runs of the suite named by --suite, and (its name, its workload labels)."""
-    from stackcost.suite import load_suite, stored_runs
+    from stackcost.report.suite_data import stored_runs
+    from stackcost.spec.suite import load_suite
 
     if args.runs:
         raise SpecError(f"--suite {args.suite} picks the runs: give no RUN ids beside it")

@@ -19,18 +19,12 @@ from stackcost.commands.executor import (
     cluster_line,
     executor_for,
 )
+from stackcost.errors import SpecError
 from stackcost.execute.machine_lock import MachineBusy, MachineLock
 from stackcost.measure.disturbance import POLICIES
 from stackcost.result import VALID_STATUSES, headline
-from stackcost.spec import (
-    SpecError,
-    db_problem,
-    model_ref,
-    parse_config,
-    parse_positive_ints,
-    parse_shape,
-    validate,
-)
+from stackcost.spec.grammar import parse_config, parse_positive_ints, parse_shape
+from stackcost.spec.run import db_problem, model_ref, validate
 
 
 def add_parser(sub: Any) -> None:
@@ -163,7 +157,7 @@ def measure_and_show(
     from stackcost.report.profile_table import profile_table
     from stackcost.report.progress import LiveProgress
     from stackcost.report.table import results_table
-    from stackcost.store import Store
+    from stackcost.store.database import Store
 
     if args.on_disturbed not in POLICIES:
         raise SpecError(

@@ -19,9 +19,10 @@ from rich.text import Text
 
 from stackcost.commands.executor import check_executor_args, cluster_line, executor_for
 from stackcost.commands.run import add_session_args, machine_lock, retry_notice, this_command
+from stackcost.errors import SpecError
 from stackcost.measure.disturbance import POLICIES
 from stackcost.result import VALID_STATUSES
-from stackcost.spec import SpecError, db_problem
+from stackcost.spec.run import db_problem
 
 
 def add_parser(sub: Any) -> None:
@@ -53,7 +54,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.suite import load_suite
+    from stackcost.spec.suite import load_suite
 
     backends = None
     if args.backends is not None:
@@ -78,9 +79,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int:
+    from stackcost.report.suite_data import stored_runs, summarize
     from stackcost.report.suite_summary import summary_renderables
-    from stackcost.store import Store
-    from stackcost.suite import stored_runs, summarize
+    from stackcost.store.database import Store
 
     if not os.path.exists(args.db):
         raise SpecError(f"--db {args.db}: no such store (run `stackcost suite {suite.name}` first)")
@@ -104,9 +105,10 @@ def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int
 def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
     from stackcost.execute.runner import execute
     from stackcost.report.progress import LiveProgress
+    from stackcost.report.suite_data import summarize
     from stackcost.report.suite_summary import summary_renderables
-    from stackcost.store import Store
-    from stackcost.suite import summarize, workload_label_of_spec
+    from stackcost.spec.suite import workload_label_of_spec
+    from stackcost.store.database import Store
 
     err = Console(stderr=True)
     totals = [len(spec.cells()) * spec.repeats for spec in suite.specs]

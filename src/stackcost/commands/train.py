@@ -11,16 +11,11 @@ from rich.console import Console
 from stackcost.commands.axes import number
 from stackcost.commands.run import add_hf_args, add_session_args
 from stackcost.env import cores
+from stackcost.errors import SpecError
 from stackcost.execute import scratch
 from stackcost.execute.environ import check_names
-from stackcost.spec import (
-    SpecError,
-    check_threads,
-    db_problem,
-    model_ref,
-    parse_config,
-    parse_positive_ints,
-)
+from stackcost.spec.grammar import parse_config, parse_positive_ints
+from stackcost.spec.run import check_threads, db_problem, model_ref
 from stackcost.workload import SIZE_AXES, Workload
 
 
@@ -91,12 +86,7 @@ def spec_from_args(args: argparse.Namespace):
     """The validated TrainSpec; every bad input raises SpecError before any store exists."""
     from stackcost.cell import TrainConfig
     from stackcost.data import DATASETS
-    from stackcost.train.spec import (
-        TrainSpec,
-        check_backends,
-        check_data,
-        check_learning_rate,
-    )
+    from stackcost.spec.train import TrainSpec, check_backends, check_data, check_learning_rate
 
     epochs = parse_positive_ints(args.epochs, "epochs")[0]
     batch = parse_positive_ints(args.batch_size, "batch size")[0]
@@ -210,7 +200,7 @@ def train_sizes(args: argparse.Namespace, workload: Workload, info: Any) -> dict
     """One value per size axis of the model: the flag's, else the model's default; for an
     image model, the smallest resolution it accepts that still holds the dataset's images
     (datasets sized at load, synthetic and VOC, get 32 px)."""
-    from stackcost.train.spec import default_resolution
+    from stackcost.spec.train import default_resolution
 
     sizes: dict[str, int] = {}
     for axis in SIZE_AXES.values():
@@ -245,7 +235,7 @@ def check_resumable(spec: Any, db: Path, digest: str) -> None:
     """--resume continues a run only if its repetitions started from these same weights
     (the build is seeded, so they do unless the model code changed since)."""
     from stackcost.env import collect, fingerprint
-    from stackcost.store import Store
+    from stackcost.store.database import Store
 
     if not db.exists():
         return  # nothing to resume; and opening the store would create the file

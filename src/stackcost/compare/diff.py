@@ -17,9 +17,9 @@ from stackcost.compare.stats import (
     status_verdict,
     worst,
 )
+from stackcost.errors import SpecError
 from stackcost.result import MEASURED_STATUSES, VALID_STATUSES, RepetitionResult, headline
-from stackcost.runs import CellResult, RunResult
-from stackcost.spec import SpecError
+from stackcost.store.runs import CellResult, RunResult
 
 # metric -> (values of one valid repetition, higher is better)
 Extractor = Callable[[RepetitionResult], list[float]]

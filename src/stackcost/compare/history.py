@@ -18,7 +18,7 @@ from stackcost.cell import Cell
 from stackcost.compare.diff import METRICS, repetition_values, status_reason
 from stackcost.compare.steps import Step, detect_steps
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 
 # How the figure marks points that decide no change point: hollow unstable, crossed disturbed.
 UNTRUSTED_MARKERS = {"unstable": "o", "disturbed": "x"}
@@ -113,7 +113,7 @@ def load_history(
     """Series of `metric` per matching cell, runs ordered by start time."""
     import json
 
-    from stackcost.store import Store
+    from stackcost.store.database import Store
 
     series: dict[str, Series] = {}
     with Store(db, read_only=True) as store:

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stackcost.cell import Cell
 from stackcost.clip import one_line, shown
+from stackcost.errors import SpecError
 from stackcost.result import RepetitionResult
-from stackcost.runs import RunResult
-from stackcost.spec import SpecError
+from stackcost.store.runs import RunResult
 
 REWRITE = "write it again with `stackcost report RUN --format run-json -o FILE`"
 

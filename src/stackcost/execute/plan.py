@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from stackcost.cell import Cell
 from stackcost.result import RepetitionResult
-from stackcost.spec import RunSpec
+from stackcost.spec.run import RunSpec
 
 if TYPE_CHECKING:
-    from stackcost.train.spec import TrainSpec
+    from stackcost.spec.train import TrainSpec
 
 # Out of memory or time at batch b: larger batches of the series would be too.
 PRUNING_STATUSES = frozenset({"oom", "timeout"})

@@ -23,12 +23,12 @@ from stackcost.execute.probe import BackendFacts, learn
 from stackcost.execute.task import RepetitionTask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RepetitionResult
-from stackcost.runs import RunResult, superseded_dropped
-from stackcost.spec import RunSpec
+from stackcost.spec.run import RunSpec
+from stackcost.store.runs import RunResult, superseded_dropped
 
 if TYPE_CHECKING:
-    from stackcost.train.spec import TrainSpec
-from stackcost.store import Store
+    from stackcost.spec.train import TrainSpec
+from stackcost.store.database import Store
 
 # Called after each stored repetition: (cell, result, done, total).
 OnResult = Callable[[Cell, RepetitionResult, int, int], None]

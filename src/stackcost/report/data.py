@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, VALID_STATUSES
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 from stackcost.workload import SIZE_AXES
 
 MIB = 2**20

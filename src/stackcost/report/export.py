@@ -12,7 +12,7 @@ from stackcost.report import data
 from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
 from stackcost.report.units import num
 from stackcost.result import TRUSTED_STATUSES
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 from stackcost.workload import SIZE_AXES
 
 Format = Literal["md", "csv", "json"]

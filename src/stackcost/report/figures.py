@@ -29,7 +29,7 @@ from stackcost.report.costs.roofline import rep_intensity, roofs
 from stackcost.report.costs.rows import Row, collect
 from stackcost.report.costs.scaling import SCALING_AXES, UNSTABLE_BASE, scaling_frame
 from stackcost.report.style import AXIS_FILE, AXIS_LABEL, X_NAME, series_colors, slug
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 
 DPI = 200
 # (metric column, band low, band high, y label, log y, file stem)

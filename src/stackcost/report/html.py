@@ -26,7 +26,7 @@ from stackcost.report.style import PALETTE, series_colors
 from stackcost.report.template import PAGE
 from stackcost.report.units import num
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, headline
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 from stackcost.workload import SIZE_AXES
 
 NOT_RUN = ("skipped", "unavailable", "unsupported")

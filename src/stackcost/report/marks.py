@@ -30,7 +30,7 @@ from rich.text import Text
 from stackcost.measure.stats import Stats, summarize
 from stackcost.report.units import num
 from stackcost.result import TRUSTED_STATUSES, VALID_STATUSES, headline
-from stackcost.runs import CellResult
+from stackcost.store.runs import CellResult
 
 DISTURBED_MARK = "†"
 UNTRUSTED_BASE_MARK = "?"

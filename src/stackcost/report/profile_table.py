@@ -8,7 +8,7 @@ from rich.text import Text
 
 from stackcost.report.table import size_axes, size_heading, size_value
 from stackcost.result import RepetitionResult
-from stackcost.runs import CellResult, RunResult
+from stackcost.store.runs import CellResult, RunResult
 
 
 def profiled(c: CellResult) -> RepetitionResult | None:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stackcost.result import MEASURED_STATUSES, headline
-from stackcost.runs import CellResult, RunResult
 from stackcost.scenario.summary import ScenarioResult
+from stackcost.store.runs import CellResult, RunResult
 
 TIMED_LOOP_LABEL = "timed loop"
 CAPTION = (

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from stackcost.report import data
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 
 
 @dataclass

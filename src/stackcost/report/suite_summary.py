@@ -18,11 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from stackcost.report.marks import DISTURBED_MARK, STATUS_STYLE, UNTRUSTED_BASE_MARK
+from stackcost.report.suite_data import Entry, SuiteSummary, summarize
 from stackcost.report.units import ms
-from stackcost.suite import BASELINE, Entry, SuiteSummary, summarize
+from stackcost.spec.suite import BASELINE
 
 if TYPE_CHECKING:
-    from stackcost.runs import RunResult
+    from stackcost.store.runs import RunResult
 
 METRICS = {
     "speedup": "speedup",

@@ -22,7 +22,7 @@ from stackcost.report.marks import (
 from stackcost.report.scenarios import CAPTION as SCENARIO_CAPTION
 from stackcost.report.scenarios import TIMED_LOOP_LABEL, scenario_view
 from stackcost.report.units import mib, ms, rate, sci
-from stackcost.runs import CellResult, RunResult
+from stackcost.store.runs import CellResult, RunResult
 from stackcost.workload import SIZE_AXES
 
 WORKLOAD = ("backend", "scenario")  # a row's group for ordering: the workload alone

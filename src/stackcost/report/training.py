@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 from stackcost.train.agreement import (
     STEPS,
     TOLERANCE_TEXT,

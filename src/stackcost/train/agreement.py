@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stackcost.runs import CellResult
+from stackcost.store.runs import CellResult
 
 # The largest relative difference from eager's loss that still agrees, per step.
 TOLERANCES = (1e-4, 5e-2, 5e-2)

@@ -16,7 +16,7 @@ from stackcost.report.marks import (
 )
 from stackcost.report.units import ms, rate
 from stackcost.result import MEASURED_STATUSES, RepetitionResult
-from stackcost.runs import CellResult, RunResult
+from stackcost.store.runs import CellResult, RunResult
 from stackcost.train.agreement import STEPS, TOLERANCE_TEXT, agreement, eager_twin
 
 

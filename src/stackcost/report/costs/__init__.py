@@ -29,7 +29,7 @@ from stackcost.report.costs.roofline import PEAK_HEADER, peak_table, roofline_fi
 from stackcost.report.costs.rows import Panel, collect
 from stackcost.report.costs.scaling import scaling_figure
 from stackcost.report.costs.utilization import utilization_figure
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 
 NO_PROFILE = (
     "No cell of these runs carries profile data: run with `stackcost run ... --profile` for "

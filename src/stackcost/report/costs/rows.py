@@ -16,7 +16,7 @@ from stackcost.report.profile_table import profiled
 from stackcost.report.study import machine_of
 from stackcost.report.style import PALETTE
 from stackcost.result import RepetitionResult
-from stackcost.runs import RunResult
+from stackcost.store.runs import RunResult
 
 
 @dataclass

@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stackcost.backends import REGISTRY, is_import_path
 from stackcost.cell import Cell, ModelRef, TrainConfig
-from stackcost.spec import MAX_REPEATS, SpecError
+from stackcost.errors import SpecError
+from stackcost.spec.grammar import MAX_REPEATS
 from stackcost.workload import Workload
 
 DEFAULT_BACKENDS = ("eager", "inductor", "torchscript")

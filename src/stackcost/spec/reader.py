@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from stackcost.clip import one_line, shown
-from stackcost.spec import SpecError
+from stackcost.errors import SpecError
 
 MAX_SPEC_BYTES = 1 << 20  # 1 MiB: the shipped examples are under 2 KiB
 MAX_DEPTH = 32  # nested collections; a spec needs 4

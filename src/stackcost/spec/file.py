@@ -21,10 +21,12 @@ from stackcost import zoo
 from stackcost.backends import REGISTRY, is_import_path
 from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
+from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
 from stackcost.scenario.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
-from stackcost.spec import SpecError, model_ref, parse_config, parse_positive_ints, validate
-from stackcost.spec_yaml import load_mapping
+from stackcost.spec.grammar import parse_config, parse_positive_ints
+from stackcost.spec.reader import load_mapping
+from stackcost.spec.run import model_ref, validate
 from stackcost.workload import SIZE_AXES
 
 IntAxis = list[int] | int | str  # a list, one value, or "1,8" / "8..1024x2" text

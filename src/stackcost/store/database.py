@@ -18,9 +18,9 @@ from typing import Any
 from stackcost.cell import Cell
 from stackcost.clip import shown
 from stackcost.env import now
+from stackcost.errors import SpecError
 from stackcost.result import EpochRecord, RepetitionResult
-from stackcost.spec import SpecError
-from stackcost.store_check import Snapshot, connect_read_only, snapshot, store_problem
+from stackcost.store.check import Snapshot, connect_read_only, snapshot, store_problem
 
 SCHEMA_VERSION = 4
 

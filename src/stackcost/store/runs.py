@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from stackcost.scenario.summary import ScenarioResult
-    from stackcost.store import Store
+    from stackcost.store.database import Store
 
 
 @dataclass

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from stackcost.clip import shown
 from stackcost.errors import SpecError
-from stackcost.store import SCHEMA_VERSION, Store, check_writable
-from stackcost.store_check import connect_read_only, store_problem
+from stackcost.store.check import connect_read_only, store_problem
+from stackcost.store.database import SCHEMA_VERSION, Store, check_writable
 
 # Child tables of a run, in the order their keys depend on each other.
 CHILDREN = ("cells", "repetitions", "samples", "epochs")
