@@ -11,7 +11,7 @@ from stackcost.cli import main
 from stackcost.store.database import Store
 from stackcost.store.runs import RunResult
 from tests.conftest import tiny_cell
-from tests.test_store import _result
+from tests.store.test_database import _result
 
 
 def _store(path, machine: str, n_samples: int = 5) -> str:

@@ -21,7 +21,7 @@ from stackcost.spec.suite import load_suite, suite_path
 from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- the summary on synthetic runs --------------------------------------------------------
