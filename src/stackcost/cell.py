@@ -80,7 +80,7 @@ class TrainConfig(Frozen):
     data_seed: int = 0  # shuffling: epoch e uses torch.Generator().manual_seed(data_seed + e)
 
 
-# MLPerf LoadGen's deployment scenarios (stackcost.scenario), as `--scenario` spells them.
+# MLPerf LoadGen's deployment scenarios (stackcost.scenarios), as `--scenario` spells them.
 SCENARIOS: tuple[str, ...] = ("single-stream", "multi-stream", "server", "offline")
 
 
@@ -125,7 +125,7 @@ class Cell(Frozen):
     backend_options: dict[str, str] = Field(default_factory=dict)
     # Set for mode "train" only; left out of the key when None so inference keys stay stable.
     train: TrainConfig | None = None
-    # A LoadGen scenario (stackcost.scenario) instead of the timed loop; left out of the key
+    # A LoadGen scenario (stackcost.scenarios) instead of the timed loop; left out of the key
     # when None, like `train`, so every timed-loop key stays what it was.
     scenario: ScenarioConfig | None = None
 

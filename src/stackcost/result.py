@@ -12,7 +12,7 @@ from stackcost.measure.flops import Work
 from stackcost.measure.stats import Stats
 from stackcost.measure.telemetry import Telemetry
 from stackcost.profile.breakdown import Breakdown
-from stackcost.scenario.summary import ScenarioResult
+from stackcost.scenarios.summary import ScenarioResult
 from stackcost.verify import Verification
 
 Status = Literal[

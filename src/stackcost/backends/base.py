@@ -17,7 +17,7 @@ which kind of backend it holds:
 - `build(cache_dir)`: `stackcost build` compiles what the backend needs ahead of time;
   nothing by default.
 
-A LoadGen scenario cell (stackcost.scenario) asks `prepare_instances(..., count)` for its
+A LoadGen scenario cell (stackcost.scenarios) asks `prepare_instances(..., count)` for its
 parallel instances instead of running `run_repetition`; by default, `prepare` count times.
 
 Training has `train_repetition` beside `prepare_train`: a backend whose program runs the

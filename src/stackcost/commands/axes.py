@@ -11,7 +11,7 @@ from typing import Any
 
 from stackcost.env import cores
 from stackcost.errors import SpecError
-from stackcost.scenario.settings import SCENARIO_CHOICES, parse_duration_ms, parse_scenarios
+from stackcost.scenarios.settings import SCENARIO_CHOICES, parse_duration_ms, parse_scenarios
 from stackcost.spec.grammar import check_int, parse_choices, parse_options, parse_positive_ints
 from stackcost.workload import SIZE_AXES
 
@@ -87,7 +87,7 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
 
 
 def add_scenario_args(p: argparse.ArgumentParser, defaults: bool) -> None:
-    """MLPerf LoadGen deployment scenarios (stackcost.scenario) and their knobs."""
+    """MLPerf LoadGen deployment scenarios (stackcost.scenarios) and their knobs."""
     p.add_argument(
         "--scenario",
         default="timed-loop" if defaults else None,

@@ -151,13 +151,13 @@ def _scenario(
     phases: Phases,
     thread_env: dict[str, str | None],
 ) -> None:
-    """A scenario cell: the backend's instances under LoadGen (stackcost.scenario.drive),
+    """A scenario cell: the backend's instances under LoadGen (stackcost.scenarios.drive),
     verified against eager's reference like the timed loop; LoadGen's INVALID verdict
     makes the repetition `unstable` (measured and verified, its requirements unmet)."""
     import torch
 
     from stackcost.measure.disturbance import assess
-    from stackcost.scenario.drive import drive
+    from stackcost.scenarios.drive import drive
     from stackcost.verify import verify, worst_output
 
     cell = task.cell

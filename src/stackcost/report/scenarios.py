@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stackcost.result import MEASURED_STATUSES, headline
-from stackcost.scenario.summary import ScenarioResult
+from stackcost.scenarios.summary import ScenarioResult
 from stackcost.store.runs import CellResult, RunResult
 
 TIMED_LOOP_LABEL = "timed loop"

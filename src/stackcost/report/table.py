@@ -145,7 +145,7 @@ def results_table(result: RunResult, baseline: str = "eager") -> Table:
     sizes = size_axes(c.cell for c in cells)
     # Model names and reasons come from users and exceptions: Text, never markup.
     table = Table(title=Text(f"run {result.run_id}: {title}"), header_style="bold")
-    # LoadGen scenario cells (stackcost.scenario) add their columns; a timed-loop run's
+    # LoadGen scenario cells (stackcost.scenarios) add their columns; a timed-loop run's
     # table stays as it was.
     scenarios = any(c.cell.scenario is not None for c in cells)
     columns = [

@@ -23,7 +23,7 @@ from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
-from stackcost.scenario.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
+from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
 from stackcost.spec.grammar import parse_config, parse_positive_ints
 from stackcost.spec.reader import load_mapping
 from stackcost.spec.run import model_ref, validate
@@ -67,7 +67,7 @@ class SweepFile(BaseModel):
     profile: bool = False
     sample_interval_ms: float = Field(10.0, gt=0)
     inherit_env: list[str] = Field(default_factory=list)  # passed to workers, recorded
-    # The timed loop and/or MLPerf LoadGen scenarios, and LoadGen's knobs (stackcost.scenario).
+    # The timed loop and/or MLPerf LoadGen scenarios, and LoadGen's knobs (stackcost.scenarios).
     scenarios: list[str] | str = Field(default_factory=lambda: [TIMED_LOOP])
     loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
 

@@ -21,7 +21,7 @@ from stackcost.cell import DEVICES, HF_PREFIX, MODES, PRECISIONS, SCENARIOS, Cel
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
-from stackcost.scenario.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
+from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
 from stackcost.spec.grammar import (
     MAX_AXIS_VALUES,
     MAX_CELLS,
@@ -67,7 +67,7 @@ class RunSpec(BaseModel):
     # Workload): their facts, learned in a child by `validate`, keyed by model name.
     learned: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # What each cell runs: the timed loop ("timed-loop", the default) and/or MLPerf
-    # LoadGen scenarios (stackcost.scenario), with the LoadGen knobs they read.
+    # LoadGen scenarios (stackcost.scenarios), with the LoadGen knobs they read.
     scenarios: list[str] = Field(default_factory=lambda: [TIMED_LOOP])
     loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
 

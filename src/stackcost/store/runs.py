@@ -21,7 +21,7 @@ from stackcost.result import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from stackcost.scenario.summary import ScenarioResult
+    from stackcost.scenarios.summary import ScenarioResult
     from stackcost.store.database import Store
 
 

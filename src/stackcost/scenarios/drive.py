@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from stackcost.cell import Cell
     from stackcost.measure.counters import Window
     from stackcost.measure.protocol import Protocol
-    from stackcost.scenario.summary import ScenarioResult
+    from stackcost.scenarios.summary import ScenarioResult
     from stackcost.workload import Example
 
 # Seconds of back-to-back warm steps whose median is LoadGen's expected latency.
@@ -70,7 +70,7 @@ def drive(
     from stackcost.measure.counters import Edge, Window
     from stackcost.measure.protocol import cold_call, warm_up
     from stackcost.measure.timer import timer_for
-    from stackcost.scenario.sut import run_scenario
+    from stackcost.scenarios.sut import run_scenario
 
     config = cell.scenario
     assert config is not None

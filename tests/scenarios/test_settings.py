@@ -9,7 +9,7 @@ import pytest
 
 from stackcost.cell import Cell
 from stackcost.errors import SpecError
-from stackcost.scenario.settings import (
+from stackcost.scenarios.settings import (
     EARLY_STOPPING_QUERIES,
     LoadGenSettings,
     parse_duration_ms,
@@ -17,7 +17,7 @@ from stackcost.scenario.settings import (
     peak_precision,
     planned,
 )
-from stackcost.scenario.summary import parse_summary
+from stackcost.scenarios.summary import parse_summary
 from tests.conftest import tiny_cell
 
 SINGLE_STREAM_SUMMARY = """\

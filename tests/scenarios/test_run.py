@@ -15,7 +15,7 @@ import pytest
 
 from stackcost.execute.task import RepetitionTask
 from stackcost.execute.worker import run_task
-from stackcost.scenario.settings import LoadGenSettings
+from stackcost.scenarios.settings import LoadGenSettings
 from stackcost.store.database import Store
 from tests.conftest import FAST, tiny_cell
 from tests.test_cli import run_cli
@@ -76,7 +76,7 @@ def test_a_wrong_rung_is_wrong_under_a_scenario(tmp_path: Path) -> None:
 
 
 def test_an_out_of_process_rung_is_unsupported(tmp_path: Path) -> None:
-    task = scenario_task(tmp_path, "offline", "tests.scenario.fake_backends:OutOfProcessBackend")
+    task = scenario_task(tmp_path, "offline", "tests.scenarios.fake_backends:OutOfProcessBackend")
     result = run_task(task)
     assert result.status == "unsupported" and "in-process step" in result.reason
 

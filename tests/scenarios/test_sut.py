@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.scenario.test_run import QUICK
+from tests.scenarios.test_run import QUICK
 
 pytest.importorskip("mlperf_loadgen")
 
-from stackcost.scenario.sut import run_scenario  # noqa: E402
+from stackcost.scenarios.sut import run_scenario  # noqa: E402
 
 # Instances are a Server and Offline knob. Four of them: a stop taken by the wrong thread once left instance 0 waiting for ever.
 CASES = [("single-stream", 1), ("server", 1), ("server", 4), ("offline", 1), ("offline", 4)]

@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from stackcost.cell import ScenarioConfig
-from stackcost.scenario.settings import (
+from stackcost.scenarios.settings import (
     SERVER_START_BACKOFF,
     SERVER_START_TRIES,
     peak_precision,
     planned,
     test_settings,
 )
-from stackcost.scenario.summary import ScenarioResult, read_result
+from stackcost.scenarios.summary import ScenarioResult, read_result
 
 # Indices the QSL reports: LoadGen draws sample indices from them (all the same batch).
 QSL_SAMPLES = 8
