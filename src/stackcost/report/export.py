@@ -9,6 +9,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from stackcost.report import data
+from stackcost.report.markdown import md_escape
 from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
 from stackcost.report.units import num
 from stackcost.result import TRUSTED_STATUSES
@@ -17,13 +18,6 @@ from stackcost.workload import SIZE_AXES
 
 Format = Literal["md", "csv", "json"]
 FORMATS: tuple[str, ...] = ("md", "csv", "json")
-
-
-def md_escape(value: object) -> str:
-    """A markdown table cell: pipes would split it, newlines end the row, and renderers
-    treat '<...>' as HTML (a model named '<b>' must show as text)."""
-    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-    return text.replace("<", "&lt;").replace(">", "&gt;").strip()
 
 
 def _err(value: float) -> str:

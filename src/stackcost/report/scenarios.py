@@ -114,7 +114,7 @@ def timed_loop_only(runs: list[RunResult]) -> list[RunResult]:
 
 def scenario_markdown(runs: list[RunResult]) -> str:
     """The scenario table as markdown ('' when the runs have no scenario cell)."""
-    from stackcost.report.export import md_escape
+    from stackcost.report.markdown import md_escape
 
     rows = scenario_rows(runs)
     if not rows:

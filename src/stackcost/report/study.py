@@ -253,7 +253,7 @@ def note(t: StudyTable) -> str:
 
 def markdown(tables: list[StudyTable]) -> str:
     """The tables in GitHub markdown (bold best per column, * beats the reference)."""
-    from stackcost.report.export import md_escape
+    from stackcost.report.markdown import md_escape
 
     out = []
     for t in tables:
