@@ -12,6 +12,8 @@ from stackcost.backends.base import (
     Prepared,
     TrainPrepared,
 )
+from stackcost.clip import shown
+from stackcost.errors import SpecError
 
 # Order is the ladder, top (most Python) to bottom.
 REGISTRY: dict[str, str] = {
@@ -31,9 +33,20 @@ REGISTRY: dict[str, str] = {
     "onednn": "stackcost.backends.native:OneDNNBackend",
 }
 
+# The rung every other is verified against and every ratio is taken to.
+BASELINE = "eager"
+
 
 def is_import_path(name: str) -> bool:
     return ":" in name
+
+
+def check_name(name: str) -> None:
+    """Refuse a backend name that is neither registered nor a 'module:Class' path."""
+    if name not in REGISTRY and not is_import_path(name):
+        raise SpecError(
+            f"unknown backend {shown(name)} (allowed: {', '.join(REGISTRY)}, or module:Class)"
+        )
 
 
 def load_backend(name: str) -> Backend:
@@ -49,6 +62,7 @@ def load_backend(name: str) -> Backend:
 
 
 __all__ = [
+    "BASELINE",
     "REGISTRY",
     "Availability",
     "Backend",
@@ -56,6 +70,7 @@ __all__ = [
     "PrepareContext",
     "Prepared",
     "TrainPrepared",
+    "check_name",
     "is_import_path",
     "load_backend",
 ]

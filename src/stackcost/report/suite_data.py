@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stackcost.backends import BASELINE
 from stackcost.result import TRUSTED_STATUSES, VALID_STATUSES, headline
-from stackcost.spec.suite import BASELINE, Suite, workload_label, workload_label_of_spec
+from stackcost.spec.suite import Suite, workload_label, workload_label_of_spec
 
 if TYPE_CHECKING:
     from stackcost.store.runs import CellResult, RunResult

@@ -17,10 +17,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.backends import BASELINE
 from stackcost.report.marks import DISTURBED_MARK, STATUS_STYLE, UNTRUSTED_BASE_MARK
 from stackcost.report.suite_data import Entry, SuiteSummary, summarize
 from stackcost.report.units import ms
-from stackcost.spec.suite import BASELINE
 
 if TYPE_CHECKING:
     from stackcost.store.runs import RunResult

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from stackcost import zoo
-from stackcost.backends import REGISTRY, is_import_path
+from stackcost.backends import REGISTRY, check_name
 from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
 from stackcost.errors import SpecError
@@ -152,11 +152,10 @@ def _sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int])
             raise SpecError(f"{at('models', i)}: models[{i}]: {exc}") from None
     backends = list(REGISTRY) if sweep.backends == "all" else sweep.backends
     for i, name in enumerate(backends):
-        if name not in REGISTRY and not is_import_path(name):
-            raise SpecError(
-                f"{at('backends', i)}: backends[{i}]: unknown backend {shown(name)} "
-                f"(allowed: {', '.join(REGISTRY)}, or module:Class)"
-            )
+        try:
+            check_name(name)
+        except SpecError as exc:
+            raise SpecError(f"{at('backends', i)}: backends[{i}]: {exc}") from None
     axes = {}
     for key, what in (
         ("batch_sizes", "batch size"),

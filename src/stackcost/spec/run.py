@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stackcost import zoo
-from stackcost.backends import REGISTRY, is_import_path
+from stackcost.backends import REGISTRY, check_name
 from stackcost.cell import DEVICES, HF_PREFIX, MODES, PRECISIONS, SCENARIOS, Cell, ModelRef
 from stackcost.clip import shown
 from stackcost.errors import SpecError
@@ -283,10 +283,7 @@ def validate(fields: dict | RunSpec) -> RunSpec:
         raise SpecError(f"{loc} = {shown(err.get('input'))}: {err['msg']}") from None
     _check_sizes(spec)
     for backend in spec.backends:
-        if backend not in REGISTRY and not is_import_path(backend):
-            raise SpecError(
-                f"unknown backend {backend!r} (allowed: {', '.join(REGISTRY)}, or module:Class)"
-            )
+        check_name(backend)
     for name in spec.backend_options:
         if name not in spec.backends:
             raise SpecError(f"options given for backend {name!r}, which is not being run")

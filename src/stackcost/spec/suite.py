@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from stackcost.backends import BASELINE, check_name
 from stackcost.clip import middle, one_line, shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
@@ -40,11 +41,10 @@ from stackcost.measure.protocol import Protocol
 if TYPE_CHECKING:
     from stackcost.spec.run import RunSpec
 
-BASELINE = "eager"
 DEFAULT_NAME = "default"
 # Where `stackcost suite NAME` looks: ./examples first, then the checkout's examples/.
 EXAMPLES = (Path("examples"), Path(__file__).resolve().parents[3] / "examples")
-DEFAULT_BACKENDS = ["eager", "torchscript", "inductor", "export-aot", "onnxruntime", "openvino"]
+DEFAULT_BACKENDS = [BASELINE, "torchscript", "inductor", "export-aot", "onnxruntime", "openvino"]
 # A suite is a scoreboard, not a study: one short repetition per cell unless it says more,
 # and a median known to +/-5% (the speedups it ranks differ by 20% and more; a 2-core
 # machine rarely reaches a study's +/-2% on a 300 ms model within seconds).
@@ -199,19 +199,17 @@ def _expand(
     override: Sequence[str] | None,
 ) -> Suite:
     from stackcost import zoo
-    from stackcost.backends import REGISTRY, is_import_path
     from stackcost.env import cores
     from stackcost.spec.run import model_ref, validate
     from stackcost.workload import SIZE_AXES
 
     backends = list(override) if override else suite.backends
     for i, name in enumerate(backends):
-        if name not in REGISTRY and not is_import_path(name):
+        try:
+            check_name(name)
+        except SpecError as exc:
             where = "--backends" if override else f"{_at(source, lines, 'backends', i)}: backends"
-            raise SpecError(
-                f"{where}: unknown backend {shown(name)} "
-                f"(allowed: {', '.join(REGISTRY)}, or module:Class)"
-            )
+            raise SpecError(f"{where}: {exc}") from None
     if len(set(backends)) != len(backends):
         raise SpecError(f"{source}: backends: {', '.join(backends)} names one twice")
     if BASELINE not in backends:  # the summary's ratios are to eager: it is always run

@@ -11,13 +11,13 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from stackcost.backends import REGISTRY, is_import_path
+from stackcost.backends import BASELINE, REGISTRY, check_name
 from stackcost.cell import Cell, ModelRef, TrainConfig
 from stackcost.errors import SpecError
 from stackcost.spec.grammar import MAX_REPEATS
 from stackcost.workload import Workload
 
-DEFAULT_BACKENDS = ("eager", "inductor", "torchscript")
+DEFAULT_BACKENDS = (BASELINE, "inductor", "torchscript")
 
 
 class TrainSpec(BaseModel):
@@ -113,10 +113,7 @@ def check_backends(backends: list[str], mode: str = "train") -> None:
     from stackcost.execute.probe import learn
 
     for name in backends:
-        if name not in REGISTRY and not is_import_path(name):
-            raise SpecError(
-                f"unknown backend {name!r} (allowed: {', '.join(REGISTRY)}, or module:Class)"
-            )
+        check_name(name)
     # A custom backend is user code, asked in a child (ProbeError is a SpecError).
     facts = learn({name: {} for name in backends})
     trainers = [name for name in backends if mode in facts[name].modes]
