@@ -26,16 +26,18 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.backends import load_backend
+    from stackcost.backends import check_name, load_backend
+    from stackcost.errors import SpecError
     from stackcost.native.build import BuildError
 
     backends = []
     for name in (n.strip() for n in args.backends.split(",") if n.strip()):
         try:
-            backends.append((name, load_backend(name)))
-        except KeyError:
-            console.print(Text(f"unknown backend {name!r}", style="red"))
+            check_name(name)
+        except SpecError as exc:
+            console.print(Text(str(exc), style="red"))
             return 2
+        backends.append((name, load_backend(name)))
     status = 0
     built: dict[str, tuple[list[str], Any]] = {}  # executable -> (backends, first build)
     failed: dict[str, list[str]] = {}  # message -> backends (sharing a program: retried)

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
+from stackcost.backends import BASELINE
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_dir, check_output_file
 
@@ -25,7 +26,7 @@ def add_parser(sub: Any) -> None:
         default="html",
         help="run-json: one run with every repetition and sample, for `stackcost compare`",
     )
-    p.add_argument("--baseline", default="eager", help="backend the ratios are taken to")
+    p.add_argument("--baseline", default=BASELINE, help="backend the ratios are taken to")
     p.add_argument("--figures", metavar="DIR", help="also write matplotlib figures (PNG, PDF)")
     p.add_argument("--all", action="store_true", help="every run in the store (e.g. a merged one)")
     p.add_argument(

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from stackcost.backends import BASELINE
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, VALID_STATUSES
 from stackcost.store.runs import RunResult
 from stackcost.workload import SIZE_AXES
@@ -308,7 +309,7 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
     return out[cell_columns(out)].reset_index(drop=True)
 
 
-def with_ratios(cell_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+def with_ratios(cell_df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """Add time, CPU-memory and device-memory ratios to the baseline backend.
 
     Baseline group = same workload (every axis but the backend). The baseline is a valid
@@ -347,7 +348,7 @@ def with_ratios(cell_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     return out
 
 
-def summary(runs: list[RunResult], baseline: str = "eager") -> pd.DataFrame:
+def summary(runs: list[RunResult], baseline: str = BASELINE) -> pd.DataFrame:
     """Per-cell aggregates with baseline ratios: the table every view starts from."""
     return with_ratios(cells(runs), baseline)
 
@@ -401,7 +402,7 @@ def condition_label(row: Any, axes: list[str]) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def series_order(df: pd.DataFrame, baseline: str = "eager") -> list[str]:
+def series_order(df: pd.DataFrame, baseline: str = BASELINE) -> list[str]:
     """Baseline first, then the others in order of first appearance."""
     seen = list(dict.fromkeys(df["series"]))
     return sorted(seen, key=lambda s: (not s.startswith(baseline), seen.index(s)))
@@ -413,7 +414,7 @@ class ThroughputTable:
     table: pd.DataFrame  # rows: series; columns: batch sizes; median samples/s, NaN = none
 
 
-def throughput_tables(cell_df: pd.DataFrame, baseline: str = "eager") -> list[ThroughputTable]:
+def throughput_tables(cell_df: pd.DataFrame, baseline: str = BASELINE) -> list[ThroughputTable]:
     """Per workload (all axes but batch), backends × batch sizes of median throughput."""
     valid = cell_df[cell_df["valid"]]
     if valid.empty:
@@ -566,7 +567,7 @@ def _geomean(x: pd.Series) -> float:
     return float(np.exp(np.log(x).mean())) if len(x) else math.nan
 
 
-def over_untrusted_base(ratio_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+def over_untrusted_base(ratio_df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """Non-baseline cells whose ratios divide by an unstable baseline: left out of summaries."""
     has_base = ratio_df["base_status"] != ""
     return ratio_df[
@@ -577,7 +578,7 @@ def over_untrusted_base(ratio_df: pd.DataFrame, baseline: str = "eager") -> pd.D
     ]
 
 
-def untrusted_base_note(ratio_df: pd.DataFrame, baseline: str = "eager") -> str:
+def untrusted_base_note(ratio_df: pd.DataFrame, baseline: str = BASELINE) -> str:
     """Why some workloads are missing from the ratio summaries ('' when none is)."""
     n = len(over_untrusted_base(ratio_df, baseline))
     if not n:
@@ -588,7 +589,7 @@ def untrusted_base_note(ratio_df: pd.DataFrame, baseline: str = "eager") -> str:
     )
 
 
-def ratio_summary(ratio_df: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+def ratio_summary(ratio_df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """Per (model, non-baseline series, metric): geometric mean of the ratios over the
     workloads both ran, with their min and max and how many workloads there were. Only
     ratios over a trusted ("ok") baseline count."""

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from stackcost.backends import BASELINE
 from stackcost.report import data
 from stackcost.report.markdown import md_escape
 from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
@@ -26,7 +27,7 @@ def _err(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.1e}"
 
 
-def markdown(summ: pd.DataFrame, baseline: str = "eager") -> str:
+def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
     """A GitHub markdown table, one row per cell, units in the headers; a footnote says
     what the marks mean when any is used."""
     multi_run = summ["run_id"].nunique() > 1
@@ -106,7 +107,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def export(
-    runs: list[RunResult], fmt: Format, baseline: str = "eager", reference: str | None = None
+    runs: list[RunResult], fmt: Format, baseline: str = BASELINE, reference: str | None = None
 ) -> str:
     """The runs as md (per-cell summary, then the study's tables where the runs span
     machines), csv (per repetition) or json (cells + metadata)."""

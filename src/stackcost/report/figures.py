@@ -21,6 +21,7 @@ from matplotlib.ticker import (
     ScalarFormatter,
 )
 
+from stackcost.backends import BASELINE
 from stackcost.profile.breakdown import CPU_PARTS, GPU_PARTS
 from stackcost.report import data
 from stackcost.report.costs.breakdown import PART_COLORS, REMAINDER_COLOR
@@ -188,7 +189,7 @@ def _ratio_figure(ratio_df: pd.DataFrame, colors: dict[str, str], baseline: str)
 
 
 def write_figures(
-    runs: list[RunResult], out_dir: str | Path, baseline: str = "eager"
+    runs: list[RunResult], out_dir: str | Path, baseline: str = BASELINE
 ) -> list[Path]:
     """Write every figure the data supports; a sweep axis with one value gets no figure."""
     out = Path(out_dir)

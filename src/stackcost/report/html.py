@@ -17,6 +17,7 @@ from markupsafe import Markup
 from matplotlib.colors import LinearSegmentedColormap, to_hex
 from plotly.offline import get_plotlyjs
 
+from stackcost.backends import BASELINE
 from stackcost.env import now
 from stackcost.report import costs, data, plots, study, training
 from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
@@ -350,7 +351,7 @@ def _costs(
 
 def render_html(
     runs: list[RunResult],
-    baseline: str = "eager",
+    baseline: str = BASELINE,
     title: str = "",
     suite: tuple[str, Sequence[str]] | None = None,
     reference: str | None = None,
@@ -475,7 +476,7 @@ def render_html(
     return env.from_string(PAGE).render(**context)
 
 
-def write_html(runs: list[RunResult], path: str | Path, baseline: str = "eager") -> Path:
+def write_html(runs: list[RunResult], path: str | Path, baseline: str = BASELINE) -> Path:
     path = Path(path)
     path.write_text(render_html(runs, baseline), encoding="utf-8")
     return path

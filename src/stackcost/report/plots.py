@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from stackcost.backends import BASELINE
 from stackcost.cell import SIZE_TAGS
 from stackcost.report.data import (
     MIB,
@@ -191,7 +192,7 @@ def sweep_figure(
 
 
 def ratio_figure(
-    ratio_df: pd.DataFrame, colors: dict[str, str], baseline: str = "eager"
+    ratio_df: pd.DataFrame, colors: dict[str, str], baseline: str = BASELINE
 ) -> go.Figure | None:
     """TorchBench-style grouped bars: each backend's ratio to the baseline, per model."""
     ratio_df, colors = _escaped(ratio_df), _escaped_colors(colors)

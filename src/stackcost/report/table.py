@@ -8,6 +8,7 @@ from typing import NamedTuple
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.backends import BASELINE
 from stackcost.cell import Cell
 from stackcost.report.marks import (
     DISTURBED_MARK,
@@ -43,7 +44,7 @@ def _scenario_label(c: CellResult) -> str:
     return c.cell.scenario.label() if c.cell.scenario else TIMED_LOOP_LABEL
 
 
-def speedups(cells: list[CellResult], baseline: str = "eager") -> dict[int, Ratio]:
+def speedups(cells: list[CellResult], baseline: str = BASELINE) -> dict[int, Ratio]:
     """Baseline median / cell median within each workload group, valid cells on both sides.
 
     A trusted baseline is preferred where a group has several; the ratio carries its
@@ -127,7 +128,7 @@ def _timing(c: CellResult) -> tuple[Text, Text, Text, Text]:
     return text(latency), text(throughput), text(first), text(startup)
 
 
-def results_table(result: RunResult, baseline: str = "eager") -> Table:
+def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
     cells = result.cells()
     # Runs execute series by series (so pruning can bite); read them workload by workload.
     # Scenarios too, in the order given (--scenario single-stream,server), not by name.

@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from stackcost.backends import BASELINE
 from stackcost.store.runs import RunResult
 from stackcost.train.agreement import (
     STEPS,
@@ -173,7 +174,7 @@ def agreement_figure(runs: list[RunResult], colors: list[str]) -> tuple[go.Figur
     for run in runs:
         cells = [c for c in run.cells() if c.cell.mode == "train"]
         for c in cells:
-            if c.cell.backend == "eager":
+            if c.cell.backend == BASELINE:
                 continue
             eager = eager_twin(c, cells)
             found = agreement(c, eager)
