@@ -31,7 +31,7 @@ def tiny_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_profile_ort_splits_a_conv_net(tiny_onnx: Path, tmp_path: Path):
     x = np.random.default_rng(0).standard_normal((1, 3, 64, 64), dtype=np.float32)
-    br = profile_ort(tiny_onnx, {"input": x}, threads=1, workdir=tmp_path, iters=10)
+    br = profile_ort(tiny_onnx, {"input": x}, _options(1, "all"), workdir=tmp_path, iters=10)
     assert set(br.parts_ms) == {"kernels", "overhead"}
     assert br.parts_ms["kernels"] > 0
     assert br.parts_ms["overhead"] >= 0
@@ -43,7 +43,16 @@ def test_profile_ort_splits_a_conv_net(tiny_onnx: Path, tmp_path: Path):
 
 def test_profile_ort_rejects_unknown_opt_level(tiny_onnx: Path, tmp_path: Path):
     with pytest.raises(ValueError, match="opt_level"):
-        profile_ort(tiny_onnx, {}, threads=1, workdir=tmp_path, opt_level="max")
+        profile_ort(tiny_onnx, {}, _options(1, "max"), workdir=tmp_path)
+
+
+def _options(threads: int, opt_level: str):
+    """The onnxruntime backend's session settings, as it hands them to the profiler."""
+    import onnxruntime as ort
+
+    from stackcost.backends.ort_options import session_options
+
+    return lambda prefix: session_options(ort, threads, opt_level, prefix)
 
 
 def _ev(cat: str, name: str, ts: float, dur: float, **args) -> dict:

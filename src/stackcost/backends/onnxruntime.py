@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
 from stackcost.backends.ort_options import PROVIDERS, opt_levels, session_options
 
@@ -80,11 +83,17 @@ class OnnxRuntimeBackend(Backend):
     def breakdown(self, run, cell, iters):
         # ORT's own profiler, in a second session with the same settings and profiling on:
         # the measured session stays unprofiled. torch.profiler would not see its kernels.
+        import onnxruntime as ort
+
         from stackcost.profile import profile_ort
 
         assert run.prepared is not None
         s = run.prepared.state
+
+        def options(prefix: Path | None) -> Any:
+            return session_options(ort, cell.threads, s["opt_level"], prefix)
+
         return profile_ort(
-            s["path"], s["feeds"], cell.threads, s["profile_dir"], iters=iters,
-            providers=(s["provider"],), opt_level=s["opt_level"],
+            s["path"], s["feeds"], options, s["profile_dir"], iters=iters,
+            providers=(s["provider"],),
         )  # fmt: skip

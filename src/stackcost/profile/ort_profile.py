@@ -1,8 +1,8 @@
 """Breakdown of an ONNX Runtime step from ORT's own profiler (a Chrome-trace JSON).
 
-The session is configured like the onnxruntime backend's (optimization level, intra-op
-threads, one inter-op thread, sequential execution), so the profiled step is the
-measured one plus ORT's profiling. In the trace each `sess.run` is a "model_run" event
+The session takes the onnxruntime backend's own settings (the backend hands in the
+factory of its SessionOptions: optimization level, intra-op threads, one inter-op thread,
+sequential execution), so the profiled step is the measured one plus ORT's profiling. In the trace each `sess.run` is a "model_run" event
 and each node a "<node>_kernel_time" event. Then, per iteration:
 
 - kernels: the union of node kernel intervals (the sequential executor runs one node
@@ -21,29 +21,28 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stackcost.backends.ort_options import session_options
 from stackcost.profile.breakdown import Breakdown, Interval, intersect, length, top_ops
 
 
 def profile_ort(
     model_path: Path,
     feeds: Mapping[str, Any],
-    threads: int,
+    options: Callable[[Path | None], Any],
     workdir: Path,
     iters: int = 10,
     warmup: int = 2,
     top_n: int = 10,
     providers: Sequence[str] = ("CPUExecutionProvider",),
-    opt_level: str = "all",
     reference: bool = True,
 ) -> Breakdown:
     """Run an ONNX model `iters` times with ORT profiling on and split its wall time.
 
-    `feeds` maps input names to numpy arrays; `workdir` receives the trace JSON (kept,
+    `options(prefix)` makes the session's SessionOptions, profiling to `prefix` when it is
+    not None; `feeds` maps input names to numpy arrays; `workdir` receives the trace JSON (kept,
     so it can be opened in Perfetto). With `reference`, a second, unprofiled session
     times the same runs, to size the profiler's own cost.
     """
@@ -54,7 +53,7 @@ def profile_ort(
     workdir.mkdir(parents=True, exist_ok=True)
     sess = ort.InferenceSession(
         str(model_path),
-        session_options(ort, threads, opt_level, workdir / "ort"),
+        options(workdir / "ort"),
         providers=list(providers),
     )
     if sess.get_providers()[0] != providers[0]:
@@ -74,7 +73,7 @@ def profile_ort(
     if reference:
         plain = ort.InferenceSession(
             str(model_path),
-            session_options(ort, threads, opt_level),
+            options(None),
             providers=list(providers),
         )
         for _ in range(warmup):
