@@ -405,3 +405,56 @@ class Store:
             )
             for row in rows
         ]
+
+    # -- whole runs, row for row (merge) ------------------------------------------
+    def runs_in_start_order(self) -> list[str]:
+        """Run ids by start time, then id: the order a merge takes them in."""
+        return [r[0] for r in self.db.execute("SELECT id FROM runs ORDER BY started_at, id")]
+
+    def repetition_count(self, run_id: str) -> int:
+        (n,) = self.db.execute(
+            "SELECT COUNT(*) FROM repetitions r JOIN cells c ON c.id = r.cell_id WHERE c.run_id = ?",
+            (run_id,),
+        ).fetchone()
+        return int(n)
+
+    def copy_run(self, source: Store, run_id: str) -> None:
+        """Add `source`'s run as it is stored there (environment, cells, repetitions,
+        samples, epochs), in one transaction. Only the row ids of cells and repetitions
+        are new: each store counts its own. `source` is only read."""
+        src = source.db
+        columns = {t: source._columns(t) for t in ("runs", "cells", "repetitions")}
+        cell_cols = [c for c in columns["cells"] if c != "id"]
+        rep_cols = [c for c in columns["repetitions"] if c != "id"]
+        children = [(t, source._columns(t)) for t in ("samples", "epochs")]
+        run = src.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        with self.db:
+            self._insert("runs", columns["runs"], [run[c] for c in columns["runs"]])
+            for cell in src.execute("SELECT * FROM cells WHERE run_id = ?", (run_id,)).fetchall():
+                cell_id = self._insert("cells", cell_cols, [cell[c] for c in cell_cols])
+                reps = src.execute("SELECT * FROM repetitions WHERE cell_id = ?", (cell["id"],))
+                for rep in reps.fetchall():
+                    values = [cell_id if c == "cell_id" else rep[c] for c in rep_cols]
+                    rep_id = self._insert("repetitions", rep_cols, values)
+                    for table, cols in children:
+                        rows = src.execute(
+                            f"SELECT * FROM {table} WHERE repetition_id = ?", (rep["id"],)
+                        )
+                        self.db.executemany(
+                            f"INSERT INTO {table} ({', '.join(cols)}) "
+                            f"VALUES ({', '.join('?' for _ in cols)})",
+                            [
+                                [rep_id if c == "repetition_id" else r[c] for c in cols]
+                                for r in rows
+                            ],
+                        )
+
+    def _columns(self, table: str) -> list[str]:
+        return [r[1] for r in self.db.execute(f"PRAGMA table_info({table})")]
+
+    def _insert(self, table: str, columns: list[str], values: list) -> int:
+        marks = ", ".join("?" for _ in columns)
+        cursor = self.db.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", values
+        )
+        return int(cursor.lastrowid or 0)
