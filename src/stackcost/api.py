@@ -8,7 +8,9 @@ from pathlib import Path
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.spec.run import db_problem, model_ref, validate
-from stackcost.store.runs import RunResult
+from stackcost.store.runs import RunResult, load_runs
+
+__all__ = ["load", "load_runs", "run"]
 
 
 def run(
@@ -72,21 +74,3 @@ def run(
 def load(db: str | Path = "stackcost.db", run_id: str | None = None) -> RunResult:
     """A stored run (the latest when run_id is None)."""
     return load_runs(db, [run_id] if run_id else [])[0]
-
-
-def load_runs(db: str | Path, run_ids: list[str], every: bool = False) -> list[RunResult]:
-    """Stored runs by id (the latest alone when none is given, all with `every`);
-    SpecError if missing."""
-    from stackcost.store.database import Store
-
-    if not Path(db).is_file():
-        raise SpecError(f"no database at {str(db)!r}")
-    with Store(db, read_only=True) as store:
-        known = store.run_ids()
-        if not known:
-            raise SpecError(f"{str(db)!r} holds no runs")
-        for run_id in run_ids:
-            if run_id not in known:
-                raise SpecError(f"run {run_id!r} is not in {str(db)!r} (latest: {known[-1]})")
-        chosen = known if every else (run_ids or known[-1:])
-        return [RunResult.from_store(store, r) for r in chosen]

@@ -57,7 +57,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> Parser:
-    from stackcost import __version__
+    from stackcost.version import __version__
 
     parser = Parser(prog="stackcost", description="Measure what each layer of the DL stack costs.")
     parser.add_argument("--version", action="version", version=f"stackcost {__version__}")

@@ -138,7 +138,7 @@ def fingerprint(env: dict[str, Any]) -> str:
 
 
 def collect(threads: list[int] | None = None) -> dict[str, Any]:
-    from stackcost import __version__
+    from stackcost.version import __version__
 
     mem = psutil.virtual_memory()
     devices, no_gpu = gpus()

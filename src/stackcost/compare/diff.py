@@ -105,7 +105,7 @@ def run_to_json(run: RunResult) -> str:
 
 def load_side(ref: str, db: str | Path) -> Side:
     """A run id in `db`, a DB file (its latest run) or a JSON written by run_to_json."""
-    from stackcost.api import load_runs
+    from stackcost.store.runs import load_runs
 
     path = Path(ref)
     if path.suffix == ".json" and path.is_file():

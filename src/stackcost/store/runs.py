@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackcost.cell import Cell
+from stackcost.errors import SpecError
 from stackcost.measure.stats import Stats, summarize
 from stackcost.result import (
     FAILED_STATUSES,
@@ -17,12 +18,12 @@ from stackcost.result import (
     Memory,
     RepetitionResult,
 )
+from stackcost.store.database import Store
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from stackcost.scenarios.summary import ScenarioResult
-    from stackcost.store.database import Store
 
 
 @dataclass
@@ -179,3 +180,19 @@ def _scenario_columns(s: ScenarioResult) -> dict[str, Any]:
         "loadgen_unit": s.unit,
         "loadgen_verdict": s.verdict,
     }
+
+
+def load_runs(db: str | Path, run_ids: list[str], every: bool = False) -> list[RunResult]:
+    """Stored runs by id (the latest alone when none is given, all with `every`);
+    SpecError if missing."""
+    if not Path(db).is_file():
+        raise SpecError(f"no database at {str(db)!r}")
+    with Store(db, read_only=True) as store:
+        known = store.run_ids()
+        if not known:
+            raise SpecError(f"{str(db)!r} holds no runs")
+        for run_id in run_ids:
+            if run_id not in known:
+                raise SpecError(f"run {run_id!r} is not in {str(db)!r} (latest: {known[-1]})")
+        chosen = known if every else (run_ids or known[-1:])
+        return [RunResult.from_store(store, r) for r in chosen]
