@@ -111,6 +111,10 @@ class Workload:
     in_channels: int = 3
     batch: int = 1  # default batch size
     params: Mapping[str, Any] = field(default_factory=dict)  # fixed builder arguments
+    # The architecture family the entry instantiates ("resnet"), shaped by `params` (block,
+    # depths). The rungs that re-define models (Keras, the C++ programs) build from these
+    # two, so a new depth of a family is one zoo entry. None: nothing re-defines it.
+    family: str | None = None
 
     @property
     def axes(self) -> tuple[str, ...]:

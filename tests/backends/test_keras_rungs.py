@@ -39,13 +39,13 @@ def _with_bn_statistics(model: torch.nn.Module) -> torch.nn.Module:
 )
 def test_keras_definition_with_converted_weights_matches_eager(name, resolution, channels):
     pytest.importorskip("tensorflow")
-    from stackcost.backends.keras_models import nhwc, to_keras
+    from stackcost.backends.keras_models import family, nhwc, to_keras
 
     model = _with_bn_statistics(build_model(model_ref(name), resolution))
     x = torch.randn(2, channels, resolution, resolution, generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
         expected = model(x).numpy()
-    keras_model = to_keras(model, (channels, resolution, resolution))
+    keras_model = to_keras(model, family(name), (channels, resolution, resolution))
     got = np.asarray(keras_model(nhwc(x.numpy()), training=False))
     scale = np.abs(expected).max()
     # Odd sizes (33 px) check that stride-2 padding is torch's, not Keras' "same".

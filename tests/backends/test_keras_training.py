@@ -60,7 +60,7 @@ def test_converted_weights_are_copies_of_the_torch_parameters():
     from stackcost.backends.keras_models import to_keras
 
     model = build_model(model_ref("resnet18"), 32)
-    keras_model = to_keras(model, (3, 32, 32))
+    keras_model = to_keras(model, "resnet", (3, 32, 32))
     before = [np.array(w) for w in keras_model.get_weights()]
     with torch.no_grad():
         for p in model.parameters():
@@ -79,7 +79,7 @@ def test_bf16_computes_in_bfloat16_over_float32_weights_and_hands_back_fp32():
     x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
     with torch.inference_mode():
         expected = model(x).numpy()
-    keras_model = to_keras(model, (3, 32, 32), "mixed_bfloat16")
+    keras_model = to_keras(model, "resnet", (3, 32, 32), "mixed_bfloat16")
     used = precision_used(keras_model)
     assert used["compute_dtype"] == ["bfloat16"] and used["variable_dtype"] == ["float32"]
     got = keras_model(nhwc(x.numpy()), training=False)
@@ -87,7 +87,7 @@ def test_bf16_computes_in_bfloat16_over_float32_weights_and_hands_back_fp32():
     err = np.abs(np.asarray(got) - expected).max() / np.abs(expected).max()
     assert 0 < err <= 5e-2  # bf16's tolerance; not 0: it really ran in bf16
     # The policy was scoped to the build: the next model is fp32 again.
-    assert precision_used(to_keras(model, (3, 32, 32)))["compute_dtype"] == ["float32"]
+    assert precision_used(to_keras(model, "resnet", (3, 32, 32)))["compute_dtype"] == ["float32"]
 
 
 def test_every_level_trains_from_eagers_weights_and_agrees_on_the_first_losses(tmp_path, capsys):

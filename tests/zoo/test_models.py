@@ -42,7 +42,9 @@ def test_registry() -> None:
         ALL_MODELS
     )
     assert model_info("resnet50").minimum == {"resolution": 32}
-    assert model_info("resnet50").builder == "stackcost.zoo.resnet:resnet50"
+    assert model_info("resnet50").builder == "stackcost.zoo.resnet:resnet"
+    assert model_info("resnet50").family == "resnet"
+    assert model_info("resnet50").params == {"block": "bottleneck", "depths": (3, 4, 6, 3)}
     assert model_info("bert-base").sizes == {"seq_len": 128}
     with pytest.raises(KeyError):
         model_info("vgg16")

@@ -85,14 +85,19 @@ class KerasRung(Backend):
 
     def _convert(self, model: Any, example: Any, cell: Cell) -> tuple[Any, float]:
         """The Keras twin of `model` (its weights converted), and the seconds it took."""
-        from stackcost.backends.keras_models import to_keras
+        from stackcost.backends.keras_models import family, to_keras
 
         if len(example.tensors) != 1 or example.tensors[0].dim() != 4:
             raise RuntimeError(
                 f"{self.name} runs image models (one NCHW input), not {cell.model.name}"
             )
         start = time.perf_counter()
-        keras_model = to_keras(model, tuple(example.tensors[0].shape[1:]), POLICY[cell.precision])
+        keras_model = to_keras(
+            model,
+            family(cell.model.name) or "",
+            tuple(example.tensors[0].shape[1:]),
+            POLICY[cell.precision],
+        )
         return keras_model, time.perf_counter() - start
 
     def _record(self, keras_model: Any, cell: Cell, convert_s: float) -> dict[str, Any]:

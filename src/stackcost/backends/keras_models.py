@@ -12,54 +12,57 @@ the eager model's, converted once at the rung's startup (never in the timed step
 - torch pads convolutions symmetrically, Keras' "same" pads the extra row at the end for
   stride 2: every padded layer is an explicit ZeroPadding2D then "valid".
 
-A model this file does not mirror is `unsupported` on these rungs (`supports`).
+Which models it mirrors follows from the zoo: a model whose Workload names a family built
+here (FAMILIES) is mirrored, every depth of it; any other is `unsupported` on these rungs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
     from torch import nn
 
-# The zoo entries mirrored here (the torch classes are in stackcost/zoo/).
-MODELS = ("resnet18", "resnet34", "resnet50", "mnist-cnn", "mlp")
+
+def family(model_name: str) -> str | None:
+    """The zoo family of `model_name` (None for a user's factory or an unfamilied entry)."""
+    from stackcost.zoo import MODELS
+
+    entry = MODELS.get(model_name)
+    return entry.family if entry else None
 
 
 def supports(model_name: str) -> str | None:
     """Why `model_name` has no Keras definition, or None when it has one."""
-    if model_name in MODELS:
+    from stackcost.zoo import MODELS
+
+    if family(model_name) in FAMILIES:
         return None
-    return f"no Keras definition of {model_name} (defined: {', '.join(MODELS)})"
+    defined = [name for name in MODELS if family(name) in FAMILIES]
+    return f"no Keras definition of {model_name} (defined: {', '.join(defined)})"
 
 
-def to_keras(model: nn.Module, image_shape: tuple[int, int, int], policy: str = "float32") -> Any:
-    """A keras.Model computing what `model` computes, on NHWC input of `image_shape`
-    (C, H, W as the torch model takes it), with `model`'s weights.
+def to_keras(
+    model: nn.Module, model_family: str, image_shape: tuple[int, int, int], policy: str = "float32"
+) -> Any:
+    """A keras.Model computing what `model` (of the zoo family `model_family`) computes, on
+    NHWC input of `image_shape` (C, H, W as the torch model takes it), with its weights.
 
     `policy` is the Keras dtype policy its layers are built with: "mixed_bfloat16"
     computes in bf16 over float32 weights; the output is cast back to float32 (Keras'
     advice for the last layer), so every rung hands back fp32 logits."""
     import keras
 
-    from stackcost.zoo.mlp import MLP
-    from stackcost.zoo.mnist_cnn import MnistCNN
-    from stackcost.zoo.resnet import ResNet
-
+    if model_family not in FAMILIES:
+        raise TypeError(f"no Keras definition of the family {model_family}")
     c, h, w = image_shape
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(policy)  # the layers built below take it
     try:
         inputs = keras.Input(shape=(h, w, c), name="input")
-        if isinstance(model, ResNet):
-            outputs = _resnet(model, inputs)
-        elif isinstance(model, MnistCNN):
-            outputs = _mnist_cnn(model, inputs)
-        elif isinstance(model, MLP):
-            outputs = _mlp(model, inputs, image_shape)
-        else:
-            raise TypeError(f"no Keras definition of {type(model).__name__}")
+        outputs = FAMILIES[model_family](model, inputs, image_shape)
         if policy != "float32":
             outputs = keras.layers.Activation("linear", dtype="float32")(outputs)
     finally:
@@ -175,7 +178,7 @@ def _block(x: Any, block: nn.Module) -> Any:
     return _relu(keras.layers.Add()([out, identity]))
 
 
-def _resnet(model: nn.Module, x: Any) -> Any:
+def _resnet(model: nn.Module, x: Any, image_shape: tuple[int, int, int]) -> Any:
     import keras
 
     x = _relu(_bn(_conv(x, model.conv1), model.bn1))
@@ -188,7 +191,7 @@ def _resnet(model: nn.Module, x: Any) -> Any:
     return _dense(x, model.fc)
 
 
-def _mnist_cnn(model: nn.Module, x: Any) -> Any:
+def _mnist_cnn(model: nn.Module, x: Any, image_shape: tuple[int, int, int]) -> Any:
     import keras
 
     x = _relu(keras.layers.MaxPooling2D(2)(_conv(x, model.conv1)))
@@ -215,3 +218,12 @@ def _mlp(model: nn.Module, x: Any, image_shape: tuple[int, int, int]) -> Any:
         elif isinstance(layer, nn.ReLU):
             x = _relu(x)
     return x
+
+
+# The zoo families mirrored here, by Workload.family (their torch code is in stackcost/zoo/):
+# each builds the Keras graph of a torch module of the family, on a Keras input.
+FAMILIES: dict[str, Callable[[nn.Module, Any, tuple[int, int, int]], Any]] = {
+    "resnet": _resnet,
+    "mnist-cnn": _mnist_cnn,
+    "mlp": _mlp,
+}

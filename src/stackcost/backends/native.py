@@ -7,8 +7,8 @@ the worker verifies against the eager reference like any other output. Its `brea
 reads the timeline the program's profiled pass wrote; `build` compiles the program;
 `train_repetition` runs the program's own training loop.
 
-Which zoo architectures the programs define is a table, stackcost/native/architectures.json;
-a cell whose model is not in it is `unsupported: no C++ definition of <model>`.
+Which zoo models the programs define follows from each one's family (stackcost.native);
+a cell whose model has none they build is `unsupported: no C++ definition of <model>`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from stackcost.backends.base import (
     Run,
     Unsupported,
 )
-from stackcost.native import architectures, definition, network_args
+from stackcost.native import defined, definition, network_args
 
 if TYPE_CHECKING:
     import torch
@@ -44,7 +44,7 @@ class NativeBackend(Backend):
     target: ClassVar[str]  # the build target in stackcost.native.build
     # None: the default cache (~/.cache/stackcost/native). Tests point it elsewhere.
     cache_dir: ClassVar[Path | None] = None
-    # Whether the program builds the network from its own definition (architectures.json)
+    # Whether the program builds the network from its own definition (the zoo's family)
     # rather than running an exported graph.
     needs_definition: ClassVar[bool] = True
 
@@ -57,8 +57,7 @@ class NativeBackend(Backend):
     def why_not(self, cell: Cell) -> str | None:
         problem = super().why_not(cell)
         if problem is None and self.needs_definition and definition(cell) is None:
-            known = ", ".join(sorted(architectures()))
-            return f"no C++ definition of {cell.model.name} (defined: {known})"
+            return f"no C++ definition of {cell.model.name} (defined: {', '.join(defined())})"
         return problem
 
     def build(self, cache_dir: Path | None = None):
@@ -257,7 +256,7 @@ class LibTorchBackend(LibTorchProgram):
     name = "libtorch"
     description = (
         "LibTorch C++: the zoo architectures re-defined with torch::nn "
-        "(native/architectures.json), no Python"
+        "(the zoo's families), no Python"
     )
     # CUDA where torch::cuda::is_available(): the program moves module and data to the GPU.
     capabilities = Capabilities(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from stackcost.workload import Input, Workload
 from stackcost.zoo.custom import (
@@ -57,18 +57,27 @@ def _image(
     minimum: int,
     classes: int,
     channels: int,
+    family: str,
+    **params: object,
 ) -> Workload:
     return Workload(
         name, description, builder,
         inputs=(Input("input", ("batch", "in_channels", "resolution", "resolution")),),
         sizes={"resolution": resolution}, minimum={"resolution": minimum},
         domain="vision", num_classes=classes, in_channels=channels,
+        params=params, family=family,
     )  # fmt: skip
 
 
-def _resnet(name: str, description: str) -> Workload:
+def _resnet(
+    name: str, description: str, block: Literal["basic", "bottleneck"], depths: tuple[int, ...]
+) -> Workload:
+    """A torchvision-layout ResNet: `depths` blocks per stage, basic or bottleneck."""
     # 32 px is the smallest input that still leaves a 1x1 map before the avgpool (stride 32).
-    return _image(name, f"stackcost.zoo.resnet:{name}", description, 224, 32, 1000, 3)
+    return _image(
+        name, "stackcost.zoo.resnet:resnet", description, 224, 32, 1000, 3,
+        "resnet", block=block, depths=depths,
+    )  # fmt: skip
 
 
 def _tokens(vocab: int, *extra: str) -> tuple[Input, ...]:
@@ -103,15 +112,18 @@ def _hf(
 MODELS: dict[str, Workload] = {
     w.name: w
     for w in (
-        _resnet("resnet18", "ResNet-18, basic blocks 2-2-2-2 (11.7M params)"),
-        _resnet("resnet34", "ResNet-34, basic blocks 3-4-6-3 (21.8M params)"),
-        _resnet("resnet50", "ResNet-50 v1.5, bottlenecks 3-4-6-3 (25.6M params)"),
+        _resnet("resnet18", "ResNet-18, basic blocks 2-2-2-2 (11.7M params)",
+                "basic", (2, 2, 2, 2)),
+        _resnet("resnet34", "ResNet-34, basic blocks 3-4-6-3 (21.8M params)",
+                "basic", (3, 4, 6, 3)),
+        _resnet("resnet50", "ResNet-50 v1.5, bottlenecks 3-4-6-3 (25.6M params)",
+                "bottleneck", (3, 4, 6, 3)),
         _image("mnist-cnn", "stackcost.zoo.mnist_cnn:mnist_cnn",
                "Koehler's MNIST CNN: two 5x5 convs, two linear layers (21.8K params)",
-               28, 28, 10, 1),
+               28, 28, 10, 1, "mnist-cnn"),
         _image("mlp", "stackcost.zoo.mlp:mlp",
                "MLP 512-256 on the flattened input, no convolutions (0.5M params at 28x28)",
-               28, 1, 10, 1),
+               28, 1, 10, 1, "mlp"),
         _hf("bert-base", "bert", "BERT-base encoder, 12 layers, hidden 768 (110M params)",
             "nlp", _tokens(30522), {"seq_len": 128}, maximum={"seq_len": 512}),
         _hf("gpt2", "gpt2", "GPT-2 small decoder, 12 layers, full forward (124M params)",

@@ -1,4 +1,5 @@
-"""ResNet-18/34/50 in plain torch.nn, layer for layer the torchvision architecture.
+"""ResNets in plain torch.nn, layer for layer the torchvision architecture; the zoo entry
+says which (its block and blocks per stage: resnet18 is basic 2-2-2-2).
 
 ResNet-50 is v1.5 (stride on the 3x3 conv of the bottleneck), as in torchvision, so
 parameter counts and state_dict keys match the reference implementation.
@@ -96,7 +97,7 @@ class ResNet(nn.Module):
     def __init__(
         self,
         block: type[BasicBlock | Bottleneck],
-        depths: tuple[int, int, int, int],
+        depths: tuple[int, ...],  # blocks per stage: four stages, as torchvision
         num_classes: int = 1000,
         in_channels: int = 3,
         conv_bias: bool = False,
@@ -127,17 +128,10 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-# Builders share the workload contract, (ref, sizes) -> module; the resolution is unused
-# (adaptive avgpool).
+BLOCKS: dict[str, type[BasicBlock | Bottleneck]] = {"basic": BasicBlock, "bottleneck": Bottleneck}
 
 
-def resnet18(ref: ModelRef, sizes: Mapping[str, int]) -> ResNet:
-    return ResNet(BasicBlock, (2, 2, 2, 2), ref.num_classes, ref.in_channels, ref.conv_bias)
-
-
-def resnet34(ref: ModelRef, sizes: Mapping[str, int]) -> ResNet:
-    return ResNet(BasicBlock, (3, 4, 6, 3), ref.num_classes, ref.in_channels, ref.conv_bias)
-
-
-def resnet50(ref: ModelRef, sizes: Mapping[str, int]) -> ResNet:
-    return ResNet(Bottleneck, (3, 4, 6, 3), ref.num_classes, ref.in_channels, ref.conv_bias)
+def resnet(ref: ModelRef, sizes: Mapping[str, int], block: str, depths: tuple[int, ...]) -> ResNet:
+    """The workload builder, (ref, sizes, **the zoo entry's params) -> module; the resolution
+    is unused (adaptive avgpool)."""
+    return ResNet(BLOCKS[block], depths, ref.num_classes, ref.in_channels, ref.conv_bias)

@@ -70,8 +70,8 @@ inline Args parse_args(const std::vector<std::string>& words) {
   return args;
 }
 
-// Which network to build: a family and its parameters, from the architecture table
-// (stackcost/native/architectures.json) that Python reads and passes on as keys. The
+// Which network to build: a family and its parameters, from the zoo entry's Workload
+// (family, params) that Python reads and passes on as keys. The
 // programs build by family; `arch` (the zoo's name) is only a label for the answer.
 //   family=resnet block=basic|bottleneck depths=2,2,2,2     family=mnist-cnn
 struct Family {

@@ -246,7 +246,7 @@ struct Net {
   std::function<torch::Tensor(const torch::Tensor&)> forward;
 };
 
-// The network the keys family (and its parameters: native/architectures.json), num_classes,
+// The network the keys family (and its parameters: the zoo entry's), num_classes,
 // in_channels, conv_bias (and resolution for mnist-cnn) describe, freshly initialized:
 // load_state fills it.
 inline Net make_net(const Args& args, bool dropout = true) {

@@ -6,7 +6,7 @@
 //   stackcost_libtorch train key=value ...          train (train.hpp, native/README.md)
 //
 // run keys: kind=jit|nn, module=PATH.pt and optimize=0|1 (jit), family=resnet|mnist-cnn and
-// its parameters (block, depths: native/architectures.json), arch (a label), weights=PATH.scw,
+// its parameters (block, depths: the zoo entry's), arch (a label), weights=PATH.scw,
 // num_classes, in_channels, conv_bias, resolution (nn), input=PATH.scw (jit: every input of
 // forward, in its order, any dtype; nn: one image), output=PATH.scw (every tensor of the
 // output, flattened in order, as output0..N-1), threads, device=cpu|cuda (default cpu), and the protocol: min_time_s,

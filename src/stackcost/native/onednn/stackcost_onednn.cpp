@@ -4,7 +4,7 @@
 //   stackcost_onednn run key=value ...            measure one repetition
 //   stackcost_onednn train key=value ...          train in the program's own loop (train.cpp)
 //
-// run keys: family=resnet|mnist-cnn and its parameters (block, depths: native/architectures.json),
+// run keys: family=resnet|mnist-cnn and its parameters (block, depths: the zoo entry's),
 // arch (a label), weights=PATH.scw, folded_bn, num_classes,
 // in_channels, resolution, input=PATH.scw, output=PATH.scw, threads, and the protocol:
 // min_time_s, min_iters, max_time_s, max_iters, target_ci, z, warmup_tolerance,
@@ -22,6 +22,7 @@
 
 #include "common/protocol.hpp"
 #include "onednn_util.hpp"
+#include "resnet_blocks.hpp"
 #include "train.hpp"
 
 #include <algorithm>
@@ -255,31 +256,19 @@ class Net {
 };
 
 void build_resnet(Net& net, Act x, const Family& family, int64_t classes) {
-  const bool bottleneck = family.bottleneck();
-  const std::vector<int64_t>& depths = family.depths;
-  x = net.conv("conv1", x, 64, 7, 2, 3, true);
+  x = net.conv("conv1", x, kResNetStem, 7, 2, 3, true);
   x = net.pool("maxpool", x, dnnl::algorithm::pooling_max, 3, 2, 1);
-  int64_t cin = 64;
-  for (size_t i = 0; i < depths.size(); ++i) {
-    const int64_t width = 64LL << i;
-    for (int64_t j = 0; j < depths[i]; ++j) {
-      const std::string p = "layer" + std::to_string(i + 1) + "." + std::to_string(j) + ".";
-      const int64_t stride = (i > 0 && j == 0) ? 2 : 1;
-      const int64_t cout = width * (bottleneck ? 4 : 1);
-      // The projection first, so the block's last conv can add into its buffer.
-      const Act identity =
-          (stride != 1 || cin != cout) ? net.conv(p + "downsample.0", x, cout, 1, stride, 0, false) : x;
-      Act y;
-      if (bottleneck) {
-        y = net.conv(p + "conv1", x, width, 1, 1, 0, true);
-        y = net.conv(p + "conv2", y, width, 3, stride, 1, true);
-        y = net.conv(p + "conv3", y, cout, 1, 1, 0, true, identity);
-      } else {
-        y = net.conv(p + "conv1", x, width, 3, stride, 1, true);
-        y = net.conv(p + "conv2", y, cout, 3, 1, 1, true, identity);
-      }
-      x = y;
-      cin = cout;
+  for (const ResBlock& b : resnet_blocks(family)) {
+    const std::string& p = b.prefix;
+    // The projection first, so the block's last conv can add into its buffer.
+    const Act identity = b.project ? net.conv(p + "downsample.0", x, b.cout, 1, b.stride, 0, false) : x;
+    if (family.bottleneck()) {
+      x = net.conv(p + "conv1", x, b.width, 1, 1, 0, true);
+      x = net.conv(p + "conv2", x, b.width, 3, b.stride, 1, true);
+      x = net.conv(p + "conv3", x, b.cout, 1, 1, 0, true, identity);
+    } else {
+      x = net.conv(p + "conv1", x, b.width, 3, b.stride, 1, true);
+      x = net.conv(p + "conv2", x, b.cout, 3, 1, 1, true, identity);
     }
   }
   x = net.pool("avgpool", x, dnnl::algorithm::pooling_avg_exclude_padding, x.dims[2], 1, 0);

@@ -618,34 +618,24 @@ void Net::update_running_stats() {
 // ---- the architectures ------------------------------------------------------------------
 
 void build_resnet(Net& net, Act x, const Family& family, int64_t classes, bool conv_bias) {
-  const bool bottleneck = family.bottleneck();
-  const std::vector<int64_t>& depths = family.depths;
-  x = net.relu(net.batch_norm("bn1", net.conv("conv1", x, 64, 7, 2, 3, conv_bias)));
+  x = net.relu(net.batch_norm("bn1", net.conv("conv1", x, kResNetStem, 7, 2, 3, conv_bias)));
   x = net.max_pool(x, 3, 2, 1);
-  int64_t cin = 64;
-  for (size_t i = 0; i < depths.size(); ++i) {
-    const int64_t width = 64LL << i;
-    for (int64_t j = 0; j < depths[i]; ++j) {
-      const std::string p = "layer" + std::to_string(i + 1) + "." + std::to_string(j) + ".";
-      const int64_t stride = (i > 0 && j == 0) ? 2 : 1;
-      const int64_t cout = width * (bottleneck ? 4 : 1);
-      Act y;
-      if (bottleneck) {  // v1.5: the stride on the 3x3
-        y = net.relu(net.batch_norm(p + "bn1", net.conv(p + "conv1", x, width, 1, 1, 0, conv_bias)));
-        y = net.relu(net.batch_norm(p + "bn2", net.conv(p + "conv2", y, width, 3, stride, 1, conv_bias)));
-        y = net.batch_norm(p + "bn3", net.conv(p + "conv3", y, cout, 1, 1, 0, conv_bias));
-      } else {
-        y = net.relu(net.batch_norm(p + "bn1", net.conv(p + "conv1", x, width, 3, stride, 1, conv_bias)));
-        y = net.batch_norm(p + "bn2", net.conv(p + "conv2", y, cout, 3, 1, 1, conv_bias));
-      }
-      const bool project = stride != 1 || cin != cout;
-      const Act identity =
-          project ? net.batch_norm(p + "downsample.1",
-                                   net.conv(p + "downsample.0", x, cout, 1, stride, 0, conv_bias))
-                  : x;
-      x = net.relu(net.add(y, identity));
-      cin = cout;
+  for (const ResBlock& b : resnet_blocks(family)) {
+    const std::string& p = b.prefix;
+    Act y;
+    if (family.bottleneck()) {  // v1.5: the stride on the 3x3
+      y = net.relu(net.batch_norm(p + "bn1", net.conv(p + "conv1", x, b.width, 1, 1, 0, conv_bias)));
+      y = net.relu(net.batch_norm(p + "bn2", net.conv(p + "conv2", y, b.width, 3, b.stride, 1, conv_bias)));
+      y = net.batch_norm(p + "bn3", net.conv(p + "conv3", y, b.cout, 1, 1, 0, conv_bias));
+    } else {
+      y = net.relu(net.batch_norm(p + "bn1", net.conv(p + "conv1", x, b.width, 3, b.stride, 1, conv_bias)));
+      y = net.batch_norm(p + "bn2", net.conv(p + "conv2", y, b.cout, 3, 1, 1, conv_bias));
     }
+    const Act identity =
+        b.project ? net.batch_norm(p + "downsample.1",
+                                   net.conv(p + "downsample.0", x, b.cout, 1, b.stride, 0, conv_bias))
+                  : x;
+    x = net.relu(net.add(y, identity));
   }
   net.finish(net.linear("fc", net.global_avg_pool(x), classes));
 }

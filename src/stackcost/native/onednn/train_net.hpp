@@ -12,6 +12,7 @@
 
 #include "common/protocol.hpp"
 #include "onednn_util.hpp"
+#include "resnet_blocks.hpp"
 
 #include <functional>
 #include <memory>
@@ -184,8 +185,7 @@ class Net {
   std::string first_conv_src_, first_conv_weights_;
 };
 
-// The families of native/architectures.json (stackcost/zoo/resnet.py, mnist_cnn.py); module
-// names as there.
+// The families the zoo names (stackcost/zoo/resnet.py, mnist_cnn.py); module names as there.
 void build_resnet(Net& net, Act x, const Family& family, int64_t classes, bool conv_bias);
 void build_mnist(Net& net, Act x, int64_t classes, bool conv_bias, float dropout_p);
 
