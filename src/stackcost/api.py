@@ -37,7 +37,7 @@ def run(
     Raises SpecError on bad input before anything is written.
     >>> stackcost.run("mlp", ["eager", "onnxruntime"], batch_sizes=[1, 8]).to_dataframe()
     """
-    from stackcost.execute.runner import execute
+    from stackcost.execute.runner import execute, prepare
     from stackcost.store.database import Store
 
     ref = model_ref(
@@ -67,8 +67,9 @@ def run(
     problem = db_problem(db)
     if problem:
         raise SpecError(problem)
+    prepared = prepare(spec)  # user code asked once, before the store is created
     with Store(db) as store:
-        return execute(spec, store, command="stackcost.run()")
+        return execute(prepared, store, command="stackcost.run()")
 
 
 def load(db: str | Path = "stackcost.db", run_id: str | None = None) -> RunResult:

@@ -38,8 +38,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--suite",
         metavar="NAME",
-        help="instead of RUN ids: the runs `stackcost suite NAME` stored (those a resume "
-        "would continue), the summary titled by the suite and its unmeasured models listed",
+        help="instead of RUN ids: the runs `stackcost suite NAME` stored (each model's "
+        "latest, on whichever machine), the summary titled by the suite and its unmeasured "
+        "models listed",
     )
 
 
@@ -107,7 +108,7 @@ def _suite_runs(args: argparse.Namespace) -> tuple[list[Any], tuple[str, list[st
     runs, _missing = stored_runs(suite, args.db)
     if not runs:
         raise SpecError(
-            f"{args.db!r} holds no run of suite {suite.name} for this environment "
+            f"{args.db!r} holds no run of suite {suite.name} "
             f"(run `stackcost suite {args.suite} --db {args.db}` first)"
         )
     return runs, (suite.name, suite.labels())

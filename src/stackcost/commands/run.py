@@ -153,7 +153,7 @@ def measure_and_show(
 
     Shared by run, sweep and train; `table` and `make_task` are where train differs.
     """
-    from stackcost.execute.runner import execute
+    from stackcost.execute.runner import execute, prepare
     from stackcost.report.profile_table import profile_table
     from stackcost.report.progress import LiveProgress
     from stackcost.report.table import results_table
@@ -167,6 +167,7 @@ def measure_and_show(
     problem = db_problem(args.db)
     if problem:
         raise SpecError(problem)
+    prepared = prepare(spec)  # user code asked once, before the lock and the store
     err = Console(stderr=True)
     progress = LiveProgress(err, enabled=not args.quiet)
     executor = executor_for(args, lambda: machine_lock(args, err), cluster_line(progress, err))
@@ -179,7 +180,7 @@ def measure_and_show(
 
     with executor as chosen, Store(args.db) as store, progress:
         result = execute(
-            spec,
+            prepared,
             store,
             executor=chosen,
             command=this_command(),

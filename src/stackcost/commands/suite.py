@@ -103,23 +103,25 @@ def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int
 
 
 def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
-    from stackcost.execute.runner import execute
+    from stackcost.execute.runner import execute, prepare
     from stackcost.report.progress import LiveProgress
     from stackcost.report.suite_data import summarize
     from stackcost.report.suite_summary import summary_renderables
     from stackcost.spec.suite import workload_label_of_spec
     from stackcost.store.database import Store
 
+    # User code asked once per model, every entry before the lock and the store.
+    prepared = [prepare(spec) for spec in suite.specs]
     err = Console(stderr=True)
-    totals = [len(spec.cells()) * spec.repeats for spec in suite.specs]
+    totals = [len(p.spec.cells()) * p.spec.repeats for p in prepared]
     total = sum(totals)
     progress = LiveProgress(err, enabled=not args.quiet)
     executor = executor_for(args, lambda: machine_lock(args, err), cluster_line(progress, err))
     results = []
     with executor as chosen, Store(args.db) as store, progress:
-        for i, spec in enumerate(suite.specs):
+        for i, ready in enumerate(prepared):
             offset = sum(totals[:i])
-            label = workload_label_of_spec(spec)
+            label = workload_label_of_spec(ready.spec)
 
             def opened(run_id: str, resumed: bool, stored: int, label: str = label) -> None:
                 if resumed and not args.quiet:
@@ -135,7 +137,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
                 progress.result(cell, result, offset + done, total)
 
             result = execute(
-                spec,
+                ready,
                 store,
                 executor=chosen,
                 command=this_command(),

@@ -2,11 +2,12 @@
 
 A model factory or a custom backend ("module:Name") is the user's code: its import may
 print, call sys.exit or crash. The parent (which holds the store and the run) never
-imports it. Validation asks a child instead: does the model resolve to a Workload (its
-inputs and size axes) or a factory (it is not called: calling it is the worker's job, and
-its failure a cell's result; "hf:" types are checked against transformers here too),
-is the backend a Backend subclass, what does it say of itself (available, capabilities,
-options)? A broken answer is bad input, refused before anything is written.
+imports it. A run asks one child instead, once, where it starts (execute.runner.prepare;
+validation spawns nothing, so views never probe): does the model resolve to a Workload
+(its inputs and size axes) or a factory (it is not called: calling it is the worker's
+job, and its failure a cell's result; "hf:" types are checked against transformers here
+too), is the backend a Backend subclass, what does it say of itself (available,
+capabilities, options)? A broken answer is bad input, refused before anything is written.
 
 Usage (by probe() only): python -m stackcost.execute.probe REQUEST.json ANSWER.json
 """
@@ -105,20 +106,39 @@ def probe(
     return facts, answer["workloads"]
 
 
+@dataclass(frozen=True)
+class Answers:
+    """What one probe learned: every backend's facts, and the workload facts of the models
+    that live in code the parent does not import (by model name)."""
+
+    facts: dict[str, BackendFacts]
+    workloads: dict[str, dict[str, Any]]
+
+
+def ask(
+    models: list[ModelRef],
+    backends: Mapping[str, Mapping[str, str]],
+    environ: Mapping[str, str] | None = None,
+) -> Answers:
+    """Facts of every backend named (with the options given to it) and workloads of the
+    models that need a child: stackcost's own backends are asked here, user code and
+    transformers in one child at most (probe). ProbeError on unusable user code."""
+    from stackcost.backends import is_import_path, load_backend
+
+    custom = {name: opts for name, opts in backends.items() if is_import_path(name)}
+    facts, workloads = probe([m for m in models if needs_probe(m)], custom, environ)
+    for name, options in backends.items():
+        if name not in custom:
+            facts[name] = BackendFacts(**_facts_of(load_backend(name), options))
+    return Answers(facts, workloads)
+
+
 def learn(
     backends: Mapping[str, Mapping[str, str]],
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, BackendFacts]:
-    """Facts of every backend named (with the options given to it): stackcost's own are
-    asked here, user code in a child (probe). ProbeError on unusable user code."""
-    from stackcost.backends import is_import_path, load_backend
-
-    custom = {name: opts for name, opts in backends.items() if is_import_path(name)}
-    facts, _ = probe([], custom, environ)
-    for name, options in backends.items():
-        if name not in custom:
-            facts[name] = BackendFacts(**_facts_of(load_backend(name), options))
-    return facts
+    """Facts of every backend named: `ask` without models."""
+    return ask([], backends, environ).facts
 
 
 def needs_probe(model: ModelRef) -> bool:
@@ -130,8 +150,7 @@ def learn_workloads(
     models: list[ModelRef], environ: Mapping[str, str] | None = None
 ) -> dict[str, dict[str, Any]]:
     """Workload facts of the models that need a child (user code, transformers), by name."""
-    wanted = [m for m in models if needs_probe(m)]
-    return probe(wanted, {}, environ)[1]
+    return ask(models, {}, environ).workloads
 
 
 def _facts_of(backend: Backend, options: Mapping[str, str]) -> dict:

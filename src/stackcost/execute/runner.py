@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackcost.cell import Cell
 from stackcost.env import collect, fingerprint, now
+from stackcost.errors import SpecError
 from stackcost.execute import scratch
 from stackcost.execute.environ import recorded, worker_environ
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.plan import Plan
-from stackcost.execute.probe import BackendFacts, learn
+from stackcost.execute.probe import BackendFacts, ask
 from stackcost.execute.task import RepetitionTask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RepetitionResult
@@ -75,12 +77,41 @@ def machine_peaks(env_fp: str, threads: list[int]) -> dict[str, dict]:
     }
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A spec ready to run: its user code asked about, once (prepare)."""
+
+    spec: RunSpec | TrainSpec  # with the workloads learned in the child filled in
+    facts: dict[str, BackendFacts]  # every backend's, by name
+
+
+def prepare(spec: RunSpec | TrainSpec) -> Prepared:
+    """The one place a run asks about user code, before anything is written: one child at
+    most (execute/probe.py) learns user models' workloads, then checked against the spec's
+    sizes, and custom backends' facts, their options included. Validation spawns nothing,
+    so reading a spec back (views) never probes. SpecError (a ProbeError) on bad input."""
+    from stackcost.spec.run import check_sizes
+
+    backends = {name: spec.backend_options.get(name, {}) for name in spec.backends}
+    # A TrainSpec's model was learned as its spec was built (it sets the sizes).
+    models = spec.models if isinstance(spec, RunSpec) else []
+    answers = ask(models, backends, worker_environ(os.environ, {}, spec.inherit_env))
+    for fact in answers.facts.values():
+        if fact.options_problem:
+            raise SpecError(fact.options_problem)
+    if isinstance(spec, RunSpec):
+        # Part of the spec (and its digest), as when validation learned them.
+        spec = spec.model_copy(update={"learned": {**spec.learned, **answers.workloads}})
+        check_sizes(spec.sizes, [spec.workload(m) for m in spec.models])
+    return Prepared(spec, answers.facts)
+
+
 class Runner:
-    """One execution of a spec against a store; holds the run's bookkeeping."""
+    """One execution of a prepared spec against a store; holds the run's bookkeeping."""
 
     def __init__(
         self,
-        spec: RunSpec | TrainSpec,
+        prepared: Prepared,
         store: Store,
         executor: Executor,
         on_start: OnStart | None,
@@ -90,25 +121,20 @@ class Runner:
         on_retry: OnRetry | None = None,
         reuse_artifacts: bool = True,
     ) -> None:
-        self.spec, self.store, self.executor = spec, store, executor
+        self.spec, self.store, self.executor = prepared.spec, store, executor
         self.reuse_artifacts = reuse_artifacts
         self.make_task = make_task or self._inference_task
         self.on_start, self.on_result, self.on_retry = on_start, on_result, on_retry
         self.on_disturbed = on_disturbed
         self.stopped = ""  # why the run stopped early (--on-disturbed fail)
-        self.plan = Plan(spec)
+        self.plan = Plan(self.spec)
         self.cell_ids: dict[str, int] = {}
-        self.facts: dict[str, BackendFacts] = {}
+        self.facts = prepared.facts
         self.done = 0
         self.total = 0
 
     def open(self, command: str, resume: bool) -> tuple[str, bool]:
         """The run to write into (resumed or new), and whether it was resumed."""
-        # Before any write: user code may be unusable (ProbeError is bad input).
-        self.facts = learn(
-            {name: self.spec.backend_options.get(name, {}) for name in self.spec.backends},
-            worker_environ(os.environ, {}, self.spec.inherit_env),
-        )
         env = collect(self.spec.threads)
         spec_hash, env_fp = self.spec.digest(), fingerprint(env)
         run_id = self.store.find_run(spec_hash, env_fp) if resume else None
@@ -229,7 +255,7 @@ class Runner:
 
 
 def execute(
-    spec: RunSpec | TrainSpec,
+    spec: RunSpec | TrainSpec | Prepared,
     store: Store,
     *,
     executor: Executor | None = None,
@@ -245,6 +271,9 @@ def execute(
 ) -> RunResult:
     """Run `spec` into `store`; raises KeyboardInterrupt after storing an interrupted one.
 
+    A spec not yet prepared is prepared here, before anything is written; a command
+    prepares it before it opens the store, so bad user code leaves no file behind.
+
     `on_open(run_id, resumed, repetitions already stored)` is called before any work.
     `make_task` builds each repetition's task (default: an inference RepetitionTask); a
     TrainSpec passes one that builds TrainTasks, and Plan only needs the spec's cells().
@@ -254,7 +283,7 @@ def execute(
     (backends/artifacts.py); False makes every repetition export and compile its own.
     """
     runner = Runner(
-        spec,
+        spec if isinstance(spec, Prepared) else prepare(spec),
         store,
         executor or LocalExecutor(),
         on_start,

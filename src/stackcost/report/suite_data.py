@@ -11,6 +11,7 @@ second, indicative mean, never in the first.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -254,19 +255,46 @@ def summarize(
 
 
 def stored_runs(suite: Suite, db: str | Path) -> tuple[list[RunResult], list[str]]:
-    """The runs a resume of `suite` would continue (same spec digest, same environment),
-    read from the store without writing; and the labels of models with none."""
-    from stackcost.env import collect, fingerprint
+    """The stored run of each entry of `suite`, and the labels of the entries with none.
+
+    Read from the store alone: no probe, nothing of the machine reading it. A run is an
+    entry's when its stored spec is the entry's but for what the machine that ran it filled
+    in: the workloads its probe learned, and the thread count (a suite that leaves threads
+    out runs on every CPU there). The same suite measured on several machines (a merged
+    store): each entry's latest run is shown, wherever it ran (its environment is in the
+    report), as a rerun would replace an earlier one.
+    """
     from stackcost.store.database import Store
     from stackcost.store.runs import RunResult
 
-    env_fp = fingerprint(collect([suite.threads]))
-    runs, missing = [], []
+    wanted = [_entry_key(spec.model_dump(mode="json")) for spec in suite.specs]
+    latest: dict[str, str] = {}
     with Store(db, read_only=True) as store:
-        for spec in suite.specs:
-            run_id = store.find_run(spec.digest(), env_fp)
-            if run_id is None:
-                missing.append(workload_label_of_spec(spec))
-            else:
-                runs.append(RunResult.from_store(store, run_id))
+        for run_id in store.run_ids():  # by start time: a later run replaces an earlier one
+            row = store.run_row(run_id)
+            key = _entry_key(json.loads(row["spec_json"])) if row is not None else None
+            if key in wanted:
+                latest[key] = run_id
+        runs = [RunResult.from_store(store, latest[k]) for k in wanted if k in latest]
+    missing = [
+        workload_label_of_spec(spec)
+        for spec, key in zip(suite.specs, wanted, strict=True)
+        if key not in latest
+    ]
     return runs, missing
+
+
+def _entry_key(spec: dict[str, Any]) -> str | None:
+    """What a suite entry asks for, as its stored spec says it: without the probe's learned
+    workloads and the thread count; None for a spec no suite writes (a training run's)."""
+    from pydantic import ValidationError
+
+    from stackcost.spec.run import RunSpec
+
+    try:
+        fields = RunSpec.model_validate(spec).model_dump(
+            mode="json", exclude={"learned", "threads"}
+        )
+    except ValidationError:
+        return None
+    return json.dumps(fields, sort_keys=True)
