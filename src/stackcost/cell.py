@@ -12,15 +12,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from stackcost.spec.axes import DEVICES, GRID_AXES, GRID_COLUMNS, PRECISIONS
+
 Mode = Literal["infer", "train"]
-Precision = Literal["fp32", "bf16", "fp16"]
-Device = Literal["cpu", "cuda"]
+# The values of spec/axes.py's table (a Literal over a tuple is one over its members).
+Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
+Device = Literal[DEVICES]  # type: ignore[valid-type]
 
 HF_PREFIX = "hf:"  # --model hf:<model_type>: a Hugging Face architecture from its config
 
 MODES: tuple[str, ...] = ("infer", "train")
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
-DEVICES: tuple[str, ...] = ("cpu", "cuda")
 
 
 class Frozen(BaseModel):
@@ -174,10 +175,11 @@ class Cell(Frozen):
 
     def label(self) -> str:
         sizes = "".join(f" {v}{SIZE_TAGS.get(k, k)}" for k, v in self.sizes.items())
+        grid = " ".join(GRID_AXES[a].tag.format(getattr(self, a)) for a in GRID_COLUMNS)
         scenario = f" [{self.scenario.label()}]" if self.scenario else ""
         return (
             f"{self.model.name} {self.backend} {self.mode} b{self.batch_size}{sizes} "
-            f"{self.precision} t{self.threads} {self.device}{scenario}"
+            f"{grid}{scenario}"
         )
 
     def flat(self) -> dict[str, Any]:
@@ -189,9 +191,7 @@ class Cell(Frozen):
             "batch_size": self.batch_size,
             **self.sizes,
             "sizes": self.size_label(),
-            "precision": self.precision,
-            "threads": self.threads,
-            "device": self.device,
+            **{a: getattr(self, a) for a in GRID_COLUMNS},
             "init": self.model.init,
             # Only on scenario cells: a timed-loop run's columns stay what they were.
             **({"scenario": self.scenario.label()} if self.scenario else {}),

@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from stackcost.spec.axes import PRECISION_TOLERANCE
+
 # Relative tolerance per precision; relative = max |out - ref| / max |ref|, a scale-free
 # error that does not explode on logits near zero the way an element-wise ratio does.
-DEFAULT_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
+DEFAULT_TOLERANCE: dict[str, float] = dict(PRECISION_TOLERANCE)
 
 
 class OutputError(BaseModel):

@@ -12,6 +12,7 @@ from typing import Any
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.scenarios.settings import SCENARIO_CHOICES, parse_duration_ms, parse_scenarios
+from stackcost.spec.axes import GRID_AXES, PRECISIONS
 from stackcost.spec.grammar import check_int, parse_choices, parse_options, parse_positive_ints
 from stackcost.workload import SIZE_AXES
 
@@ -34,13 +35,15 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
             help=f"comma list or range: {axis.help} (default: the model's; "
             f"applies to models that have a {axis.name} axis)",
         )
-    p.add_argument("--precision", default=d("fp32"), help="comma list of fp32, bf16, fp16")
-    p.add_argument(
-        "--threads",
-        default=d(str(cores())),
-        help=f"comma list of intra-op thread counts (default {cores()}, this machine)",
-    )
-    p.add_argument("--device", default=d("cpu"), help="comma list of cpu, cuda")
+    for grid in GRID_AXES.values():  # --precision, --threads, --device
+        if grid.values:
+            p.add_argument(grid.flag, default=d(grid.default or ""), help=grid.help())
+        else:
+            p.add_argument(
+                grid.flag,
+                default=d(str(cores())),
+                help=f"comma list of intra-op thread counts (default {cores()}, this machine)",
+            )
     p.add_argument(
         "--mode", default=d("infer"), help="infer (train arrives with `stackcost train`)"
     )
@@ -181,12 +184,13 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
     }
     if sizes:
         fields["sizes"] = sizes
-    if args.precision is not None:
-        fields["precisions"] = parse_choices(args.precision, "precision", ("fp32", "bf16", "fp16"))
-    if args.threads is not None:
-        fields["threads"] = parse_positive_ints(args.threads, "threads")
-    if args.device is not None:
-        fields["devices"] = parse_choices(args.device, "device", ("cpu", "cuda"))
+    for grid in GRID_AXES.values():
+        if (value := getattr(args, grid.name)) is not None:
+            fields[grid.plural] = (
+                parse_choices(value, grid.name, grid.values)
+                if grid.values
+                else parse_positive_ints(value, grid.name)
+            )
     if args.mode is not None:
         fields["modes"] = parse_choices(args.mode, "mode", ("infer",))
     if args.repeats is not None:
@@ -208,7 +212,7 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["backend_options"] = parse_options(args.option)
     if args.tolerance:
         tol = number(args.tolerance, "tolerance")
-        fields["tolerance"] = {p: tol for p in ("fp32", "bf16", "fp16")}
+        fields["tolerance"] = {p: tol for p in PRECISIONS}
     if args.find_max_batch:
         fields["find_max_batch"] = True
     if args.profile:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from stackcost.backends import BASELINE
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, VALID_STATUSES
+from stackcost.spec.axes import GRID_AXES, GRID_COLUMNS
 from stackcost.store.runs import RunResult
 from stackcost.workload import SIZE_AXES
 
@@ -31,18 +32,9 @@ MIB = 2**20
 SIZE_COLUMNS: tuple[str, ...] = tuple(SIZE_AXES)
 
 # Everything that defines a workload except the backend: the key of a baseline group.
-WORKLOAD_AXES = (
-    "model",
-    "mode",
-    "batch_size",
-    "sizes",
-    "precision",
-    "threads",
-    "device",
-    "init",
-)
+WORKLOAD_AXES = ("model", "mode", "batch_size", "sizes", *GRID_COLUMNS, "init")
 # Axes a figure holds fixed while sweeping one of them.
-CONDITION_AXES = ("mode", "batch_size", "sizes", "precision", "threads", "device", "init")
+CONDITION_AXES = ("mode", "batch_size", "sizes", *GRID_COLUMNS, "init")
 
 # Worst first wins when repetitions of one cell disagree. Unknown statuses (added by a
 # newer stackcost) rank worst: an unrecognised status must never pass as a timing.
@@ -116,9 +108,7 @@ CELL_COLUMNS = (
     "batch_size",
     *SIZE_COLUMNS,  # only those some cell has are kept (see cell_columns)
     "sizes",
-    "precision",
-    "threads",
-    "device",
+    *GRID_COLUMNS,
     "init",
     "status",
     "reason",
@@ -361,9 +351,7 @@ def varying(df: pd.DataFrame, axes: tuple[str, ...] = CONDITION_AXES) -> list[st
 _AXIS_FORMAT = {
     "mode": "{}",
     "batch_size": "batch {}",
-    "precision": "{}",
-    "threads": "{} thr",
-    "device": "{}",
+    **{a.name: a.label for a in GRID_AXES.values()},
     "init": "init {}",
     "other_sizes": "{}",  # a size sweep's other axes, already with their units
 }

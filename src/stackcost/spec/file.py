@@ -24,6 +24,7 @@ from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
 from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
+from stackcost.spec.axes import COUNT_AXES
 from stackcost.spec.grammar import parse_config, parse_positive_ints
 from stackcost.spec.reader import load_mapping
 from stackcost.spec.run import model_ref, validate
@@ -159,7 +160,7 @@ def _sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int])
     axes = {}
     for key, what in (
         ("batch_sizes", "batch size"),
-        ("threads", "threads"),
+        *((a.plural, a.name) for a in COUNT_AXES),
         *((a.plural, a.name.replace("_", " ")) for a in SIZE_AXES.values()),
     ):
         try:
@@ -179,7 +180,7 @@ def _sweep_from_data(data: dict[str, Any], source: str, lines: dict[tuple, int])
     fields = {
         **sweep.model_dump(exclude={"models", "backends", *axes}),
         "batch_sizes": axes["batch_sizes"],
-        "threads": axes["threads"],
+        **{a.plural: axes[a.plural] for a in COUNT_AXES},
         "sizes": sizes,
         "models": models,
         "backends": backends,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from stackcost import zoo
 from stackcost.backends import REGISTRY, check_name
-from stackcost.cell import DEVICES, HF_PREFIX, MODES, PRECISIONS, SCENARIOS, Cell, ModelRef
+from stackcost.cell import HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
 from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
+from stackcost.spec.axes import CHOICE_AXES, GRID_AXES, GRID_COLUMNS
 from stackcost.spec.grammar import (
     MAX_AXIS_VALUES,
     MAX_CELLS,
@@ -111,13 +113,17 @@ class RunSpec(BaseModel):
             workload = self.workload(model)
             axes = workload.axes
             per_axis = [self.sizes.get(a) or [workload.sizes[a]] for a in axes]
-            for mode, batch, sizes, prec, threads, device, backend, scenario in itertools.product(
+            grid = [
+                dict(zip(GRID_COLUMNS, point, strict=True))
+                for point in itertools.product(
+                    *(getattr(self, a.plural) for a in GRID_AXES.values())
+                )
+            ]
+            for mode, batch, sizes, point, backend, scenario in itertools.product(
                 self.modes,
                 self.batch_sizes,
                 [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*per_axis)],
-                self.precisions,
-                self.threads,
-                self.devices,
+                grid,
                 self.backends,
                 [None if n == TIMED_LOOP else self.loadgen.config(n) for n in self.scenarios],
             ):
@@ -128,9 +134,7 @@ class RunSpec(BaseModel):
                         mode=mode,
                         batch_size=batch,
                         sizes=sizes,
-                        precision=prec,
-                        threads=threads,
-                        device=device,
+                        **point,
                         backend_options=self.backend_options.get(backend, {}),
                         scenario=scenario,
                     )
@@ -244,9 +248,7 @@ def _check_sizes(spec: RunSpec) -> None:
         spec.modes,
         spec.batch_sizes,
         *(values for values in spec.sizes.values()),
-        spec.precisions,
-        spec.threads,
-        spec.devices,
+        *(getattr(spec, a.plural) for a in GRID_AXES.values()),
         spec.scenarios,
     )
     cells = math.prod(len(axis) for axis in axes)
@@ -267,12 +269,10 @@ def check_threads(threads: list[int]) -> None:
 
 
 def validate(fields: dict | RunSpec) -> RunSpec:
-    """Check types (pydantic), then names against registries and resolutions against models.
-    Spawns nothing: user code (factories, custom backends) and Hugging Face configs are
-    asked in a child once, where the run starts (execute.runner.prepare)."""
-    from stackcost.backends import is_import_path, load_backend
-    from stackcost.execute.environ import check_names
-    from stackcost.execute.probe import needs_probe
+    """Check types (pydantic), then names against registries and resolutions against models;
+    user code (factories, custom backends) is checked in a child process."""
+    from stackcost.execute.environ import check_names, worker_environ
+    from stackcost.execute.probe import learn, learn_workloads
 
     if isinstance(fields, RunSpec):
         fields = fields.model_dump()
@@ -291,8 +291,8 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     parse_choices(",".join(spec.modes), "mode", MODES)
     if "train" in spec.modes:  # a train cell needs data and an optimizer: a TrainSpec
         raise SpecError("mode 'train' is run by `stackcost train MODEL --dataset ...`")
-    parse_choices(",".join(spec.precisions), "precision", PRECISIONS)
-    parse_choices(",".join(spec.devices), "device", DEVICES)
+    for axis in CHOICE_AXES:
+        parse_choices(",".join(getattr(spec, axis.plural)), axis.name, axis.values or ())
     check_threads(spec.threads)
     defaults = RunSpec.model_fields
     if spec.sample_interval_ms != defaults["sample_interval_ms"].default and not spec.profile:
@@ -303,14 +303,14 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     problem = check_names(spec.inherit_env)
     if problem:
         raise SpecError(problem)
-    # Sizes of a model in user code or transformers are checked once it is learned (prepare).
-    if not any(needs_probe(m) for m in spec.models):
-        check_sizes(spec.sizes, [spec.workload(m) for m in spec.models])
-    for name in spec.backends:  # stackcost's own options; a custom backend's in prepare
-        if not is_import_path(name):
-            problem = load_backend(name).check_options(dict(spec.backend_options.get(name, {})))
-            if problem:
-                raise SpecError(problem)
+    environ = worker_environ(os.environ, {}, spec.inherit_env)
+    # Raise ProbeError, a SpecError, on unusable user code or Hugging Face configs.
+    spec.learned.update(learn_workloads(spec.models, environ))
+    check_sizes(spec.sizes, [spec.workload(m) for m in spec.models])
+    facts = learn({name: spec.backend_options.get(name, {}) for name in spec.backends}, environ)
+    for fact in facts.values():
+        if fact.options_problem:
+            raise SpecError(fact.options_problem)
     return spec
 
 

@@ -29,11 +29,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stackcost.backends import BASELINE, check_name
+from stackcost.cell import Device, Precision
 from stackcost.clip import middle, one_line, shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
@@ -79,8 +80,8 @@ class SuiteFile(BaseModel):
     models: list[SuiteModel] = Field(min_length=1)
     backends: list[str] = Field(default_factory=lambda: list(DEFAULT_BACKENDS), min_length=1)
     threads: int | None = Field(None, ge=1)  # default: every CPU this process may use
-    device: Literal["cpu", "cuda"] = "cpu"
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    device: Device = "cpu"
+    precision: Precision = "fp32"
     repeats: int = Field(1, ge=1)
     timeout_s: float = Field(600.0, gt=0)
     protocol: dict[str, Any] = Field(default_factory=dict)  # over SUITE_PROTOCOL

@@ -20,6 +20,7 @@ from stackcost.clip import shown
 from stackcost.env import now
 from stackcost.errors import SpecError
 from stackcost.result import EpochRecord, RepetitionResult
+from stackcost.spec.axes import GRID_COLUMNS
 from stackcost.store.check import Snapshot, connect_read_only, snapshot, store_problem
 
 SCHEMA_VERSION = 4
@@ -144,7 +145,7 @@ MIGRATIONS = {
 # Migrations that rebuild a table run with foreign keys off (SQLite's documented procedure).
 REBUILDS = {4}
 
-CELL_COLUMNS = ("model", "backend", "mode", "batch_size", "precision", "threads", "device")
+CELL_COLUMNS = ("model", "backend", "mode", "batch_size", *GRID_COLUMNS)
 
 
 class StoreError(SpecError):
