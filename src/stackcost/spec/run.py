@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -269,10 +268,12 @@ def check_threads(threads: list[int]) -> None:
 
 
 def validate(fields: dict | RunSpec) -> RunSpec:
-    """Check types (pydantic), then names against registries and resolutions against models;
-    user code (factories, custom backends) is checked in a child process."""
-    from stackcost.execute.environ import check_names, worker_environ
-    from stackcost.execute.probe import learn, learn_workloads
+    """Check types (pydantic), then names against registries and resolutions against models.
+    Spawns nothing: user code (factories, custom backends) and Hugging Face configs are
+    asked in a child once, where the run starts (execute.runner.prepare)."""
+    from stackcost.backends import is_import_path, load_backend
+    from stackcost.execute.environ import check_names
+    from stackcost.execute.probe import needs_probe
 
     if isinstance(fields, RunSpec):
         fields = fields.model_dump()
@@ -303,14 +304,14 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     problem = check_names(spec.inherit_env)
     if problem:
         raise SpecError(problem)
-    environ = worker_environ(os.environ, {}, spec.inherit_env)
-    # Raise ProbeError, a SpecError, on unusable user code or Hugging Face configs.
-    spec.learned.update(learn_workloads(spec.models, environ))
-    check_sizes(spec.sizes, [spec.workload(m) for m in spec.models])
-    facts = learn({name: spec.backend_options.get(name, {}) for name in spec.backends}, environ)
-    for fact in facts.values():
-        if fact.options_problem:
-            raise SpecError(fact.options_problem)
+    # Sizes of a model in user code or transformers are checked once it is learned (prepare).
+    if not any(needs_probe(m) for m in spec.models):
+        check_sizes(spec.sizes, [spec.workload(m) for m in spec.models])
+    for name in spec.backends:  # stackcost's own options; a custom backend's in prepare
+        if not is_import_path(name):
+            problem = load_backend(name).check_options(dict(spec.backend_options.get(name, {})))
+            if problem:
+                raise SpecError(problem)
     return spec
 
 
