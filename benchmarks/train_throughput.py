@@ -31,10 +31,10 @@ from stackcost.commands.axes import cores
 from stackcost.data import DATASETS
 from stackcost.errors import SpecError
 from stackcost.execute.local import LocalExecutor
+from stackcost.execute.task import TrainTask
 from stackcost.result import RepetitionResult
 from stackcost.spec.run import model_ref
 from stackcost.spec.train import check_backends, check_data
-from stackcost.train.task import TrainTask
 
 
 def row(backend: str, result: RepetitionResult, wall_s: float, batch: int) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -12,7 +13,6 @@ from stackcost.measure.flops import Work
 from stackcost.measure.stats import Stats
 from stackcost.measure.telemetry import Telemetry
 from stackcost.profile.breakdown import Breakdown
-from stackcost.scenarios.summary import ScenarioResult
 from stackcost.verify import Verification
 
 Status = Literal[
@@ -39,6 +39,60 @@ TRUSTED_STATUSES: frozenset[str] = frozenset({"ok"})
 FAILED_STATUSES: frozenset[str] = frozenset(
     {"wrong", "failed", "crashed", "oom", "timeout", "interrupted", "diverged"}
 )
+
+
+Verdict = Literal["VALID", "INVALID"]
+
+
+class ScenarioResult(BaseModel):
+    """One repetition's LoadGen run: its verdict, headline and the summary's numbers.
+
+    A LoadGen sample is one call of the prepared step on the cell's batch, so `value` in
+    samples/s counts batches; `throughput` of the repetition counts inputs."""
+
+    scenario: str
+    verdict: Verdict
+    metric: str  # "p90 latency", "p99 latency", "QPS at bound", "throughput"
+    unit: str  # "ms", "QPS", "samples/s"
+    value: float | None  # None: LoadGen produced no headline (see notes)
+    constraints: dict[str, bool] = Field(default_factory=dict)  # "Min duration satisfied"...
+    notes: list[str] = Field(default_factory=list)  # LoadGen's recommendations, early stopping
+    summary: dict[str, float | str] = Field(default_factory=dict)  # every "key : value" line
+    settings: dict[str, Any] = Field(default_factory=dict)  # what LoadGen was told
+    instances: int = 1
+    errors: int = 0  # LoadGen's own error count ("N ERRORS encountered")
+
+    @property
+    def latency_ms(self) -> float | None:
+        """The headline when it is a latency (single-stream, multi-stream)."""
+        return self.value if self.unit == "ms" else None
+
+    @property
+    def rate(self) -> float | None:
+        """The headline when it is a rate (server QPS, offline samples/s)."""
+        return self.value if self.unit != "ms" else None
+
+    def shown(self) -> str:
+        """'2.21 ms p90', '132 QPS at bound', '452 samples/s' ('—' without a value)."""
+        if self.value is None:
+            return "—"
+        number = f"{self.value:.3g}" if self.value < 1000 else f"{self.value:,.0f}"
+        tail = (
+            f" {self.metric}" if self.unit == "ms" else (" at bound" if self.unit == "QPS" else "")
+        )
+        return f"{number} {self.unit}{tail}".replace(" latency", "")
+
+    def why_invalid(self) -> str:
+        """Which of LoadGen's requirements failed, in its words ('' when VALID)."""
+        if self.verdict == "VALID":
+            return ""
+        failed = [
+            name.removesuffix(" satisfied").lower()
+            for name, ok in self.constraints.items()
+            if not ok
+        ]
+        why = "; ".join(f"{f} not satisfied" for f in failed) or "see the LoadGen summary"
+        return f"LoadGen INVALID: {why}"
 
 
 class EpochRecord(BaseModel):
@@ -160,11 +214,16 @@ class RepetitionResult(BaseModel):
 
         None for a repetition that reused an earlier repetition's export or compile
         (backends/artifacts.py): its prepare skipped what startup measures."""
-        from stackcost.backends.artifacts import reused
-
-        if self.cold_start_ms is None or self.phases.prepare_s is None or reused(self.details):
+        if self.cold_start_ms is None or self.phases.prepare_s is None or self.reused_artifact:
             return None
         return self.phases.prepare_s * 1e3 + self.cold_start_ms
+
+    @property
+    def reused_artifact(self) -> bool:
+        """Whether this repetition's prepare reused an artifact (backends/artifacts.py
+        records {"artifact": {"reused": ...}} in the details)."""
+        artifact = self.details.get("artifact")
+        return bool(isinstance(artifact, Mapping) and artifact.get("reused"))
 
     @property
     def valid(self) -> bool:

@@ -13,8 +13,8 @@ import torch
 from stackcost.api import load_runs
 from stackcost.cell import TrainConfig
 from stackcost.cli import main
+from stackcost.report.train_agreement import agreement, eager_twin
 from stackcost.spec.run import model_ref
-from stackcost.train.agreement import agreement, eager_twin
 from stackcost.zoo import build_model
 
 pytest.importorskip("keras", reason="the tf/jax extras are not installed")

@@ -10,10 +10,10 @@ import math
 import pytest
 
 from stackcost.commands.train import save_initial_weights
+from stackcost.execute.task import TrainTask
+from stackcost.execute.worker import run_task
 from stackcost.result import MEASURED_STATUSES
 from stackcost.spec.train import TrainSpec
-from stackcost.train.task import TrainTask
-from stackcost.train.worker import run_task
 
 
 def _spec(backend: str) -> TrainSpec:

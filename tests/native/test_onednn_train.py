@@ -27,8 +27,9 @@ import torch
 import torch.nn.functional as F
 
 from stackcost import zoo
+from stackcost.backends.native import epoch_records
 from stackcost.native.tensors import read_tensors, write_tensors
-from stackcost.native.training import epoch_records, train_args, write_train_files
+from stackcost.native.training import train_args, write_train_files
 from tests.native.train_reference import Problem, eager_losses, problem, run_program
 
 pytestmark = pytest.mark.slow

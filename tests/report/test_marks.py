@@ -17,7 +17,7 @@ from stackcost.report.export import export
 from stackcost.report.html import render_html
 from stackcost.report.marks import ratio_cell, ratio_text, shown_stats
 from stackcost.report.table import results_table, speedups
-from stackcost.train.table import train_table
+from stackcost.report.train_table import train_table
 from tests.report.marks_fixtures import (
     BUSY_MS,
     EAGER_MS,

@@ -13,9 +13,8 @@ from rich.console import Console
 from stackcost.report import data
 from stackcost.report.export import export
 from stackcost.report.table import results_table
-from stackcost.result import RepetitionResult
+from stackcost.result import RepetitionResult, ScenarioResult
 from stackcost.scenarios.settings import LoadGenSettings
-from stackcost.scenarios.summary import ScenarioResult
 from stackcost.store.runs import RunResult
 from tests.report.marks_fixtures import cell, rep
 

@@ -10,7 +10,7 @@ import pytest
 from stackcost.cell import Cell
 from stackcost.errors import SpecError
 from stackcost.scenarios.settings import (
-    EARLY_STOPPING_QUERIES,
+    KINDS,
     LoadGenSettings,
     parse_duration_ms,
     parse_scenarios,
@@ -82,8 +82,15 @@ def test_configs_hold_only_what_their_scenario_reads() -> None:
     assert s.config("offline").latency_bound_ms is None and s.config("offline").instances == 3
     assert s.config("multi-stream").samples_per_query == 4
     assert s.config("multi-stream").instances == 1
-    for name, count in EARLY_STOPPING_QUERIES.items():
-        assert s.config(name).min_query_count == count
+    for name, kind in KINDS.items():
+        assert s.config(name).min_query_count == kind.early_stopping_queries
+    # LoadGen 6.0.17's early-stopping minimums: below them a clean run is INVALID.
+    assert {n: k.early_stopping_queries for n, k in KINDS.items()} == {
+        "single-stream": 64,
+        "multi-stream": 662,
+        "server": 459,
+        "offline": 1,
+    }
 
 
 def test_planned_numbers_follow_the_calibration() -> None:

@@ -64,9 +64,3 @@ class ArtifactCache:
         reused = home.is_dir() and any(home.iterdir())
         home.mkdir(parents=True, exist_ok=True)
         return home, reused
-
-
-def reused(details: Mapping[str, Any]) -> bool:
-    """Whether a repetition's prepare reused an artifact (from its stored details)."""
-    artifact = details.get("artifact")
-    return bool(isinstance(artifact, Mapping) and artifact.get("reused"))

@@ -17,11 +17,11 @@ which kind of backend it holds:
 - `build(cache_dir)`: `stackcost build` compiles what the backend needs ahead of time;
   nothing by default.
 
-A LoadGen scenario cell (stackcost.scenarios) asks `prepare_instances(..., count)` for its
-parallel instances instead of running `run_repetition`; by default, `prepare` count times.
-
-Training has `train_repetition` beside `prepare_train`: a backend whose program runs the
-whole training loop itself overrides it; the others leave the loop to the train worker.
+Scenarios (stackcost.scenarios) ask for the step in the form they drive: the timed loop
+runs `run_repetition`; a LoadGen scenario asks `prepare_instances(..., count)` for its
+parallel instances (by default, `prepare` count times); training asks `train_repetition`
+whether the backend's own program runs the whole loop (the native rungs) and otherwise
+drives `prepare_train`'s step itself.
 """
 
 from __future__ import annotations
@@ -39,9 +39,11 @@ if TYPE_CHECKING:  # torch is imported only inside worker processes
 
     from stackcost.backends.artifacts import ArtifactCache
     from stackcost.cell import Cell, TrainConfig
+    from stackcost.data.splits import Split
+    from stackcost.measure.counters import Window
     from stackcost.measure.protocol import Measurement, Protocol
     from stackcost.profile.breakdown import Breakdown
-    from stackcost.result import Memory
+    from stackcost.result import EpochRecord, Memory
     from stackcost.workload import Example
 
 
@@ -108,6 +110,23 @@ class Run:
     memory: Memory | None = None
     prepared: Prepared | None = None  # an in-process step, for the breakdown
     answer: dict[str, Any] | None = None  # a native program's answer, for the breakdown
+
+
+@dataclass
+class TrainRun:
+    """One training repetition's measurement: the train scenario's own loop over
+    `prepare_train`'s step, or a backend's program that ran every epoch itself."""
+
+    epochs: list[EpochRecord]
+    samples_ns: list[int]  # per step, the first (cold) step excluded
+    cold_ns: int  # the first step, compile included
+    prepare_s: float
+    timed_s: float  # every epoch, evaluation included
+    details: dict[str, Any]  # what the backend prepared: recorded with the result
+    loop: dict[str, Any]  # what the loop recorded (first losses, where it ran)
+    memory: Memory
+    window: Window  # the loop's edges and CPU counters, for the disturbance check
+    diverged: str = ""  # why the loss diverged; "" when every epoch completed
 
 
 @dataclass
@@ -281,15 +300,15 @@ class Backend(ABC):
     def train_repetition(
         self,
         model: torch.nn.Module,
-        splits: dict[str, Any],
-        task: Any,
-        result: Any,
-        phases: Any,
-    ) -> bool:
-        """Run the whole training repetition here and fill `result` and `phases`; True when
-        done. A backend whose program runs every epoch itself (the native rungs) does;
-        False (the default) leaves the loop to the train worker, over `prepare_train`."""
-        return False
+        splits: dict[str, Split],
+        cell: Cell,
+        ctx: PrepareContext,
+        timeout_s: float | None = None,
+    ) -> TrainRun | None:
+        """A whole training repetition run by the backend itself, or None (the default):
+        the train scenario drives `prepare_train`'s step. A backend whose program runs
+        every epoch itself (the native rungs) overrides it."""
+        return None
 
     def option(self, cell: Cell, key: str) -> str:
         return cell.backend_options.get(key, self.options[key])

@@ -5,7 +5,8 @@ TorchScript file, and the inputs, as SCW1 files), runs the program once per repe
 and hands back its JSON answer as a Run, with every output tensor the program wrote, which
 the worker verifies against the eager reference like any other output. Its `breakdown`
 reads the timeline the program's profiled pass wrote; `build` compiles the program;
-`train_repetition` runs the program's own training loop.
+`train_repetition` runs the program's own training loop and turns its answer into the
+engine's records.
 
 Which zoo models the programs define follows from each one's family (stackcost.native);
 a cell whose model has none they build is `unsupported: no C++ definition of <model>`.
@@ -26,6 +27,7 @@ from stackcost.backends.base import (
     NoBreakdown,
     PrepareContext,
     Run,
+    TrainRun,
     Unsupported,
 )
 from stackcost.native import defined, definition, network_args
@@ -34,9 +36,10 @@ if TYPE_CHECKING:
     import torch
 
     from stackcost.cell import Cell
+    from stackcost.data.splits import Split
     from stackcost.measure.protocol import Protocol
     from stackcost.profile.breakdown import Breakdown
-    from stackcost.result import Phases, RepetitionResult
+    from stackcost.result import EpochRecord
     from stackcost.workload import Example
 
 
@@ -170,16 +173,36 @@ class NativeBackend(Backend):
     def train_repetition(
         self,
         model: torch.nn.Module,
-        splits: dict[str, Any],
-        task: Any,
-        result: RepetitionResult,
-        phases: Phases,
-    ) -> bool:
+        splits: dict[str, Split],
+        cell: Cell,
+        ctx: PrepareContext,
+        timeout_s: float | None = None,
+    ) -> TrainRun:
         """The program runs every epoch itself; this process only writes its files."""
-        from stackcost.train.native import train_native
+        from stackcost.measure.counters import Edge, Window
 
-        train_native(self, model, splits, task, result, phases)
-        return True
+        # The program's whole run is the window: its CPU arrives as a reaped child's.
+        first = Edge.now()
+        train, test = splits["train"].dataset, splits["test"].dataset
+        if train is None or test is None:  # why_not refuses non-image models before this
+            raise ValueError(f"{self.name} trains on image datasets only")
+        answer = self.run_native_train(
+            model, (train.images, train.labels), (test.images, test.labels), cell, ctx, timeout_s
+        )
+        window = Window.between(first, Edge.now())
+        details = answer["details"]
+        return TrainRun(
+            epochs=epoch_records(answer, cell.device),
+            samples_ns=[int(s) for s in answer["samples_ns"]],
+            cold_ns=int(answer["cold_ns"]),
+            prepare_s=details["build_s"] + details["export_s"],
+            timed_s=answer["process_s"],
+            details=details,
+            loop={"loop": "in the C++ program"},
+            memory=native_memory(answer),
+            window=window,
+            diverged=answer.get("diverged") or "",
+        )
 
     def run_native_train(
         self,
@@ -451,3 +474,40 @@ def native_memory(answer: dict[str, Any]):
         peak_over_baseline_bytes=peak - baseline,
         method="VmHWM of the C++ process (baseline: RSS before the model is built)",
     )
+
+
+def epoch_records(answer: dict[str, Any], device: str = "cpu") -> list[EpochRecord]:
+    """The training program's per-epoch counts as the engine's EpochRecords (means
+    computed here)."""
+    from stackcost.result import EpochRecord
+
+    records = []
+    for e in answer["epochs"]:
+        steps, seen = int(e["steps"]), int(e["train_samples"])
+        train_s, step_s = e["train_ns"] / 1e9, e["step_ns"] / 1e9
+        n_eval = int(e.get("eval_samples", 0))
+        eval_s = e["eval_ns"] / 1e9 if n_eval else None
+        records.append(
+            EpochRecord(
+                epoch=int(e["epoch"]),
+                complete=bool(e["complete"]),
+                steps=steps,
+                train_samples=seen,
+                train_loss=e["train_loss_sum"] / max(steps, 1),
+                train_accuracy=e["train_correct"] / max(seen, 1),
+                eval_accuracy=e["eval_correct"] / n_eval if n_eval else None,
+                eval_loss=e["eval_loss_sum"] / n_eval if n_eval else None,
+                eval_samples=n_eval,
+                epoch_s=train_s + (eval_s or 0.0),
+                train_s=train_s,
+                loader_wait_s=e["loader_ns"] / 1e9,
+                step_s=step_s,
+                eval_s=eval_s,
+                train_samples_per_s=seen / train_s if train_s > 0 else 0.0,
+                eval_samples_per_s=n_eval / eval_s if eval_s else None,
+                copy_bytes_per_batch=0.0,  # the batch is gathered in the program's memory
+                copy_ms_per_batch=0.0,
+                copy_device=device,
+            )
+        )
+    return records

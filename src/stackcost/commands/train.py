@@ -254,8 +254,8 @@ def check_resumable(spec: Any, db: Path, digest: str) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.commands.run import measure_and_show
-    from stackcost.train.table import train_table
-    from stackcost.train.task import TrainTask
+    from stackcost.execute.task import TrainTask
+    from stackcost.report.train_table import train_table
 
     spec = spec_from_args(args)
     problem = db_problem(args.db)  # before the weights are built: bad input costs nothing

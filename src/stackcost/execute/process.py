@@ -1,4 +1,4 @@
-"""What every worker process does around its measurement: turn any failure into a
+"""What the worker process does around its measurement: turn any failure into a
 result, time the whole repetition, write the JSON, and exit without teardown."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
@@ -16,8 +17,20 @@ from stackcost.execute.task import RepetitionTask
 from stackcost.result import Phases, RepetitionResult
 
 T = TypeVar("T", bound=RepetitionTask)
-# The measurement itself: fills the result in place; t_start is the worker's clock origin.
-Body = Callable[[T, RepetitionResult, Phases, float], None]
+
+
+@dataclass
+class Progress:
+    """What a repetition has established so far, kept in its result even when a later
+    part fails: the phases timed (from the worker's clock origin) and the weights built."""
+
+    started: float = field(default_factory=time.perf_counter)  # the worker's clock origin
+    phases: Phases = field(default_factory=Phases)
+    weights_digest: str | None = None
+
+
+# The measurement itself: its result, built once; `progress` is ticked as it goes.
+Body = Callable[[T, Progress], RepetitionResult]
 
 
 # Text of an allocation failure, whatever raised it: c10's CPU allocator, C++'s
@@ -54,15 +67,16 @@ def _exit_reason(exc: SystemExit) -> str:
     return f"user code called sys.exit({exc.code!r}) during the repetition"
 
 
-def settle(result: RepetitionResult) -> None:
+def settle(result: RepetitionResult) -> RepetitionResult:
     """A measured repetition whose loop shared the cores is `disturbed`, never `ok`: the
     disturbance outranks `unstable` (it is the likelier cause), not `wrong`."""
     d = result.disturbance
-    if d is not None and d.disturbed and result.status in ("ok", "unstable"):
-        unstable = result.reason if result.status == "unstable" else ""
-        result.status, result.reason = "disturbed", d.reason()
-        if unstable:
-            result.reason += f"; also unstable: {unstable}"
+    if d is None or not d.disturbed or result.status not in ("ok", "unstable"):
+        return result
+    reason = d.reason()
+    if result.status == "unstable" and result.reason:
+        reason += f"; also unstable: {result.reason}"
+    return result.model_copy(update={"status": "disturbed", "reason": reason})
 
 
 def guarded(task: T, body: Body) -> RepetitionResult:
@@ -70,29 +84,37 @@ def guarded(task: T, body: Body) -> RepetitionResult:
 
     User code (a model factory, a custom backend) runs inside `body`, so its sys.exit,
     or an allocation failure deep in a framework, becomes this cell's result too."""
-    t_start = time.perf_counter()
-    phases = Phases()
-    result = RepetitionResult(status="failed", repetition=task.repetition, started_at=now())
+    progress = Progress()
+    started_at = now()
     try:
-        body(task, result, phases, t_start)
-        settle(result)
+        measured = settle(body(task, progress))
     except SystemExit as exc:
-        result.status, result.reason = "failed", _exit_reason(exc)
-        result.log_tail = traceback.format_exc()[-4000:]
+        measured = RepetitionResult(
+            status="failed", reason=_exit_reason(exc), log_tail=traceback.format_exc()[-4000:]
+        )
     except Exception as exc:  # a failure is a result: store it and let the run go on
-        result.status = "oom" if is_oom(exc) else "failed"
-        result.reason = reason_of(exc)
-        result.log_tail = traceback.format_exc()[-4000:]
-    phases.total_s = time.perf_counter() - t_start
-    result.phases = phases
-    result.finished_at = now()
-    return result
+        measured = RepetitionResult(
+            status="oom" if is_oom(exc) else "failed",
+            reason=reason_of(exc),
+            log_tail=traceback.format_exc()[-4000:],
+        )
+    progress.phases.total_s = time.perf_counter() - progress.started
+    # What every repetition carries, whatever its scenario did: added here, in one place.
+    return measured.model_copy(
+        update={
+            "repetition": task.repetition,
+            "started_at": started_at,
+            "finished_at": now(),
+            "phases": progress.phases,
+            "weights_digest": progress.weights_digest,
+        }
+    )
 
 
-def serve(task_type: type[T], body: Body, argv: list[str] | None = None) -> NoReturn:
-    """The worker's main: python -m MODULE TASK.json RESULT.json."""
+def serve(read: Callable[[str], T], body: Body, argv: list[str] | None = None) -> NoReturn:
+    """The worker's main: python -m MODULE TASK.json RESULT.json; `read` parses the task."""
     task_path, result_path = (argv or sys.argv[1:])[:2]
-    task = task_type.model_validate_json(Path(task_path).read_text())
+    task = read(Path(task_path).read_text())
     Path(result_path).write_text(guarded(task, body).model_dump_json())
     # Skip interpreter teardown (up to ~1 s for OpenVINO): the result is on disk, and
     # the parent's per-repetition overhead should not include framework destructors.

@@ -14,48 +14,53 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackcost.result import RepetitionResult
-
 if TYPE_CHECKING:
     import torch
 
     from stackcost.backends.base import Backend, Run
     from stackcost.cell import Cell
     from stackcost.execute.task import RepetitionTask
+    from stackcost.measure.energy import Energy
+    from stackcost.measure.flops import Work
     from stackcost.measure.protocol import Measurement
     from stackcost.measure.sampler import Sampler
+    from stackcost.measure.stats import Stats
+    from stackcost.measure.telemetry import Telemetry
+    from stackcost.profile.breakdown import Breakdown
+    from stackcost.workload import Example
 
 # Profiled iterations: enough to average over, few enough to add seconds, not minutes.
 PROFILE_ITERS = 10
 
 
-def record_work(
-    model: torch.nn.Module, example: torch.Tensor, cell: Cell, result: RepetitionResult
-) -> None:
-    """FLOPs and estimated bytes of one call, and the achieved rate at the cell's median."""
+def work(
+    model: torch.nn.Module, example: Example, cell: Cell, stats: Stats | None
+) -> tuple[Work, float | None]:
+    """FLOPs and estimated bytes of one call, and the achieved GFLOP/s at the median."""
     from stackcost.measure.flops import count_work
 
-    result.work = count_work(model, example, cell.mode)
-    if result.stats is not None and result.stats.median_ms > 0:
-        result.achieved_gflops = result.work.flops / (result.stats.median_ms / 1e3) / 1e9
+    counted = count_work(model, example, cell.mode)
+    if stats is None or stats.median_ms <= 0:
+        return counted, None
+    return counted, counted.flops / (stats.median_ms / 1e3) / 1e9
 
 
-def breakdown(backend: Backend, run: Run, cell: Cell, result: RepetitionResult) -> None:
+def breakdown(backend: Backend, run: Run, cell: Cell) -> tuple[Breakdown | None, list[str]]:
     """The step's time split (kernels vs overhead on CPU), by the backend's `breakdown`
-    (torch.profiler, its own profiler, or a native program's timeline), or a note saying
-    why there is none."""
+    (torch.profiler, its own profiler, or a native program's timeline), and notes saying
+    why there is none or why it does not cover the wall time."""
     from stackcost.backends.base import NoBreakdown
 
     try:
-        result.breakdown = backend.breakdown(run, cell, PROFILE_ITERS)
+        b = backend.breakdown(run, cell, PROFILE_ITERS)
     except NoBreakdown as exc:
-        result.profile_notes.append(f"no breakdown: {exc}")
-    if result.breakdown is not None and not result.breakdown.check():
-        b = result.breakdown
-        result.profile_notes.append(
-            f"breakdown covers {b.covered():.1%} of the wall time: remainder "
-            f"{b.remainder_ms:.3g} ms is more than 5%"
-        )
+        return None, [f"no breakdown: {exc}"]
+    if b is None or b.check():
+        return b, []
+    return b, [
+        f"breakdown covers {b.covered():.1%} of the wall time: remainder "
+        f"{b.remainder_ms:.3g} ms is more than 5%"
+    ]
 
 
 @contextmanager
@@ -77,10 +82,10 @@ def sampling(task: RepetitionTask) -> Iterator[Sampler | None]:
         yield sampler
 
 
-def record_telemetry(
-    sampler: Sampler, m: Measurement, cell: Cell, result: RepetitionResult
-) -> None:
-    """Utilization and energy over the timed loop.
+def telemetry(
+    sampler: Sampler, m: Measurement, cell: Cell
+) -> tuple[Telemetry, Energy | None, list[str]]:
+    """Utilization and energy over the timed loop, and a note when there is no energy.
 
     The loop's edges and its CPU counters come from the measurement itself (Python's
     timed loop, or the C++ program's, on the same CLOCK_MONOTONIC), so the means are
@@ -94,11 +99,11 @@ def record_telemetry(
     else:
         end = sampler.marks["timed_end"]
         window = (end - int(m.timed_s * 1e9), end)
-    result.telemetry = sampler.summary(*window, threads=cell.threads, counters=m.window)
+    summary = sampler.summary(*window, threads=cell.threads, counters=m.window)
     device = "cpu" if cell.device == "cpu" else "cuda:0"
-    busy = result.telemetry.cpu_util_cores_mean if m.window is not None else None
+    busy = summary.cpu_util_cores_mean if m.window is not None else None
     try:
-        result.energy = energy_from_telemetry(
+        energy = energy_from_telemetry(
             sampler.samples,
             window,
             cell.batch_size * len(m.samples_ns),
@@ -106,4 +111,5 @@ def record_telemetry(
             busy_cores=busy,
         )
     except ValueError as exc:  # e.g. a window shorter than two samples
-        result.profile_notes.append(f"no energy: {exc}")
+        return summary, None, [f"no energy: {exc}"]
+    return summary, energy, []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import ClassVar
 
 from pydantic import BaseModel
@@ -12,7 +13,7 @@ from stackcost.measure.protocol import Protocol
 
 class RepetitionTask(BaseModel):
     # The module executors start for this task: python -m WORKER TASK.json RESULT.json.
-    # Training tasks subclass this with their own worker.
+    # One worker serves every scenario (scenarios/registry.py picks the cell's).
     worker: ClassVar[str] = "stackcost.execute.worker"
 
     cell: Cell
@@ -46,3 +47,17 @@ class RepetitionTask(BaseModel):
             # Inductor's compile workers would otherwise fork one per core.
             "TORCHINDUCTOR_COMPILE_THREADS": n,
         }
+
+
+class TrainTask(RepetitionTask):
+    """A training repetition: the task plus where the shared initial weights are."""
+
+    weights_path: str  # state_dict saved once by the parent: every backend starts from it
+    weights_digest: str  # what the loaded weights must hash to (zoo.weights_digest)
+    data_dir: str | None = None
+
+
+def read_task(text: str) -> RepetitionTask:
+    """A task file as the task it was written as: a train cell's carries its weights."""
+    kind = TrainTask if json.loads(text)["cell"].get("mode") == "train" else RepetitionTask
+    return kind.model_validate_json(text)

@@ -34,12 +34,12 @@ from typing import IO
 
 from stackcost.execute.cores import pin
 
-# What every worker imports before its measurement starts (execute/worker.py and
-# train/worker.py, their lazy imports included): imported once, in the starter.
+# What every worker imports before its measurement starts (execute/worker.py and its
+# scenarios, their lazy imports included): imported once, in the starter.
 PRELOAD = (
     "torch",
     "stackcost.execute.worker",
-    "stackcost.train.worker",
+    "stackcost.scenarios.registry",
     "stackcost.zoo",
     "stackcost.backends",
     "stackcost.backends.base",

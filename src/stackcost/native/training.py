@@ -4,8 +4,9 @@ The program runs the whole loop itself (`<program> train key=value ...`, see
 native/README.md "Training"), so no Python sits between its steps. Python decides
 everything that must match the eager level exactly and writes it down: the initial
 weights, the images already scaled to float, and each epoch's shuffled order (the same
-`torch.randperm` the Python training worker draws). The program answers with per-step
-times and losses and per-epoch counts; this module turns them into the engine's records.
+`torch.randperm` the train scenario draws). The program answers with per-step times and
+losses and per-epoch counts, which the backend turns into the engine's records
+(backends/native.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     import torch
 
     from stackcost.cell import Cell
-    from stackcost.result import EpochRecord
 
 
 def epoch_orders(n: int, epochs: int, data_seed: int) -> torch.Tensor:
@@ -96,39 +96,3 @@ def train_args(
         "max_steps": max_steps,
         "divergence_factor": repr(divergence_factor),
     }
-
-
-def epoch_records(answer: dict[str, Any], device: str = "cpu") -> list[EpochRecord]:
-    """The program's per-epoch counts as the engine's EpochRecords (means computed here)."""
-    from stackcost.result import EpochRecord
-
-    records = []
-    for e in answer["epochs"]:
-        steps, seen = int(e["steps"]), int(e["train_samples"])
-        train_s, step_s = e["train_ns"] / 1e9, e["step_ns"] / 1e9
-        n_eval = int(e.get("eval_samples", 0))
-        eval_s = e["eval_ns"] / 1e9 if n_eval else None
-        records.append(
-            EpochRecord(
-                epoch=int(e["epoch"]),
-                complete=bool(e["complete"]),
-                steps=steps,
-                train_samples=seen,
-                train_loss=e["train_loss_sum"] / max(steps, 1),
-                train_accuracy=e["train_correct"] / max(seen, 1),
-                eval_accuracy=e["eval_correct"] / n_eval if n_eval else None,
-                eval_loss=e["eval_loss_sum"] / n_eval if n_eval else None,
-                eval_samples=n_eval,
-                epoch_s=train_s + (eval_s or 0.0),
-                train_s=train_s,
-                loader_wait_s=e["loader_ns"] / 1e9,
-                step_s=step_s,
-                eval_s=eval_s,
-                train_samples_per_s=seen / train_s if train_s > 0 else 0.0,
-                eval_samples_per_s=n_eval / eval_s if eval_s else None,
-                copy_bytes_per_batch=0.0,  # the batch is gathered in the program's memory
-                copy_ms_per_batch=0.0,
-                copy_device=device,
-            )
-        )
-    return records

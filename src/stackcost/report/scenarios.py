@@ -8,8 +8,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from stackcost.result import MEASURED_STATUSES, headline
-from stackcost.scenarios.summary import ScenarioResult
+from stackcost.result import MEASURED_STATUSES, ScenarioResult, headline
 from stackcost.store.runs import CellResult, RunResult
 
 TIMED_LOOP_LABEL = "timed loop"

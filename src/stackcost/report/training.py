@@ -1,6 +1,6 @@
 """The training section: accuracy against time, final accuracy, time per sample, and
 loader against step time, per backend, from the epochs of `stackcost train` runs; and how
-closely each level's first losses follow eager's (train/agreement.py)."""
+closely each level's first losses follow eager's (report/train_agreement.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from stackcost.backends import BASELINE
-from stackcost.store.runs import RunResult
-from stackcost.train.agreement import (
+from stackcost.report.train_agreement import (
     STEPS,
     TOLERANCE_TEXT,
     TOLERANCES,
@@ -21,6 +20,7 @@ from stackcost.train.agreement import (
     first_losses,
     relative,
 )
+from stackcost.store.runs import RunResult
 
 
 def epochs_frame(runs: list[RunResult]) -> pd.DataFrame:

@@ -1,6 +1,12 @@
-"""MLPerf LoadGen's deployment scenarios (SingleStream, MultiStream, Server, Offline) over
-any backend's prepared step: settings.py (what LoadGen is asked), sut.py (the system under
-test, run inside the worker), summary.py (LoadGen's summary as a stored result).
+"""What a repetition does with a prepared backend step: one scenario each, behind one
+contract (base.py), found by name in registry.py.
 
-mlperf_loadgen is imported only where a test runs (in workers), never on import here.
+timed_loop.py is stackcost's own timed loop; loadgen.py runs MLPerf LoadGen's
+SingleStream, MultiStream, Server and Offline (settings.py: what LoadGen is asked, each
+scenario's differences as data; sut.py: the system under test; summary.py: LoadGen's
+summary as a stored result); train.py runs training's epochs. subject.py is what the
+inference scenarios measure: the model, its inputs and eager's reference outputs.
+
+mlperf_loadgen and torch are imported only where a repetition runs (in workers), never
+on import here.
 """

@@ -2,13 +2,17 @@
 
 A spec holds one LoadGenSettings; each scenario cell gets the ScenarioConfig made from it
 (only the settings that scenario reads). The worker turns that config, plus a calibration
-of the prepared step (its warm latency), into mlperf_loadgen.TestSettings.
+of the prepared step (its warm latency), into mlperf_loadgen.TestSettings. What differs
+between LoadGen's scenarios is data, one LoadGenKind each in KINDS: no code asks which
+scenario it holds.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,11 +23,6 @@ from stackcost.errors import SpecError
 # The scenario name that means "no LoadGen: stackcost's own timed loop" (the default).
 TIMED_LOOP = "timed-loop"
 SCENARIO_CHOICES: tuple[str, ...] = (TIMED_LOOP, *SCENARIOS)
-
-# Queries LoadGen's early stopping needs, with no query over the bound, to call a run
-# VALID (measured with LoadGen 6.0.17: SingleStream p90 64, MultiStream p99 662, Server p99
-# 459; Offline has one query). Below them a run is INVALID however fast it is.
-EARLY_STOPPING_QUERIES = {"single-stream": 64, "multi-stream": 662, "server": 459, "offline": 1}
 
 # Server's peak search starts here, as a fraction of what the instances sustain back to
 # back: FindPeakPerformance needs a start that meets the bound (it only searches upward),
@@ -62,13 +61,14 @@ class LoadGenSettings(BaseModel):
 
     def config(self, name: str) -> ScenarioConfig:
         """The cell-identity config of scenario `name`: only the settings it reads."""
+        kind = KINDS[name]
         return ScenarioConfig(
             name=name,  # type: ignore[arg-type]
-            latency_bound_ms=self.value("latency_bound_ms") if name == "server" else None,
-            samples_per_query=self.value("samples_per_query") if name == "multi-stream" else None,
-            instances=self.value("instances") if name in ("server", "offline") else 1,
+            latency_bound_ms=self.value("latency_bound_ms") if kind.reads_bound else None,
+            samples_per_query=self.value("samples_per_query") if kind.reads_samples else None,
+            instances=self.value("instances") if kind.reads_instances else 1,
             min_duration_ms=self.value("min_duration_ms"),
-            min_query_count=self.min_query_count or EARLY_STOPPING_QUERIES[name],
+            min_query_count=self.min_query_count or kind.early_stopping_queries,
         )
 
 
@@ -117,36 +117,18 @@ def planned(config: ScenarioConfig, step_ns: float) -> dict[str, Any]:
     """The numbers LoadGen is told, from the calibrated warm latency of one step: recorded
     with the result (they are not part of the cell: they follow from the measurement)."""
     step_ns = max(step_ns, 1.0)
-    rate = config.instances * 1e9 / step_ns  # steps/s the instances sustain back to back
-    out: dict[str, Any] = {"calibrated_step_ms": step_ns / 1e6}
-    if config.name == "single-stream":
-        out["single_stream_expected_latency_ns"] = int(step_ns)
-    elif config.name == "multi-stream":
-        out["multi_stream_expected_latency_ns"] = int(step_ns * (config.samples_per_query or 1))
-    elif config.name == "server":
-        start = rate * SERVER_START_FRACTION
-        out["server_target_qps"] = start
-        out["server_find_peak_qps_decimals_of_precision"] = peak_precision(start)
-    else:
-        out["offline_expected_qps"] = rate * OFFLINE_OVERESTIMATE
-    return out
+    return {"calibrated_step_ms": step_ns / 1e6, **KINDS[config.name].expect(config, step_ns)}
 
 
 def test_settings(config: ScenarioConfig, plan: dict[str, Any]) -> Any:
     """mlperf_loadgen.TestSettings for `config`, with the calibrated numbers of `plan`."""
     import mlperf_loadgen as lg
 
+    kind = KINDS[config.name]
     ts = lg.TestSettings()
-    ts.scenario = {
-        "single-stream": lg.TestScenario.SingleStream,
-        "multi-stream": lg.TestScenario.MultiStream,
-        "server": lg.TestScenario.Server,
-        "offline": lg.TestScenario.Offline,
-    }[config.name]
+    ts.scenario = getattr(lg.TestScenario, kind.test_scenario)
     # Server's answer is the highest QPS under the bound: LoadGen's own peak search.
-    ts.mode = (
-        lg.TestMode.FindPeakPerformance if config.name == "server" else lg.TestMode.PerformanceOnly
-    )
+    ts.mode = lg.TestMode.FindPeakPerformance if kind.find_peak else lg.TestMode.PerformanceOnly
     ts.min_duration_ms = config.min_duration_ms
     ts.min_query_count = config.min_query_count
     if config.samples_per_query is not None:
@@ -157,3 +139,103 @@ def test_settings(config: ScenarioConfig, plan: dict[str, Any]) -> Any:
         if key not in ("calibrated_step_ms", "attempt"):
             setattr(ts, key, value)
     return ts
+
+
+def _rate(config: ScenarioConfig, step_ns: float) -> float:
+    """Steps/s the instances sustain back to back."""
+    return config.instances * 1e9 / step_ns
+
+
+def _single_stream(config: ScenarioConfig, step_ns: float) -> dict[str, Any]:
+    return {"single_stream_expected_latency_ns": int(step_ns)}
+
+
+def _multi_stream(config: ScenarioConfig, step_ns: float) -> dict[str, Any]:
+    return {"multi_stream_expected_latency_ns": int(step_ns * (config.samples_per_query or 1))}
+
+
+def _server(config: ScenarioConfig, step_ns: float) -> dict[str, Any]:
+    start = _rate(config, step_ns) * SERVER_START_FRACTION
+    return {
+        "server_target_qps": start,
+        "server_find_peak_qps_decimals_of_precision": peak_precision(start),
+    }
+
+
+def _offline(config: ScenarioConfig, step_ns: float) -> dict[str, Any]:
+    return {"offline_expected_qps": _rate(config, step_ns) * OFFLINE_OVERESTIMATE}
+
+
+@dataclass(frozen=True)
+class LoadGenKind:
+    """One LoadGen scenario as data: the settings it reads, what LoadGen is told, how
+    often it is tried, and the headline MLPerf reports for it."""
+
+    name: str
+    test_scenario: str  # the mlperf_loadgen.TestScenario member
+    # Queries LoadGen's early stopping needs, with no query over the bound, to call a run
+    # VALID (measured with LoadGen 6.0.17). Below them a run is INVALID however fast it is.
+    early_stopping_queries: int
+    expect: Callable[[ScenarioConfig, float], dict[str, Any]]  # from the warm step's ns
+    metric: str  # the headline: "p90 latency", "QPS at bound", ...
+    unit: str  # "ms", "QPS", "samples/s"
+    summary_key: str | None  # the summary line it comes from; None: the detail log's peak
+    reads_bound: bool = False  # latency_bound_ms
+    reads_samples: bool = False  # samples_per_query
+    reads_instances: bool = False  # instances serving concurrently
+    find_peak: bool = False  # LoadGen searches the highest QPS under the bound
+    tries: int = 1  # starts of the peak search (each lower than the last)
+    # LoadGen issues the next query only once this one is complete: one instance can
+    # answer inline, on LoadGen's own thread.
+    streams: bool = False
+
+
+KINDS: dict[str, LoadGenKind] = {
+    k.name: k
+    for k in (
+        LoadGenKind(
+            "single-stream",
+            "SingleStream",
+            64,
+            _single_stream,
+            "p90 latency",
+            "ms",
+            "90.0th percentile latency (ns)",
+            streams=True,
+        ),
+        LoadGenKind(
+            "multi-stream",
+            "MultiStream",
+            662,
+            _multi_stream,
+            "p99 latency",
+            "ms",
+            "99.0th percentile latency (ns)",
+            reads_samples=True,
+            streams=True,
+        ),
+        LoadGenKind(
+            "server",
+            "Server",
+            459,
+            _server,
+            "QPS at bound",
+            "QPS",
+            None,
+            reads_bound=True,
+            reads_instances=True,
+            find_peak=True,
+            tries=SERVER_START_TRIES,
+        ),
+        LoadGenKind(
+            "offline",
+            "Offline",
+            1,
+            _offline,
+            "throughput",
+            "samples/s",
+            "Samples per second",
+            reads_instances=True,
+        ),
+    )
+}

@@ -32,14 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from stackcost.cell import ScenarioConfig
+from stackcost.result import ScenarioResult
 from stackcost.scenarios.settings import (
+    KINDS,
     SERVER_START_BACKOFF,
-    SERVER_START_TRIES,
     peak_precision,
     planned,
     test_settings,
 )
-from stackcost.scenarios.summary import ScenarioResult, read_result
+from stackcost.scenarios.summary import read_result
 
 # Indices the QSL reports: LoadGen draws sample indices from them (all the same batch).
 QSL_SAMPLES = 8
@@ -117,8 +118,7 @@ def run_scenario(
     go to `outdir`, and its summary becomes the result. Server's peak search is started
     again lower when its start already broke the bound (LoadGen searches upward only)."""
     plan = planned(config, step_ns)
-    tries = SERVER_START_TRIES if config.name == "server" else 1
-    for attempt in range(tries):
+    for attempt in range(KINDS[config.name].tries):
         if attempt:  # the peak search's start broke the bound: start lower
             plan["server_target_qps"] /= SERVER_START_BACKOFF
             plan["server_find_peak_qps_decimals_of_precision"] = peak_precision(
@@ -142,7 +142,7 @@ def _one_test(
     log.log_output.outdir = os.fspath(outdir)
     log.log_output.copy_summary_to_stdout = False
     log.enable_trace = False  # the trace is large and nothing here reads it
-    inline = len(steps) == 1 and config.name in ("single-stream", "multi-stream")
+    inline = len(steps) == 1 and KINDS[config.name].streams
     with StepServer(steps, inline) as server:
 
         def test() -> None:

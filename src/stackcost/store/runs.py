@@ -23,7 +23,7 @@ from stackcost.store.database import Store
 if TYPE_CHECKING:
     import pandas as pd
 
-    from stackcost.scenarios.summary import ScenarioResult
+    from stackcost.result import ScenarioResult
 
 
 @dataclass

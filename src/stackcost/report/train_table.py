@@ -14,10 +14,10 @@ from stackcost.report.marks import (
     shown_stats,
     status_text,
 )
+from stackcost.report.train_agreement import STEPS, TOLERANCE_TEXT, agreement, eager_twin
 from stackcost.report.units import ms, rate
 from stackcost.result import MEASURED_STATUSES, RepetitionResult
 from stackcost.store.runs import CellResult, RunResult
-from stackcost.train.agreement import STEPS, TOLERANCE_TEXT, agreement, eager_twin
 
 
 def _pct(value: float | None) -> str:

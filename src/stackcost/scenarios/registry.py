@@ -1,0 +1,29 @@
+"""Every scenario by name: the one table the worker reads, so it never asks which
+scenario it holds. Adding a scenario is its module and one line here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stackcost.scenarios.base import Scenario
+from stackcost.scenarios.loadgen import LoadGen
+from stackcost.scenarios.settings import KINDS, TIMED_LOOP
+from stackcost.scenarios.timed_loop import TimedLoop
+from stackcost.scenarios.train import TRAIN, Training
+
+if TYPE_CHECKING:
+    from stackcost.cell import Cell
+
+SCENARIOS: dict[str, Scenario] = {
+    TIMED_LOOP: TimedLoop(),
+    **{name: LoadGen(kind) for name, kind in KINDS.items()},  # one per LoadGen scenario
+    TRAIN: Training(),
+}
+
+
+def scenario_of(cell: Cell) -> Scenario:
+    """The scenario a cell names: training by its mode, a LoadGen scenario by its
+    config, otherwise the timed loop."""
+    if cell.mode == TRAIN:
+        return SCENARIOS[TRAIN]
+    return SCENARIOS[cell.scenario.name if cell.scenario is not None else TIMED_LOOP]

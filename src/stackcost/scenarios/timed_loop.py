@@ -1,0 +1,115 @@
+"""stackcost's own scenario: the backend's step under the protocol's timed loop.
+
+The backend runs the repetition (`run_repetition`: in this process, `prepare` then the
+protocol's cold call, warmup and timed loop; or a C++ program doing the same), and this
+module verifies its output against eager's reference, checks memory growth, and with
+--profile adds where the time went, the work done, utilization and energy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from stackcost.scenarios.base import Bench, Scenario, wrong
+from stackcost.scenarios.settings import TIMED_LOOP
+
+if TYPE_CHECKING:
+    from stackcost.measure.protocol import Measurement, Protocol
+    from stackcost.result import RepetitionResult, Status
+
+
+class TimedLoop(Scenario):
+    name: ClassVar[str] = TIMED_LOOP
+
+    def run(self, bench: Bench) -> RepetitionResult:
+        from stackcost.backends.base import Unsupported
+        from stackcost.execute import profiling
+        from stackcost.measure.disturbance import assess
+        from stackcost.measure.leak import check_leak
+        from stackcost.result import RepetitionResult
+        from stackcost.scenarios.subject import Subject
+        from stackcost.verify import verify
+
+        task, cell, backend = bench.task, bench.cell, bench.backend
+        subject = Subject.build(bench)
+        thread_env = bench.thread_env()
+        with profiling.sampling(task) as sampler:
+            # In this process (prepare + the timed loop) or in a C++ program: the backend's.
+            try:
+                run = backend.run_repetition(
+                    subject.model,
+                    subject.example,
+                    cell,
+                    subject.ctx,
+                    task.protocol,
+                    task.timeout_s,
+                    profile_iters=profiling.PROFILE_ITERS if task.profile else 0,
+                )
+            except Unsupported as exc:  # found out only once the inputs were known
+                return RepetitionResult(status="unsupported", reason=str(exc))
+            bench.phases.prepare_s = run.prepare_s
+            memory = run.memory if run.memory is not None else subject.memory.read()
+            if sampler is not None:
+                sampler.mark("timed_end")
+        m = run.measurement
+        disturbance = assess(m.window) if m.window is not None else None
+        details = {
+            **run.details,
+            "thread_env": thread_env,
+            "reference": subject.reference_from,
+            "inputs": subject.example.record(),
+        }
+        telemetry = energy = None
+        notes: list[str] = []
+        if sampler is not None:
+            telemetry, energy, notes = profiling.telemetry(sampler, m, cell)
+        verification = verify(m.output, subject.reference, task.tolerance)
+        m.output = None  # the outputs are verified: free them before any profiled pass
+        bench.phases.warmup_s, bench.phases.timed_s = m.warmup_s, m.timed_s
+        assert m.stats is not None
+        work = achieved_gflops = breakdown = None
+        if task.profile:
+            work, achieved_gflops = profiling.work(subject.model, subject.example, cell, m.stats)
+            breakdown, breakdown_notes = profiling.breakdown(backend, run, cell)
+            notes += breakdown_notes
+        status, reason = _verdict(m, wrong(verification, task.tolerance), task.protocol)
+        return RepetitionResult(
+            status=status,
+            reason=reason,
+            cold_start_ms=m.cold_ns / 1e6,
+            warmup_iters=m.warmup_iters,
+            warmup_settled=m.warmup_settled,
+            stop_reason=m.stop_reason,
+            stats=m.stats,
+            throughput=cell.batch_size / (m.stats.median_ms / 1e3),
+            samples_ns=m.samples_ns,
+            memory=memory,
+            verification=verification,
+            details=details,
+            rss_trace_bytes=m.rss_trace_bytes,
+            rss_trace_iters=m.rss_trace_iters,
+            leak=check_leak(m.rss_trace_iters, m.rss_trace_bytes),
+            breakdown=breakdown,
+            work=work,
+            achieved_gflops=achieved_gflops,
+            telemetry=telemetry,
+            energy=energy,
+            profile_notes=notes,
+            disturbance=disturbance,
+        )
+
+
+def _verdict(m: Measurement, wrong_output: str | None, protocol: Protocol) -> tuple[Status, str]:
+    """wrong (the output), unstable (the stop rule was not met), or ok."""
+    if wrong_output is not None:
+        return "wrong", wrong_output
+    if not m.unstable:
+        return "ok", ""
+    reason = (
+        f"stopped by {m.stop_reason}"
+        if m.warmup_settled
+        else f"warmup did not settle in {protocol.warmup_max_time_s:g} s"
+    )
+    if m.stop_reason != "converged" and m.stats is not None and m.stats.n:
+        reason += f"; CI of median +/-{m.stats.ci_half_width_rel:.1%}"
+    return "unstable", reason

@@ -1,0 +1,332 @@
+"""Training as a scenario: epochs of shuffled mini-batches through the backend's train step.
+
+Every backend starts from the same initial weights (saved once by the parent) and sees
+the same batches in the same order. Each step is timed in three parts (loader wait,
+host->device copy, step), and each epoch ends with an evaluation pass on the held-out
+split. A backend whose own program runs every epoch (the native rungs) answers the same
+TrainRun from `train_repetition`; this module records both alike.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from stackcost.scenarios.base import Bench, Scenario
+
+if TYPE_CHECKING:
+    import torch
+
+    from stackcost.backends.base import TrainRun
+    from stackcost.cell import TrainConfig
+    from stackcost.data.splits import Split
+    from stackcost.execute.task import TrainTask
+    from stackcost.result import EpochRecord, RepetitionResult
+
+TRAIN = "train"
+# A loss this many times the first epoch's (the first step's, during epoch 1) has diverged.
+DIVERGENCE_FACTOR = 1e3
+# The first steps' losses are recorded, for the report's agreement with eager.
+FIRST_LOSSES = 10
+
+
+class Training(Scenario):
+    name: ClassVar[str] = TRAIN
+
+    def run(self, bench: Bench) -> RepetitionResult:
+
+        from stackcost import zoo
+        from stackcost.backends import PrepareContext
+        from stackcost.data.splits import load_splits
+        from stackcost.execute.task import TrainTask
+        from stackcost.measure.disturbance import assess
+        from stackcost.measure.stats import summarize
+        from stackcost.result import RepetitionResult
+
+        task, cell = bench.task, bench.cell
+        if cell.train is None or not isinstance(task, TrainTask):
+            raise ValueError("a train task needs a cell with a train config")
+        _seed_everything(cell.model.seed)
+        t = time.perf_counter()
+        workload = zoo.workload_of(cell.model)
+        splits = load_splits(cell, workload, task.data_dir)
+        # Same initial weights at every level: built once by the parent, loaded here.
+        model = bench.build_model(workload, task.weights_path)
+        if bench.progress.weights_digest != task.weights_digest:
+            raise RuntimeError(
+                f"loaded weights hash to {bench.progress.weights_digest}, "
+                f"expected {task.weights_digest}"
+            )
+        bench.phases.build_s = time.perf_counter() - t
+        ctx = PrepareContext(workdir=Path(task.workdir))
+        run = bench.backend.train_repetition(model, splits, cell, ctx, task.timeout_s)
+        if run is None:  # the loop is this scenario's, over the backend's train step
+            run = _loop(bench, model, splits, t)
+        bench.phases.prepare_s, bench.phases.timed_s = run.prepare_s, run.timed_s
+        disturbance = assess(run.window)
+        stats = summarize(run.samples_ns) if run.samples_ns else None
+        details = {**run.details, **run_details(task, splits), **run.loop}
+        if run.diverged:
+            details["diverged_epoch"] = run.epochs[-1].epoch if run.epochs else None
+        return RepetitionResult(
+            status="diverged" if run.diverged else "ok",
+            reason=run.diverged,
+            cold_start_ms=run.cold_ns / 1e6,
+            stop_reason=f"{len(run.epochs)} epochs",
+            stats=stats,
+            throughput=cell.batch_size / (stats.median_ms / 1e3) if stats else None,
+            samples_ns=run.samples_ns,
+            memory=run.memory,
+            details=details,
+            epochs=run.epochs,
+            disturbance=disturbance,
+        )
+
+
+def run_details(task: TrainTask, splits: dict[str, Split]) -> dict[str, Any]:
+    """What every level records about the run: threads, schedule, seeds and data."""
+    cell, cfg = task.cell, task.cell.train
+    assert cfg is not None
+    return {
+        "thread_env": {k: os.environ.get(k) for k in task.thread_env()},
+        "lr_schedule": cfg.schedule,
+        "seeds": {
+            "model": cell.model.seed,
+            "torch_numpy_random": cell.model.seed,
+            "shuffle": f"torch.Generator().manual_seed({cfg.data_seed} + epoch)",
+        },
+        "data": {
+            "dataset": cfg.dataset,
+            "source": splits["train"].source,
+            "train_samples": len(splits["train"]),
+            "test_samples": len(splits["test"]),
+            "drop_last": True,
+            "scale": splits["train"].scale,
+            "inputs": splits["train"].inputs.record(),  # every sample of the split
+        },
+    }
+
+
+def stochastic_layers(model: torch.nn.Module) -> list[str]:
+    """The model's layers that draw random masks in training (dropout with p > 0): each
+    framework draws its own, so their losses are not compared across levels."""
+    import torch
+
+    kinds = (torch.nn.modules.dropout._DropoutNd,)
+    return sorted({type(m).__name__ for m in model.modules() if isinstance(m, kinds) and m.p > 0})
+
+
+def _seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class _OptimizerFactory:
+    """Builds the torch optimizer inside the backend's prepare_train, and keeps it, so the
+    loop can drive the learning-rate schedule per step (backends.base.OptimizerFactory).
+    A backend in another framework builds its own from `train` and `total_steps`."""
+
+    def __init__(self, train: TrainConfig, total_steps: int) -> None:
+        self.train = train
+        self.total_steps = total_steps
+        self.optimizer: torch.optim.Optimizer | None = None
+
+    def __call__(self, params: Any) -> torch.optim.Optimizer:
+        import torch
+
+        cfg = self.train
+        if cfg.optimizer == "sgd":
+            self.optimizer = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)
+        else:
+            self.optimizer = torch.optim.Adam(params, lr=cfg.lr)
+        return self.optimizer
+
+    def schedule(self) -> torch.optim.lr_scheduler.LRScheduler | None:
+        """A scheduler to step once per training step, or None: a constant rate, or no
+        torch optimizer (the backend's framework schedules its own)."""
+        import torch
+
+        if self.train.schedule == "constant" or self.optimizer is None:
+            return None
+        return torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, max(self.total_steps, 1))
+
+
+def _correct(out: Any, y: torch.Tensor) -> int:
+    """Correct predictions in a step's output: the logits (on y's device), or the count."""
+    if isinstance(out, int):
+        return out
+    return int((out.argmax(1) == y).sum().item())
+
+
+def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: float) -> TrainRun:
+    """The epochs in this process, over `prepare_train`'s step; `t`: when the build began."""
+    import torch
+    import torch.nn.functional as F
+
+    from stackcost.backends import PrepareContext
+    from stackcost.backends.base import TrainRun
+    from stackcost.data.splits import Batches
+    from stackcost.measure.counters import Edge, Window
+    from stackcost.result import EpochRecord
+
+    task, cell = bench.task, bench.cell
+    cfg = cell.train
+    assert cfg is not None
+    device = torch.device(cell.device)
+    cuda = cell.device == "cuda"
+    model = model.to(device).train()
+    train = Batches(splits["train"], cell.batch_size, True)
+    test = Batches(splits["test"], cell.batch_size, False)
+    if len(train) == 0:
+        raise ValueError(
+            f"{len(splits['train'])} training samples make no full batch of {cell.batch_size}"
+        )
+    example = train.get(train.order(None), 0)[0].to(device)  # what torchscript traces
+    bench.phases.build_s = time.perf_counter() - t
+
+    watch = bench.watch_memory()
+    t = time.perf_counter()
+    ctx = PrepareContext(workdir=Path(task.workdir))
+    optimizer = _OptimizerFactory(cfg, cfg.epochs * len(train))
+    prepared = bench.backend.prepare_train(model, optimizer, F.cross_entropy, example, cell, ctx)
+    scheduler = optimizer.schedule()
+    prepare_s = time.perf_counter() - t
+
+    def place(x: Any, y: Any) -> tuple[Any, Any]:
+        if prepared.place is not None:
+            return prepared.place(x, y)
+        return x.map(lambda t: t.to(device, non_blocking=cuda)), y.to(device, non_blocking=cuda)
+
+    details = {
+        **prepared.details,
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+    }
+    random_layers = stochastic_layers(model)
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    clock = time.perf_counter_ns
+    records: list[EpochRecord] = []
+    samples_ns: list[int] = []
+    first_losses: list[float] = []
+    cold_ns: int | None = None  # the first step, compile included: its own number
+    reference: float | None = None  # loss the divergence rule compares against
+    diverged = ""
+    t_loop = time.perf_counter()
+    first = Edge.now()
+    for epoch in range(1, cfg.epochs + 1):
+        generator = torch.Generator().manual_seed(cfg.data_seed + epoch)
+        order = train.order(generator)
+        wait_ns = copy_ns = step_ns = 0
+        losses: list[float] = []
+        correct = seen = 0
+        copy_bytes = 0
+        t_epoch = clock()
+        for i in range(len(train)):
+            t0 = clock()
+            x, y = train.get(order, i)
+            if cuda and prepared.place is None:  # pinned: the copy runs asynchronously
+                x, y = x.map(lambda t: t.pin_memory()), y.pin_memory()
+            t1 = clock()
+            placed_x, placed_y = place(x, y)
+            sync()
+            t2 = clock()
+            loss, out = prepared.step(placed_x, placed_y)
+            sync()
+            t3 = clock()
+            if scheduler is not None:
+                scheduler.step()
+            wait_ns, copy_ns, step_ns = wait_ns + t1 - t0, copy_ns + t2 - t1, step_ns + t3 - t2
+            copy_bytes += x.nbytes() + y.nbytes
+            if cold_ns is None:
+                cold_ns = t3 - t2
+            else:
+                samples_ns.append(t3 - t2)
+            value = float(loss)
+            losses.append(value)
+            if len(first_losses) < FIRST_LOSSES:
+                first_losses.append(value)
+            # Torch levels' labels are already on the logits' device; others' stay torch.
+            correct += _correct(out, y if prepared.place else placed_y)
+            seen += len(y)
+            if reference is None:
+                reference = value
+            if not math.isfinite(value):
+                diverged = f"loss {value} at epoch {epoch} step {i + 1}"
+            elif value > DIVERGENCE_FACTOR * reference:
+                diverged = (
+                    f"loss {value:.3g} > {DIVERGENCE_FACTOR:g} x {reference:.3g} "
+                    f"at epoch {epoch} step {i + 1}"
+                )
+            if diverged:
+                break
+        train_ns = clock() - t_epoch
+        steps = len(losses)
+        record: dict[str, Any] = dict(
+            epoch=epoch,
+            complete=not diverged,
+            steps=steps,
+            train_samples=seen,
+            train_loss=sum(losses) / steps,
+            train_accuracy=correct / seen,
+            train_s=train_ns / 1e9,
+            loader_wait_s=wait_ns / 1e9,
+            step_s=step_ns / 1e9,
+            train_samples_per_s=seen / (train_ns / 1e9),
+            copy_bytes_per_batch=copy_bytes / steps,
+            copy_ms_per_batch=copy_ns / steps / 1e6,
+            copy_device=cell.device,
+            copy_pinned=True if cuda else None,
+        )
+        if diverged:
+            records.append(EpochRecord(epoch_s=train_ns / 1e9, **record))
+            break
+        if epoch == 1:
+            reference = sum(losses) / steps
+        t_eval = clock()
+        eval_correct, eval_loss = 0, 0.0
+        eval_order = test.order(None)
+        for i in range(len(test)):
+            x, y = test.get(eval_order, i)
+            logits = prepared.evaluate(place(x, y)[0])
+            y = y.to(logits.device)
+            eval_loss += float(F.cross_entropy(logits, y, reduction="sum").item())
+            eval_correct += int((logits.argmax(1) == y).sum().item())
+        eval_ns = clock() - t_eval
+        n_eval = len(test.labels)
+        records.append(
+            EpochRecord(
+                epoch_s=(train_ns + eval_ns) / 1e9,
+                eval_accuracy=eval_correct / n_eval if n_eval else None,
+                eval_loss=eval_loss / n_eval if n_eval else None,
+                eval_samples=n_eval,
+                eval_s=eval_ns / 1e9,
+                eval_samples_per_s=n_eval / (eval_ns / 1e9) if n_eval else None,
+                **record,
+            )
+        )
+    timed_s = time.perf_counter() - t_loop
+    window = Window.between(first, Edge.now())
+    return TrainRun(
+        epochs=records,
+        samples_ns=samples_ns,
+        cold_ns=cold_ns or 0,
+        prepare_s=prepare_s,
+        timed_s=timed_s,
+        details=details,
+        loop={"stochastic_layers": random_layers, "first_losses": first_losses},
+        memory=watch.read(),
+        window=window,
+        diverged=diverged,
+    )

@@ -1,1 +1,0 @@
-"""Training at every level: the same weights and data, trained through each backend."""
