@@ -38,8 +38,7 @@ class LoadGen(Scenario):
     """One of LoadGen's scenarios over the backend's parallel instances."""
 
     def __init__(self, kind: LoadGenKind) -> None:
-        self.kind = kind
-        self.name = kind.name
+        self.name = kind.name  # what LoadGen is asked follows from the cell's config
 
     def run(self, bench: Bench) -> RepetitionResult:
         import torch

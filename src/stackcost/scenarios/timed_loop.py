@@ -8,7 +8,7 @@ module verifies its output against eager's reference, checks memory growth, and 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from stackcost.scenarios.base import Bench, Scenario, wrong
 from stackcost.scenarios.settings import TIMED_LOOP
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class TimedLoop(Scenario):
-    name: ClassVar[str] = TIMED_LOOP
+    name = TIMED_LOOP
 
     def run(self, bench: Bench) -> RepetitionResult:
         from stackcost.backends.base import Unsupported

@@ -14,7 +14,7 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from stackcost.scenarios.base import Bench, Scenario
 
@@ -35,10 +35,9 @@ FIRST_LOSSES = 10
 
 
 class Training(Scenario):
-    name: ClassVar[str] = TRAIN
+    name = TRAIN
 
     def run(self, bench: Bench) -> RepetitionResult:
-
         from stackcost import zoo
         from stackcost.backends import PrepareContext
         from stackcost.data.splits import load_splits
