@@ -93,6 +93,13 @@ def test_configs_hold_only_what_their_scenario_reads() -> None:
     }
 
 
+def test_every_scenario_a_cell_can_name_has_its_loadgen_kind() -> None:
+    from stackcost.cell import SCENARIOS
+
+    assert tuple(KINDS) == SCENARIOS
+    assert all(name == kind.name for name, kind in KINDS.items())
+
+
 def test_planned_numbers_follow_the_calibration() -> None:
     s = LoadGenSettings(instances=2)
     assert planned(s.config("single-stream"), 2e6)["single_stream_expected_latency_ns"] == 2e6
