@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from stackcost.spec.axes import DEVICES, GRID_AXES, GRID_COLUMNS, PRECISIONS
+from stackcost.axes import DEVICES, GRID_AXES, GRID_COLUMNS, PRECISIONS
 
 Mode = Literal["infer", "train"]
-# The values of spec/axes.py's table (a Literal over a tuple is one over its members).
+# The values of axes.py's table (a Literal over a tuple is one over its members).
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 Device = Literal[DEVICES]  # type: ignore[valid-type]
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from stackcost.spec.axes import PRECISION_TOLERANCE
+from stackcost.axes import PRECISION_TOLERANCE
 
 # Relative tolerance per precision; relative = max |out - ref| / max |ref|, a scale-free
 # error that does not explode on logits near zero the way an element-wise ratio does.

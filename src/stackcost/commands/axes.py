@@ -9,10 +9,10 @@ import argparse
 import math
 from typing import Any
 
+from stackcost.axes import GRID_AXES, PRECISIONS
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.scenarios.settings import SCENARIO_CHOICES, parse_duration_ms, parse_scenarios
-from stackcost.spec.axes import GRID_AXES, PRECISIONS
 from stackcost.spec.grammar import check_int, parse_choices, parse_options, parse_positive_ints
 from stackcost.workload import SIZE_AXES
 

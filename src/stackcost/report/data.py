@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from stackcost.axes import GRID_AXES, GRID_COLUMNS
 from stackcost.backends import BASELINE
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, VALID_STATUSES
-from stackcost.spec.axes import GRID_AXES, GRID_COLUMNS
 from stackcost.store.runs import RunResult
 from stackcost.workload import SIZE_AXES
 

@@ -18,13 +18,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from stackcost import zoo
+from stackcost.axes import COUNT_AXES
 from stackcost.backends import REGISTRY, check_name
 from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
 from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
-from stackcost.spec.axes import COUNT_AXES
 from stackcost.spec.grammar import parse_config, parse_positive_ints
 from stackcost.spec.reader import load_mapping
 from stackcost.spec.run import model_ref, validate

@@ -15,13 +15,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stackcost import zoo
+from stackcost.axes import CHOICE_AXES, GRID_AXES, GRID_COLUMNS
 from stackcost.backends import REGISTRY, check_name
 from stackcost.cell import HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
 from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
-from stackcost.spec.axes import CHOICE_AXES, GRID_AXES, GRID_COLUMNS
 from stackcost.spec.grammar import (
     MAX_AXIS_VALUES,
     MAX_CELLS,

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from stackcost.axes import GRID_COLUMNS
 from stackcost.cell import Cell
 from stackcost.clip import shown
 from stackcost.env import now
 from stackcost.errors import SpecError
 from stackcost.result import EpochRecord, RepetitionResult
-from stackcost.spec.axes import GRID_COLUMNS
 from stackcost.store.check import Snapshot, connect_read_only, snapshot, store_problem
 
 SCHEMA_VERSION = 4

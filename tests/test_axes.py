@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from stackcost.axes import GRID_AXES, GRID_COLUMNS, PRECISION_TOLERANCE, PRECISIONS
 from stackcost.cell import Cell, ModelRef
 from stackcost.commands.axes import add_axis_args
 from stackcost.report import data
-from stackcost.spec.axes import GRID_AXES, GRID_COLUMNS, PRECISION_TOLERANCE, PRECISIONS
 from stackcost.spec.file import SweepFile
 from stackcost.spec.run import RunSpec
 from stackcost.store.database import CELL_COLUMNS
