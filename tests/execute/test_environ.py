@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from stackcost.errors import SpecError
-from stackcost.execute.environ import check_names, recorded, worker_environ
+from stackcost.execute.environ import recorded, worker_environ
 from stackcost.execute.runner import execute
+from stackcost.spec.grammar import check_env_names
 from stackcost.spec.run import RunSpec, model_ref
 from stackcost.store.database import Store
 from stackcost.store.runs import RunResult
@@ -30,9 +31,9 @@ def test_whitelist_own_settings_and_inherited_names():
 
 
 def test_names_are_checked():
-    assert check_names(["OK_NAME", "_x1"]) is None
-    assert "not an environment variable name" in check_names(["1BAD"])
-    assert "'A=B'" in check_names(["A=B"])
+    assert check_env_names(["OK_NAME", "_x1"]) is None
+    assert "not an environment variable name" in check_env_names(["1BAD"])
+    assert "'A=B'" in check_env_names(["A=B"])
 
 
 def run_env_cell(tmp_path, inherit: list[str]) -> RunResult:

@@ -13,8 +13,7 @@ from stackcost.commands.run import add_hf_args, add_session_args
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.execute import scratch
-from stackcost.execute.environ import check_names
-from stackcost.spec.grammar import parse_config, parse_positive_ints
+from stackcost.spec.grammar import check_env_names, parse_config, parse_positive_ints
 from stackcost.spec.run import check_threads, db_problem, model_ref
 from stackcost.workload import SIZE_AXES, Workload
 
@@ -97,7 +96,7 @@ def spec_from_args(args: argparse.Namespace):
     seed = int(number(args.seed, "seed", int, -1))
     threads = parse_positive_ints(args.threads, "threads")
     check_threads(threads)
-    problem = check_names(args.inherit_env)
+    problem = check_env_names(args.inherit_env)
     if problem:
         raise SpecError(problem)
     model, workload = trained_model(args, seed)

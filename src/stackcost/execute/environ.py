@@ -9,9 +9,10 @@ that is recorded with the run.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
+
+from stackcost.spec.grammar import ENV_NAME
 
 if TYPE_CHECKING:
     from stackcost.cell import Cell
@@ -36,18 +37,6 @@ BASE = (
 BASE_PREFIXES = ("LC_",)
 # Passed but not worth recording: they locate things, they do not change a number.
 UNRECORDED = frozenset({"HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LANG", "LANGUAGE"})
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def check_names(names: Iterable[str]) -> str | None:
-    """Why a --inherit-env name is not a variable name; None when all are."""
-    for name in names:
-        if not NAME.fullmatch(name):
-            return (
-                f"--inherit-env {name!r} is not an environment variable name "
-                "(letters, digits and _, not starting with a digit)"
-            )
-    return None
 
 
 def worker_environ(
@@ -79,7 +68,7 @@ def backend_environment(cell: Cell) -> dict[str, str]:
     if is_import_path(cell.backend):
         return {}
     env = load_backend(cell.backend).environment(cell)
-    bad = [k for k, v in env.items() if not NAME.fullmatch(k) or not isinstance(v, str)]
+    bad = [k for k, v in env.items() if not ENV_NAME.fullmatch(k) or not isinstance(v, str)]
     if bad:
         raise ValueError(f"{cell.backend}.environment(): {bad[0]!r} is not NAME=str")
     return dict(env)

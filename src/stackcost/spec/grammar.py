@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 
 from stackcost.clip import shown
 from stackcost.errors import SpecError
@@ -135,3 +136,17 @@ def parse_options(items: list[str]) -> dict[str, dict[str, str]]:
             raise SpecError(f"option {item!r} must look like backend.key=value")
         out.setdefault(backend, {})[key] = value
     return out
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_names(names: Iterable[str]) -> str | None:
+    """Why a --inherit-env name is not a variable name; None when all are."""
+    for name in names:
+        if not ENV_NAME.fullmatch(name):
+            return (
+                f"--inherit-env {name!r} is not an environment variable name "
+                "(letters, digits and _, not starting with a digit)"
+            )
+    return None

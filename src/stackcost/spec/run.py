@@ -27,6 +27,7 @@ from stackcost.spec.grammar import (
     MAX_CELLS,
     MAX_REPEATS,
     SQLITE_INT_MAX,
+    check_env_names,
     check_int,
     parse_choices,
 )
@@ -272,7 +273,6 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     Spawns nothing: user code (factories, custom backends) and Hugging Face configs are
     asked in a child once, where the run starts (execute.runner.prepare)."""
     from stackcost.backends import is_import_path, load_backend
-    from stackcost.execute.environ import check_names
     from stackcost.execute.probe import needs_probe
 
     if isinstance(fields, RunSpec):
@@ -301,7 +301,7 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     if spec.max_batch != defaults["max_batch"].default and not spec.find_max_batch:
         raise SpecError("max-batch applies only with find-max-batch (it bounds the search)")
     check_scenarios(spec)
-    problem = check_names(spec.inherit_env)
+    problem = check_env_names(spec.inherit_env)
     if problem:
         raise SpecError(problem)
     # Sizes of a model in user code or transformers are checked once it is learned (prepare).
