@@ -29,9 +29,9 @@ from stackcost.backends import REGISTRY, is_import_path, load_backend
 from stackcost.cell import Cell
 from stackcost.errors import SpecError
 from stackcost.execute.local import LocalExecutor
-from stackcost.execute.task import RepetitionTask
 from stackcost.measure.protocol import Protocol
 from stackcost.result import RepetitionResult
+from stackcost.scenarios.task import RepetitionTask
 from stackcost.spec.run import model_ref
 from stackcost.verify import DEFAULT_TOLERANCE
 

@@ -31,8 +31,8 @@ from stackcost.commands.axes import cores
 from stackcost.data import DATASETS
 from stackcost.errors import SpecError
 from stackcost.execute.local import LocalExecutor
-from stackcost.execute.task import TrainTask
 from stackcost.result import RepetitionResult
+from stackcost.scenarios.task import TrainTask
 from stackcost.spec.run import model_ref
 from stackcost.spec.train import check_backends, check_data
 

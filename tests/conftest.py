@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from stackcost.cell import Cell
-from stackcost.execute.task import RepetitionTask
 from stackcost.measure.protocol import Protocol
+from stackcost.scenarios.task import RepetitionTask
 from stackcost.spec.run import model_ref
 
 ROOT = Path(__file__).resolve().parents[1]

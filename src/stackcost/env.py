@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import re
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -29,6 +30,8 @@ FRAMEWORKS = (
     "scipy",
 )
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND")
+# What may name an environment variable: --inherit-env and a backend's own settings.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def cores() -> int:

@@ -16,11 +16,11 @@ from stackcost import backends
 from stackcost.backends.base import Backend, NoBreakdown, Prepared
 from stackcost.backends.eager import EagerBackend
 from stackcost.cell import Cell, ModelRef
-from stackcost.execute.task import RepetitionTask
 from stackcost.execute.worker import run_task
 from stackcost.measure.protocol import Protocol
 from stackcost.native.build import toolchain_problem
 from stackcost.result import MEASURED_STATUSES
+from stackcost.scenarios.task import RepetitionTask
 
 QUICK = Protocol(min_time_s=0.02, min_iters=3, max_time_s=1, warmup_max_time_s=0.5)
 MNIST = ModelRef(name="mnist-cnn", num_classes=10, in_channels=1)

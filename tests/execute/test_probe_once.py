@@ -12,6 +12,7 @@ import pytest
 
 from stackcost import env
 from stackcost.cli import main
+from stackcost.errors import SpecError
 from stackcost.execute import probe
 from stackcost.spec.suite import load_suite
 from stackcost.store.database import Store
@@ -22,6 +23,8 @@ FAST = ["--min-time", "0.01", "--max-time", "0.1", "--repeats", "1", "--quiet"]
 # its own and the runner asked about the backend again (three children).
 FACTORY = "tests.factories:tiny"
 CUSTOM = "tests.execute.fake_backends:EnvBackend"
+# A user's Workload with a classification head: what `train` takes from user code.
+TRAINABLE = "examples.token_model:WORKLOAD"
 
 
 @pytest.fixture
@@ -65,6 +68,15 @@ def test_sweep_probes_once_and_its_resume_once_more(tmp_path: Path, spawns, caps
         assert len(store.run_ids()) == 1
 
 
+def test_train_probes_once(tmp_path: Path, spawns: list[list[str]], capsys):
+    # Before: the model as the spec was built, the backends as they were checked, and the
+    # backends again as the run started (three children).
+    argv = ["train", TRAINABLE, "--seq-len", "4", "--backends", f"eager,{CUSTOM}"]
+    fast = ["--limit", "16", "--batch-size", "8", "--epochs", "1", "--threads", "1", "--quiet"]
+    assert main([*argv, *fast, "--db", str(tmp_path / "t.db")]) == 0, capsys.readouterr()
+    assert len(spawns) == 1 and spawns[0][1:3] == ["-m", probe.__name__]
+
+
 def test_a_zoo_model_on_stackcosts_backends_starts_no_child(tmp_path: Path, spawns, capsys):
     argv = ["run", "mlp", "--backends", "eager", "--resolution", "8", "--threads", "1"]
     assert main([*argv, *FAST, "--db", str(tmp_path / "s.db")]) == 0, capsys.readouterr()
@@ -95,10 +107,12 @@ def no_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(env, "collect", refuse)
 
 
-def _suite_store(db: Path, machines: dict[str, int]) -> dict[str, list[str]]:
-    """The tiny suite as if measured on each machine (name -> its CPUs, the threads it ran
-    with), in that order: the run ids per machine, one per suite entry."""
-    suite = load_suite("tiny")
+def _suite_store(
+    db: Path, machines: dict[str, int], suite_file: str = "tiny"
+) -> dict[str, list[str]]:
+    """The suite (default: tiny) as if measured on each machine (name -> its CPUs, the
+    threads it ran with), in that order: the run ids per machine, one per suite entry."""
+    suite = load_suite(suite_file)
     ids: dict[str, list[str]] = {}
     with Store(db) as store:
         for machine, threads in machines.items():
@@ -141,7 +155,30 @@ def test_the_suite_summary_finds_runs_of_the_suite_and_no_other(tmp_path: Path, 
         other = suite.specs[0].model_copy(update={"backends": ["eager"]})
         store.create_run(other.model_dump(mode="json"), {}, "stackcost suite other")
         store.create_run({"model": {"name": "mlp"}}, {}, "stackcost train mlp")
-    runs, missing = stored_runs(suite, db)
-    assert [r.run_id for r in runs] == ids["here"] and missing == []
-    runs, missing = stored_runs(load_suite("tiny", backends=["onnxruntime"]), db)
-    assert runs == [] and len(missing) == 2
+    found = stored_runs(suite, db)
+    assert [r.run_id for r in found.runs] == ids["here"] and found.missing == []
+    assert found.labels == ["mlp b1 8 px", "mnist-cnn b1 28 px"]
+    found = stored_runs(load_suite("tiny", backends=["onnxruntime"]), db)
+    assert found.runs == [] and found.missing == found.labels and len(found.labels) == 2
+
+
+def test_a_suite_pinned_to_more_cpus_than_this_machine_has_is_viewed_here(
+    tmp_path: Path, no_machine, monkeypatch: pytest.MonkeyPatch, capsys
+):
+    file = tmp_path / "suite-pinned.yaml"
+    file.write_text("models: [{name: mlp, size: 8}]\nbackends: [eager]\nthreads: 2\n")
+    db = tmp_path / "s.db"
+    monkeypatch.setattr(env, "cores", lambda: 4)  # measured on a machine of 4 CPUs
+    ids = _suite_store(db, {"big": 2}, str(file))["big"]
+    monkeypatch.setattr(env, "cores", lambda: 1)  # read on a machine of 1
+    # Measuring here is refused as before: 2 threads on 1 CPU measure the scheduler.
+    with pytest.raises(SpecError, match="threads 2 is more than the 1 CPUs"):
+        load_suite(str(file))
+    assert main(["suite", str(file), "--db", str(tmp_path / "new.db")]) == 2
+    assert "threads 2 is more than" in capsys.readouterr().err
+    # Viewing its stored runs is not: nothing of this machine applies to them.
+    page = tmp_path / "suite.html"
+    assert main(["report", "--suite", str(file), "--db", str(db), "-o", str(page)]) == 0
+    assert "<h2>Suite pinned</h2>" in page.read_text()
+    assert main(["suite", str(file), "--db", str(db), "--summary-only"]) == 0
+    assert f"from 1 stored runs in {db}: {ids[0]}" in capsys.readouterr().out

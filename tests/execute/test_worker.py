@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 from stackcost.cell import TrainConfig
-from stackcost.execute.task import RepetitionTask, TrainTask, read_task
 from stackcost.execute.worker import run_task
 from stackcost.result import RepetitionResult
 from stackcost.scenarios.loadgen import LoadGen
 from stackcost.scenarios.registry import SCENARIOS, scenario_of
 from stackcost.scenarios.settings import KINDS, LoadGenSettings
+from stackcost.scenarios.task import RepetitionTask, TrainTask, read_task
 from stackcost.scenarios.timed_loop import TimedLoop
 from stackcost.scenarios.train import Training
 from tests.conftest import ROOT, tiny_cell, tiny_task

@@ -11,11 +11,11 @@ import torch
 from stackcost import zoo
 from stackcost.backends import PrepareContext, load_backend
 from stackcost.cell import Cell, ModelRef
-from stackcost.execute.task import RepetitionTask
 from stackcost.execute.worker import run_task
 from stackcost.native.build import BuildError, ensure_built, toolchain_problem
 from stackcost.native.tensors import write_tensors
 from stackcost.result import MEASURED_STATUSES
+from stackcost.scenarios.task import RepetitionTask
 from tests.native.conftest import MODELS, QUICK, example
 
 

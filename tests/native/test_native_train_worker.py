@@ -10,9 +10,9 @@ import math
 import pytest
 
 from stackcost.commands.train import save_initial_weights
-from stackcost.execute.task import TrainTask
 from stackcost.execute.worker import run_task
 from stackcost.result import MEASURED_STATUSES
+from stackcost.scenarios.task import TrainTask
 from stackcost.spec.train import TrainSpec
 
 

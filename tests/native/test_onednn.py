@@ -12,10 +12,10 @@ from stackcost import zoo
 from stackcost.backends import load_backend
 from stackcost.backends.native import folded_state
 from stackcost.cell import Cell, ModelRef
-from stackcost.execute.task import RepetitionTask
 from stackcost.execute.worker import run_task
 from stackcost.native.build import ensure_built, onednn_version, toolchain_problem
 from stackcost.result import MEASURED_STATUSES
+from stackcost.scenarios.task import RepetitionTask
 from tests.native.conftest import MODELS, QUICK, example
 
 

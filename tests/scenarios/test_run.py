@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stackcost.execute.task import RepetitionTask
 from stackcost.execute.worker import run_task
 from stackcost.scenarios.settings import LoadGenSettings
+from stackcost.scenarios.task import RepetitionTask
 from stackcost.store.database import Store
 from tests.conftest import FAST, tiny_cell
 from tests.test_cli import run_cli

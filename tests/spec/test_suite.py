@@ -13,7 +13,7 @@ from scipy.stats import gmean
 
 from stackcost.cell import Cell
 from stackcost.cli import main
-from stackcost.report.suite_data import summarize
+from stackcost.report.suite_data import stored_runs, summarize
 from stackcost.report.suite_summary import suite_section, summary_renderables
 from stackcost.result import Memory, RepetitionResult
 from stackcost.spec.run import model_ref
@@ -299,3 +299,38 @@ def test_tiny_suite_end_to_end_resumes_and_summarizes_from_the_store(tmp_path, c
     capsys.readouterr()
     assert main(["report", "--suite", "tiny", "r1", "--db", str(db)]) == 2
     assert "give no RUN ids beside it" in capsys.readouterr().err
+
+
+# A BERT of one thin layer: built and run in milliseconds (tests/zoo/test_hf.py's sizes).
+TINY_BERT = (
+    "{num_hidden_layers: 1, hidden_size: 16, num_attention_heads: 2, "
+    "intermediate_size: 32, vocab_size: 50}"
+)
+
+
+def test_a_suite_with_a_hugging_face_entry_loads_runs_and_is_viewed(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    file = tmp_path / "suite-hf.yaml"
+    file.write_text(  # no size: the model's default, learned where the entry runs
+        f"models:\n  - {{name: 'hf:bert', config: {TINY_BERT}}}\n"
+        "backends: [eager]\nthreads: 1\n"
+        "protocol: {min_time_s: 0.01, min_iters: 3, max_time_s: 0.1, warmup_max_time_s: 0.1}\n"
+    )
+    config = "num_hidden_layers=1 hidden_size=16 num_attention_heads=2 intermediate_size=32"
+    # Loaded without a probe: labelled by the sizes the file gives until it is learned.
+    assert load_suite(str(file)).labels() == [f"hf:bert b1 {config} vocab_size=50"]
+    db = tmp_path / "hf.db"
+    argv = ["suite", str(file), "--db", str(db), "--quiet", "--on-disturbed", "keep"]
+    assert main(argv) in (0, 1), capsys.readouterr().err
+    out = capsys.readouterr().out
+    # The row is the learned workload's (128 tokens), not a second, "missing" one.
+    assert "hf:bert b1 128 tokens" in out and "missing" not in out, out
+    assert main(["suite", str(file), "--db", str(db), "--summary-only"]) == 0
+    summary = capsys.readouterr().out
+    assert "hf:bert b1 128 tokens" in summary and "missing" not in summary, summary
+    page = tmp_path / "suite.html"
+    assert main(["report", "--suite", str(file), "--db", str(db), "-o", str(page)]) == 0
+    assert f"hf:bert b1 128 tokens {config}" in page.read_text()
+    found = stored_runs(load_suite(str(file), for_viewing=True), db)
+    assert found.labels == [f"hf:bert b1 128 tokens {config} vocab_size=50"]
+    assert len(found.runs) == 1 and found.missing == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from stackcost.backends.base import (
     Availability,
@@ -13,7 +14,11 @@ from stackcost.backends.base import (
     TrainPrepared,
 )
 from stackcost.clip import shown
+from stackcost.env import ENV_NAME
 from stackcost.errors import SpecError
+
+if TYPE_CHECKING:
+    from stackcost.cell import Cell
 
 # Order is the ladder, top (most Python) to bottom.
 REGISTRY: dict[str, str] = {
@@ -61,7 +66,21 @@ def load_backend(name: str) -> Backend:
     return cls()
 
 
+def environment_of(cell: Cell) -> dict[str, str]:
+    """What the cell's backend wants set before its framework is imported
+    (Backend.environment). A user's backend ('module:Class') is not imported in this
+    process, so it asks for nothing here."""
+    if is_import_path(cell.backend):
+        return {}
+    env = load_backend(cell.backend).environment(cell)
+    bad = [k for k, v in env.items() if not ENV_NAME.fullmatch(k) or not isinstance(v, str)]
+    if bad:
+        raise ValueError(f"{cell.backend}.environment(): {bad[0]!r} is not NAME=str")
+    return dict(env)
+
+
 __all__ = [
+    "environment_of",
     "BASELINE",
     "REGISTRY",
     "Availability",

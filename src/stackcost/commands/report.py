@@ -104,11 +104,11 @@ def _suite_runs(args: argparse.Namespace) -> tuple[list[Any], tuple[str, list[st
         raise SpecError(f"--suite {args.suite} picks the runs: give no RUN ids beside it")
     if not Path(args.db).is_file():
         raise SpecError(f"no database at {args.db!r}")
-    suite = load_suite(args.suite)
-    runs, _missing = stored_runs(suite, args.db)
-    if not runs:
+    suite = load_suite(args.suite, for_viewing=True)  # its runs may be from any machine
+    found = stored_runs(suite, args.db)
+    if not found.runs:
         raise SpecError(
             f"{args.db!r} holds no run of suite {suite.name} "
             f"(run `stackcost suite {args.suite} --db {args.db}` first)"
         )
-    return runs, (suite.name, suite.labels())
+    return found.runs, (suite.name, found.labels)

@@ -3,7 +3,8 @@
 Each model of the suite is one run (see stackcost/suite.py for why), executed by the
 engine with resume: running the same suite again continues every model where it stopped;
 --force measures everything again in new runs. --summary-only re-renders the summary
-from the store (the runs a resume would continue) without measuring.
+from the store without measuring: each entry's latest stored run, found by its stored spec
+(report/suite_data.py), wherever it ran.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--summary-only",
         action="store_true",
-        help="measure nothing: summarize the suite's stored runs (those a resume would continue)",
+        help="measure nothing: summarize the suite's stored runs (each model's latest, "
+        "on whichever machine)",
     )
     p.add_argument(
         "--force",
@@ -72,7 +74,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         problem = db_problem(args.db)
         if problem:
             raise SpecError(problem)
-    suite = load_suite(args.suite, backends)  # every check before the store is touched
+    # Every check before the store is touched; a summary is a view: nothing of this machine.
+    suite = load_suite(args.suite, backends, for_viewing=args.summary_only)
     if args.summary_only:
         return _summary_only(suite, args, console)
     return _measure(suite, args, console)
@@ -87,18 +90,17 @@ def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int
         raise SpecError(f"--db {args.db}: no such store (run `stackcost suite {suite.name}` first)")
     with Store(args.db, read_only=True):  # refuses a file that is not a store, one line
         pass
-    runs, missing = stored_runs(suite, args.db)
-    if not runs:
+    found = stored_runs(suite, args.db)
+    if not found.runs:
         print(
-            f"stackcost: no stored run of suite {suite.name} in {args.db} for this environment "
-            f"and these backends (run `stackcost suite {args.suite} --db {args.db}` first)",
+            f"stackcost: no stored run of suite {suite.name} in {args.db} with these models "
+            f"and backends (run `stackcost suite {args.suite} --db {args.db}` first)",
             file=sys.stderr,
         )
         return 1
-    console.print(summary_renderables(summarize(runs, suite.name, suite.labels())))
-    console.print(
-        Text(f"from {len(runs)} stored runs in {args.db}: {' '.join(r.run_id for r in runs)}")
-    )
+    console.print(summary_renderables(summarize(found.runs, suite.name, found.labels)))
+    ids = " ".join(r.run_id for r in found.runs)
+    console.print(Text(f"from {len(found.runs)} stored runs in {args.db}: {ids}"))
     return 0
 
 
@@ -114,6 +116,8 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
     prepared = [prepare(spec) for spec in suite.specs]
     err = Console(stderr=True)
     totals = [len(p.spec.cells()) * p.spec.repeats for p in prepared]
+    # With the workloads learned: an entry that leaves a size out gets the model's default.
+    labels = [workload_label_of_spec(p.spec) for p in prepared]
     total = sum(totals)
     progress = LiveProgress(err, enabled=not args.quiet)
     executor = executor_for(args, lambda: machine_lock(args, err), cluster_line(progress, err))
@@ -121,7 +125,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
     with executor as chosen, Store(args.db) as store, progress:
         for i, ready in enumerate(prepared):
             offset = sum(totals[:i])
-            label = workload_label_of_spec(ready.spec)
+            label = labels[i]
 
             def opened(run_id: str, resumed: bool, stored: int, label: str = label) -> None:
                 if resumed and not args.quiet:
@@ -152,7 +156,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
             results.append(result)
             if result.stopped:
                 break
-    console.print(summary_renderables(summarize(results, suite.name, suite.labels())))
+    console.print(summary_renderables(summarize(results, suite.name, labels)))
     ids = " ".join(r.run_id for r in results)
     console.print(Text.assemble(f"stored {len(results)} runs in {args.db}: ", (ids, "bold")))
     return _exit_code(results)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -16,6 +17,10 @@ from stackcost.execute import scratch
 from stackcost.spec.grammar import check_env_names, parse_config, parse_positive_ints
 from stackcost.spec.run import check_threads, db_problem, model_ref
 from stackcost.workload import SIZE_AXES, Workload
+
+if TYPE_CHECKING:
+    from stackcost.cell import ModelRef
+    from stackcost.execute.runner import Prepared
 
 
 def add_parser(sub: Any) -> None:
@@ -81,11 +86,24 @@ def add_parser(sub: Any) -> None:
     )
 
 
-def spec_from_args(args: argparse.Namespace):
-    """The validated TrainSpec; every bad input raises SpecError before any store exists."""
+def spec_from_args(args: argparse.Namespace) -> Prepared:
+    """The validated TrainSpec, prepared: every bad input raises SpecError before any store
+    exists. The model and the custom backends are asked about in one child at most
+    (probe.ask), whose answers the run takes as they are (prepare) instead of asking again."""
+    import os
+
     from stackcost.cell import TrainConfig
     from stackcost.data import DATASETS
-    from stackcost.spec.train import TrainSpec, check_backends, check_data, check_learning_rate
+    from stackcost.execute.environ import worker_environ
+    from stackcost.execute.probe import ask
+    from stackcost.execute.runner import prepare
+    from stackcost.spec.train import (
+        TrainSpec,
+        check_backend_names,
+        check_backends,
+        check_data,
+        check_learning_rate,
+    )
 
     epochs = parse_positive_ints(args.epochs, "epochs")[0]
     batch = parse_positive_ints(args.batch_size, "batch size")[0]
@@ -99,7 +117,12 @@ def spec_from_args(args: argparse.Namespace):
     problem = check_env_names(args.inherit_env)
     if problem:
         raise SpecError(problem)
-    model, workload = trained_model(args, seed)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    check_backend_names(backends)
+    asked = model_to_train(args, seed)
+    environ = worker_environ(os.environ, {}, args.inherit_env)
+    answers = ask([asked], {name: {} for name in backends}, environ)
+    model, workload = trained_model(args, asked, answers.workloads)
     dataset = args.dataset or ("digits" if workload.image_input else "synthetic")
     if workload.image_input is None and dataset != "synthetic":
         fed = ", ".join(f"{i.name} ({i.dtype})" for i in workload.inputs)
@@ -108,8 +131,8 @@ def spec_from_args(args: argparse.Namespace):
             "(allowed: synthetic, inputs drawn as the model declares them)"
         )
     check_data(dataset, args.data_dir)
-    check_backends(backends := [b.strip() for b in args.backends.split(",") if b.strip()])
-    return TrainSpec(
+    check_backends(backends, facts=answers.facts)
+    spec = TrainSpec(
         model=model,
         backends=backends,
         train=TrainConfig(
@@ -130,21 +153,12 @@ def spec_from_args(args: argparse.Namespace):
         data_dir=str(Path(args.data_dir).resolve()) if args.data_dir else None,
         inherit_env=args.inherit_env,
     )
+    return prepare(spec, answers)
 
 
-def trained_model(args: argparse.Namespace, seed: int) -> tuple[Any, Workload]:
-    """The ModelRef to train and its workload, which must end in a classification head.
-
-    Its width is the dataset's class count (10 for synthetic data unless --num-classes);
-    a Hugging Face model gets its classification head unless --head says otherwise. A
-    model in user code or transformers is asked in a child (probe), as `run` does.
-    """
-    import os
-
-    from stackcost import zoo
+def _classes(args: argparse.Namespace) -> tuple[int | None, Any]:
+    """--num-classes (None when not given) and the --dataset's info (None when not given)."""
     from stackcost.data import DATASETS
-    from stackcost.execute.environ import worker_environ
-    from stackcost.execute.probe import learn_workloads, needs_probe
 
     if args.dataset is not None and args.dataset not in DATASETS:
         raise SpecError(f"unknown dataset {args.dataset!r} (allowed: {', '.join(DATASETS)})")
@@ -152,6 +166,20 @@ def trained_model(args: argparse.Namespace, seed: int) -> tuple[Any, Workload]:
     info = DATASETS[args.dataset] if args.dataset else None
     if given and info and info.num_classes not in (None, given):
         raise SpecError(f"--num-classes {given}: {info.name} has {info.num_classes} classes")
+    return given, info
+
+
+def model_to_train(args: argparse.Namespace, seed: int) -> ModelRef:
+    """The ModelRef to ask about (probe.ask) before training it: trained_model completes it.
+
+    Its width is the dataset's class count (10 for synthetic data unless --num-classes);
+    a Hugging Face model gets its classification head unless --head says otherwise; a
+    factory's own Workload says how wide its head is, unless --num-classes.
+    """
+    from stackcost import zoo
+    from stackcost.data import DATASETS
+
+    given, info = _classes(args)
     hf = args.model.startswith("hf:") or zoo.is_hf_entry(args.model)
     head = args.head or ("classification" if hf else None)
     if hf and head != "classification":
@@ -159,29 +187,36 @@ def trained_model(args: argparse.Namespace, seed: int) -> tuple[Any, Workload]:
     classes = given or (info.num_classes if info else None) or 10
     config = parse_config(args.config)
 
-    def ref(num_classes: int | None, in_channels: int | None = None) -> Any:
+    def ref(num_classes: int | None, in_channels: int | None = None) -> ModelRef:
         return model_ref(
             args.model, num_classes=num_classes, in_channels=in_channels, init=args.init,
             seed=seed, config=config, head=head,
         )  # fmt: skip
 
-    def workload(model: Any) -> Workload:
-        if not needs_probe(model):
-            return zoo.workload_of(model)
-        environ = worker_environ(os.environ, {}, args.inherit_env)
-        return Workload.from_facts(learn_workloads([model], environ)[model.name])
-
     if args.model in zoo.MODELS and zoo.MODELS[args.model].image_input is not None:
         # A zoo CNN takes the dataset's channels (3 for data sized at load).
         native = (info or DATASETS["digits"]).native_shape
-        model = ref(classes, native[0] if native else 3)
-        return model, workload(model)
-    if hf:
-        model = ref(classes)
-        return model, workload(model)
-    # A factory: its own Workload says how wide its head is.
-    model = ref(given)
-    found = workload(model)
+        return ref(classes, native[0] if native else 3)
+    return ref(classes if hf else given)
+
+
+def trained_model(
+    args: argparse.Namespace, model: ModelRef, learned: Mapping[str, dict[str, Any]]
+) -> tuple[ModelRef, Workload]:
+    """The ModelRef to train and its workload, which must end in a classification head.
+
+    `learned`: the workloads the probe learned (by model name), for a model in user code
+    or transformers; a zoo model's is read here.
+    """
+    from stackcost import zoo
+    from stackcost.execute.probe import needs_probe
+
+    found = (
+        Workload.from_facts(learned[model.name]) if needs_probe(model) else zoo.workload_of(model)
+    )
+    if not model.is_factory:
+        return model, found
+    given, info = _classes(args)
     if found.num_classes == 0:
         raise SpecError(
             f"{args.model} has no classification head (its Workload's num_classes is 0): "
@@ -191,8 +226,7 @@ def trained_model(args: argparse.Namespace, seed: int) -> tuple[Any, Workload]:
         raise SpecError(
             f"{args.model} has {found.num_classes} classes; {info.name} has {info.num_classes}"
         )
-    model = model.model_copy(update={"num_classes": given or found.num_classes})
-    return model, found
+    return model.model_copy(update={"num_classes": given or found.num_classes}), found
 
 
 def train_sizes(args: argparse.Namespace, workload: Workload, info: Any) -> dict[str, int]:
@@ -253,10 +287,11 @@ def check_resumable(spec: Any, db: Path, digest: str) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.commands.run import measure_and_show
-    from stackcost.execute.task import TrainTask
     from stackcost.report.train_table import train_table
+    from stackcost.scenarios.task import TrainTask
 
-    spec = spec_from_args(args)
+    prepared = spec_from_args(args)
+    spec = prepared.spec
     problem = db_problem(args.db)  # before the weights are built: bad input costs nothing
     if problem:
         raise SpecError(problem)
@@ -279,7 +314,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             )
 
         return measure_and_show(
-            spec,
+            prepared,  # asked once, in spec_from_args: measure_and_show asks nothing more
             args,
             console,
             resume=args.resume,

@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from stackcost.spec.grammar import ENV_NAME
-
 if TYPE_CHECKING:
-    from stackcost.cell import Cell
+    pass
 
 # What a Python process, a C++ toolchain (native rungs compile on first use) and a CUDA
 # runtime need to start and find their files; none of these tunes a kernel.
@@ -57,18 +55,3 @@ def recorded(environ: Mapping[str, str]) -> dict[str, str]:
         for k, v in sorted(environ.items())
         if k not in UNRECORDED and not k.startswith(BASE_PREFIXES)
     }
-
-
-def backend_environment(cell: Cell) -> dict[str, str]:
-    """What the cell's backend wants set before its framework is imported
-    (Backend.environment). A user's backend ('module:Class') is not imported in this
-    process, so it asks for nothing here."""
-    from stackcost.backends import is_import_path, load_backend
-
-    if is_import_path(cell.backend):
-        return {}
-    env = load_backend(cell.backend).environment(cell)
-    bad = [k for k, v in env.items() if not ENV_NAME.fullmatch(k) or not isinstance(v, str)]
-    if bad:
-        raise ValueError(f"{cell.backend}.environment(): {bad[0]!r} is not NAME=str")
-    return dict(env)

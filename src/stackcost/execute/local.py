@@ -26,9 +26,9 @@ from stackcost.env import now
 from stackcost.execute.cores import pin
 from stackcost.execute.environ import worker_environ
 from stackcost.execute.machine_lock import MachineLock
-from stackcost.execute.task import RepetitionTask
 from stackcost.execute.warm_start import ForkedWorker, StarterLost, WarmStarter, die_with_parent
 from stackcost.result import RepetitionResult
+from stackcost.scenarios.task import RepetitionTask
 
 WORKER_STARTS = ("warm", "cold")
 

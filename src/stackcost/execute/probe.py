@@ -2,8 +2,9 @@
 
 A model factory or a custom backend ("module:Name") is the user's code: its import may
 print, call sys.exit or crash. The parent (which holds the store and the run) never
-imports it. A run asks one child instead, once, where it starts (execute.runner.prepare;
-validation spawns nothing, so views never probe): does the model resolve to a Workload
+imports it. A run asks one child instead, once, where it starts (execute.runner.prepare,
+or `stackcost train` as it builds its spec, handing the answers to prepare; validation
+spawns nothing, so views never probe): does the model resolve to a Workload
 (its inputs and size axes) or a factory (it is not called: calling it is the worker's
 job, and its failure a cell's result; "hf:" types are checked against transformers here
 too), is the backend a Backend subclass, what does it say of itself (available,
@@ -144,13 +145,6 @@ def learn(
 def needs_probe(model: ModelRef) -> bool:
     """Whether the model's workload lives in code the parent does not import."""
     return model.is_factory or model.is_hf or bool(model.config or model.head)
-
-
-def learn_workloads(
-    models: list[ModelRef], environ: Mapping[str, str] | None = None
-) -> dict[str, dict[str, Any]]:
-    """Workload facts of the models that need a child (user code, transformers), by name."""
-    return ask(models, {}, environ).workloads
 
 
 def _facts_of(backend: Backend, options: Mapping[str, str]) -> dict:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import NoReturn, TypeVar
 
 from stackcost.env import now
-from stackcost.execute.task import RepetitionTask
 from stackcost.result import Phases, RepetitionResult
+from stackcost.scenarios.task import RepetitionTask
 
 T = TypeVar("T", bound=RepetitionTask)
 

@@ -33,9 +33,9 @@ from typing import Any
 from stackcost.env import now
 from stackcost.execute.cores import CoreLock
 from stackcost.execute.local import LocalExecutor
-from stackcost.execute.task import RepetitionTask
 from stackcost.measure.disturbance import wait_for_quiet
 from stackcost.result import LostAttempt, Node, RepetitionResult
+from stackcost.scenarios.task import RepetitionTask
 
 # Tries a repetition may lose to dead nodes (or killed Ray workers) before it is stored
 # as crashed: a repetition that kills its node each time must not loop for ever.

@@ -21,10 +21,10 @@ from stackcost.execute import scratch
 from stackcost.execute.environ import recorded, worker_environ
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.plan import Plan
-from stackcost.execute.probe import BackendFacts, ask
-from stackcost.execute.task import RepetitionTask
+from stackcost.execute.probe import Answers, BackendFacts, ask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RepetitionResult
+from stackcost.scenarios.task import RepetitionTask
 from stackcost.spec.run import RunSpec
 from stackcost.store.runs import RunResult, superseded_dropped
 
@@ -85,17 +85,25 @@ class Prepared:
     facts: dict[str, BackendFacts]  # every backend's, by name
 
 
-def prepare(spec: RunSpec | TrainSpec) -> Prepared:
+def prepare(spec: RunSpec | TrainSpec | Prepared, answers: Answers | None = None) -> Prepared:
     """The one place a run asks about user code, before anything is written: one child at
     most (execute/probe.py) learns user models' workloads, then checked against the spec's
     sizes, and custom backends' facts, their options included. Validation spawns nothing,
-    so reading a spec back (views) never probes. SpecError (a ProbeError) on bad input."""
+    so reading a spec back (views) never probes. SpecError (a ProbeError) on bad input.
+
+    `answers`: what that one ask already learned of this spec's models and backends (with
+    the options it gives them), where building the spec needed them first (`train`: the
+    model sets the sizes and data); they are checked here, not asked again. A spec already
+    prepared is returned as it is."""
     from stackcost.spec.run import check_sizes
 
-    backends = {name: spec.backend_options.get(name, {}) for name in spec.backends}
-    # A TrainSpec's model was learned as its spec was built (it sets the sizes).
-    models = spec.models if isinstance(spec, RunSpec) else []
-    answers = ask(models, backends, worker_environ(os.environ, {}, spec.inherit_env))
+    if isinstance(spec, Prepared):
+        return spec
+    if answers is None:
+        backends = {name: spec.backend_options.get(name, {}) for name in spec.backends}
+        # A TrainSpec's model is asked as its spec is built (it sets the sizes): `answers`.
+        models = spec.models if isinstance(spec, RunSpec) else []
+        answers = ask(models, backends, worker_environ(os.environ, {}, spec.inherit_env))
     for fact in answers.facts.values():
         if fact.options_problem:
             raise SpecError(fact.options_problem)

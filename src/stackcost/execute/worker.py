@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 from stackcost.execute.process import Progress, guarded, serve
-from stackcost.execute.task import RepetitionTask, read_task
 from stackcost.result import RepetitionResult
+from stackcost.scenarios.task import RepetitionTask, read_task
 
 
 def run_task(task: RepetitionTask) -> RepetitionResult:

@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # torch is imported only inside worker processes
     from stackcost.backends.base import Backend
     from stackcost.cell import Cell
     from stackcost.execute.process import Progress
-    from stackcost.execute.task import RepetitionTask
     from stackcost.result import Memory, Phases, RepetitionResult
+    from stackcost.scenarios.task import RepetitionTask
     from stackcost.verify import Verification
     from stackcost.workload import Workload
 

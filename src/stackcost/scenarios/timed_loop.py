@@ -23,10 +23,10 @@ class TimedLoop(Scenario):
 
     def run(self, bench: Bench) -> RepetitionResult:
         from stackcost.backends.base import Unsupported
-        from stackcost.execute import profiling
         from stackcost.measure.disturbance import assess
         from stackcost.measure.leak import check_leak
         from stackcost.result import RepetitionResult
+        from stackcost.scenarios import profiling
         from stackcost.scenarios.subject import Subject
         from stackcost.verify import verify
 

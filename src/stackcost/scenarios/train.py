@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from stackcost.backends.base import TrainRun
     from stackcost.cell import TrainConfig
     from stackcost.data.splits import Split
-    from stackcost.execute.task import TrainTask
     from stackcost.result import EpochRecord, RepetitionResult
+    from stackcost.scenarios.task import TrainTask
 
 TRAIN = "train"
 # A loss this many times the first epoch's (the first step's, during epoch 1) has diverged.
@@ -41,10 +41,10 @@ class Training(Scenario):
         from stackcost import zoo
         from stackcost.backends import PrepareContext
         from stackcost.data.splits import load_splits
-        from stackcost.execute.task import TrainTask
         from stackcost.measure.disturbance import assess
         from stackcost.measure.stats import summarize
         from stackcost.result import RepetitionResult
+        from stackcost.scenarios.task import TrainTask
 
         task, cell = bench.task, bench.cell
         if cell.train is None or not isinstance(task, TrainTask):

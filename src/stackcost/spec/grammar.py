@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 
 from stackcost.clip import shown
+from stackcost.env import ENV_NAME
 from stackcost.errors import SpecError
 
 # Bounds checked before anything is expanded or written (README: "What stackcost refuses").
@@ -137,8 +138,6 @@ def parse_options(items: list[str]) -> dict[str, dict[str, str]]:
         out.setdefault(backend, {})[key] = value
     return out
 
-
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_env_names(names: Iterable[str]) -> str | None:

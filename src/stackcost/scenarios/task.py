@@ -36,11 +36,11 @@ class RepetitionTask(BaseModel):
         (Backend.environment: its framework's thread pools, flags) and the variables that
         pin framework threads, which win a clash. The executor puts them in the worker's
         environment; the worker records them (details["thread_env"])."""
-        from stackcost.execute.environ import backend_environment
+        from stackcost.backends import environment_of
 
         n = str(self.cell.threads)
         return {
-            **backend_environment(self.cell),
+            **environment_of(self.cell),
             "OMP_NUM_THREADS": n,
             "MKL_NUM_THREADS": n,
             "OPENBLAS_NUM_THREADS": n,

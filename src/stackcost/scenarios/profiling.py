@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
     from stackcost.backends.base import Backend, Run
     from stackcost.cell import Cell
-    from stackcost.execute.task import RepetitionTask
     from stackcost.measure.energy import Energy
     from stackcost.measure.flops import Work
     from stackcost.measure.protocol import Measurement
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from stackcost.measure.stats import Stats
     from stackcost.measure.telemetry import Telemetry
     from stackcost.profile.breakdown import Breakdown
+    from stackcost.scenarios.task import RepetitionTask
     from stackcost.workload import Example
 
 # Profiled iterations: enough to average over, few enough to add seconds, not minutes.
