@@ -81,8 +81,10 @@ class TrainConfig(Frozen):
     data_seed: int = 0  # shuffling: epoch e uses torch.Generator().manual_seed(data_seed + e)
 
 
-# MLPerf LoadGen's deployment scenarios (stackcost.scenarios), as `--scenario` spells them.
+# MLPerf LoadGen's deployment scenarios (stackcost.scenarios), as `--scenario` spells them:
+# the one list of their names (scenarios/settings.py's KINDS gives each its settings).
 SCENARIOS: tuple[str, ...] = ("single-stream", "multi-stream", "server", "offline")
+ScenarioName = Literal[SCENARIOS]  # type: ignore[valid-type]
 
 
 class ScenarioConfig(Frozen):
@@ -91,7 +93,7 @@ class ScenarioConfig(Frozen):
     one scenario differ only where their numbers could. What LoadGen is told from a
     calibration (expected latency, starting QPS) is recorded with the result instead."""
 
-    name: Literal["single-stream", "multi-stream", "server", "offline"]
+    name: ScenarioName
     latency_bound_ms: float | None = Field(None, gt=0)  # server: p99 must stay under it
     samples_per_query: int | None = Field(None, ge=1)  # multi-stream
     instances: int = Field(1, ge=1)  # server, offline: prepared steps serving concurrently
