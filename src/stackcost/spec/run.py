@@ -21,7 +21,7 @@ from stackcost.cell import HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
-from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
+from stackcost.scenarios.settings import KINDS, TIMED_LOOP, LoadGenSettings, parse_scenarios
 from stackcost.spec.grammar import (
     MAX_AXIS_VALUES,
     MAX_CELLS,
@@ -315,11 +315,15 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     return spec
 
 
-# LoadGen knobs and the scenarios that read them: a knob given without one is a mistake.
+# LoadGen knobs and the scenarios that read them (from settings.KINDS): a knob given
+# without one is a mistake.
 LOADGEN_KNOBS = {
-    "latency_bound_ms": ("latency-bound", ("server",)),
-    "samples_per_query": ("samples-per-query", ("multi-stream",)),
-    "instances": ("instances", ("server", "offline")),
+    "latency_bound_ms": ("latency-bound", tuple(n for n, k in KINDS.items() if k.reads_bound)),
+    "samples_per_query": (
+        "samples-per-query",
+        tuple(n for n, k in KINDS.items() if k.reads_samples),
+    ),
+    "instances": ("instances", tuple(n for n, k in KINDS.items() if k.reads_instances)),
     "min_duration_ms": ("loadgen-min-duration", SCENARIOS),
     "min_query_count": ("loadgen-min-queries", SCENARIOS),
 }
