@@ -1,6 +1,6 @@
 """`stackcost suite [NAME|FILE]`: a TorchBench-style suite, resumable, and its summary.
 
-Each model of the suite is one run (see stackcost/suite.py for why), executed by the
+Each model of the suite is one run (see spec/suite.py for why), executed by the
 engine with resume: running the same suite again continues every model where it stopped;
 --force measures everything again in new runs. --summary-only re-renders the summary
 from the store without measuring: each entry's latest stored run, found by its stored spec

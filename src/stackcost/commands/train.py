@@ -173,14 +173,14 @@ def model_to_train(args: argparse.Namespace, seed: int) -> ModelRef:
     """The ModelRef to ask about (probe.ask) before training it: trained_model completes it.
 
     Its width is the dataset's class count (10 for synthetic data unless --num-classes);
-    a Hugging Face model gets its classification head unless --head says otherwise; a
-    factory's own Workload says how wide its head is, unless --num-classes.
+    a Hugging Face model gets its classification head unless --head says otherwise; any
+    other's own Workload (a factory's, a zoo model's that is no CNN) says how wide its
+    head is, unless --num-classes.
     """
-    from stackcost import zoo
     from stackcost.data import DATASETS
 
     given, info = _classes(args)
-    hf = args.model.startswith("hf:") or zoo.is_hf_entry(args.model)
+    hf = _is_hf(args.model)
     head = args.head or ("classification" if hf else None)
     if hf and head != "classification":
         raise SpecError(f"--head {head}: training needs --head classification")
@@ -193,11 +193,24 @@ def model_to_train(args: argparse.Namespace, seed: int) -> ModelRef:
             seed=seed, config=config, head=head,
         )  # fmt: skip
 
-    if args.model in zoo.MODELS and zoo.MODELS[args.model].image_input is not None:
+    if _is_zoo_cnn(args.model):
         # A zoo CNN takes the dataset's channels (3 for data sized at load).
         native = (info or DATASETS["digits"]).native_shape
         return ref(classes, native[0] if native else 3)
+    # Any other: its own Workload says how wide its head is (trained_model).
     return ref(classes if hf else given)
+
+
+def _is_hf(name: str) -> bool:
+    from stackcost import zoo
+
+    return name.startswith("hf:") or zoo.is_hf_entry(name)
+
+
+def _is_zoo_cnn(name: str) -> bool:
+    from stackcost import zoo
+
+    return name in zoo.MODELS and zoo.MODELS[name].image_input is not None
 
 
 def trained_model(
@@ -214,7 +227,7 @@ def trained_model(
     found = (
         Workload.from_facts(learned[model.name]) if needs_probe(model) else zoo.workload_of(model)
     )
-    if not model.is_factory:
+    if _is_zoo_cnn(args.model) or _is_hf(args.model):  # sized to the data by model_to_train
         return model, found
     given, info = _classes(args)
     if found.num_classes == 0:

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stackcost.backends import BASELINE
 from stackcost.result import TRUSTED_STATUSES, VALID_STATUSES, headline
@@ -254,8 +254,17 @@ def summarize(
     return SuiteSummary(title=title, backends=backends, rows=out, modes=modes, baseline=baseline)
 
 
-def stored_runs(suite: Suite, db: str | Path) -> tuple[list[RunResult], list[str]]:
-    """The stored run of each entry of `suite`, and the labels of the entries with none.
+class StoredSuite(NamedTuple):
+    """What a store holds of a suite."""
+
+    runs: list[RunResult]  # each entry's latest run, in the file's order
+    labels: list[str]  # every entry's, with the workload its run learned where it has one
+    missing: list[str]  # the labels of the entries with no stored run
+
+
+def stored_runs(suite: Suite, db: str | Path) -> StoredSuite:
+    """The stored run of each entry of `suite`, every entry's label, and the labels of the
+    entries with none.
 
     Read from the store alone: no probe, nothing of the machine reading it. A run is an
     entry's when its stored spec is the entry's but for what the machine that ran it filled
@@ -275,13 +284,18 @@ def stored_runs(suite: Suite, db: str | Path) -> tuple[list[RunResult], list[str
             key = _entry_key(json.loads(row["spec_json"])) if row is not None else None
             if key in wanted:
                 latest[key] = run_id
-        runs = [RunResult.from_store(store, latest[k]) for k in wanted if k in latest]
-    missing = [
-        workload_label_of_spec(spec)
-        for spec, key in zip(suite.specs, wanted, strict=True)
-        if key not in latest
-    ]
-    return runs, missing
+        found = {k: RunResult.from_store(store, run_id) for k, run_id in latest.items()}
+    labels, missing = [], []
+    for spec, key in zip(suite.specs, wanted, strict=True):
+        run = found.get(key) if key is not None else None
+        if run is None:
+            labels.append(workload_label_of_spec(spec))
+            missing.append(labels[-1])
+        else:  # with the workload its run learned: the sizes the file leaves to the model
+            spec = spec.model_copy(update={"learned": run.spec.get("learned", {})})
+            labels.append(workload_label_of_spec(spec))
+    runs = [found[k] for k in wanted if k is not None and k in found]
+    return StoredSuite(runs, labels, missing)
 
 
 def _entry_key(spec: dict[str, Any]) -> str | None:

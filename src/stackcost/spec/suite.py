@@ -96,10 +96,15 @@ class Suite:
     source: str  # the file, as messages show it
     description: str
     backends: list[str]
-    threads: int
+    # None: the file leaves it out and the suite was read for viewing (each run used every
+    # CPU of the machine that ran it; load_suite(for_viewing=True) asks nothing of this one).
+    threads: int | None
     specs: list[RunSpec]  # one per model, in the file's order
 
     def labels(self) -> list[str]:
+        """Each entry's label as the file gives it: a workload in user code or transformers
+        is labelled by the sizes given (its defaults are learned where it runs: label a
+        prepared spec, or a stored run's, to have them)."""
         return [workload_label_of_spec(s) for s in self.specs]
 
 
@@ -136,19 +141,25 @@ def _suite_name(path: Path) -> str:
     return stem[len("suite-") :] if stem.startswith("suite-") else stem
 
 
-def load_suite(name_or_file: str, backends: Sequence[str] | None = None) -> Suite:
+def load_suite(
+    name_or_file: str, backends: Sequence[str] | None = None, *, for_viewing: bool = False
+) -> Suite:
     """Read, check and expand a suite; SpecError (one line, with file:line) on bad input.
 
     `backends` replaces the file's; eager is always run (it is the summary's baseline).
-    Nothing is written: the probe of user code, if any, runs in a throwaway child.
+    Nothing is written and nothing spawned: user code is asked where each entry runs
+    (execute.runner.prepare). `for_viewing`: the suite is read to find its stored runs
+    (report --suite, suite --summary-only), which may come from any machine, so nothing
+    of this one applies: its thread count is neither checked against this machine's CPUs
+    nor, when the file leaves it out, taken from them.
     """
     try:
-        return _load_suite(name_or_file, backends)
+        return _load_suite(name_or_file, backends, for_viewing)
     except SpecError as exc:
         raise SpecError(one_line(str(exc))) from None
 
 
-def _load_suite(name_or_file: str, backends: Sequence[str] | None) -> Suite:
+def _load_suite(name_or_file: str, backends: Sequence[str] | None, for_viewing: bool) -> Suite:
     from stackcost.spec.reader import load_mapping
 
     path = suite_path(name_or_file)
@@ -160,7 +171,7 @@ def _load_suite(name_or_file: str, backends: Sequence[str] | None) -> Suite:
         suite = SuiteFile.model_validate(data)
     except ValidationError as exc:
         raise SpecError(_message(source, lines, exc)) from None
-    return _expand(suite, path, source, lines, backends)
+    return _expand(suite, path, source, lines, backends, for_viewing)
 
 
 def _at(source: str, lines: dict[tuple, int], *key: Any) -> str:
@@ -198,9 +209,11 @@ def _expand(
     source: str,
     lines: dict[tuple, int],
     override: Sequence[str] | None,
+    for_viewing: bool,
 ) -> Suite:
     from stackcost import zoo
     from stackcost.env import cores
+    from stackcost.spec.grammar import check_int
     from stackcost.spec.run import model_ref, validate
     from stackcost.workload import SIZE_AXES
 
@@ -229,7 +242,16 @@ def _expand(
         raise SpecError(
             f"{where}: protocol.{what} = {shown(err.get('input'))}: {one_line(err['msg'], 80)}"
         ) from None
-    threads = suite.threads or cores()
+    threads = suite.threads if for_viewing else suite.threads or cores()
+    # validate's one check of this machine is the thread count against its CPUs: a view
+    # validates at 1 thread and keeps the file's count (views match runs without it),
+    # bounded as validate would.
+    checked_threads = 1 if for_viewing else threads
+    if threads is not None and threads != checked_threads:
+        try:
+            check_int(threads, "threads")
+        except SpecError as exc:
+            raise SpecError(f"{_at(source, lines, 'threads')}: {exc}") from None
     seen: set[tuple] = set()
     specs = []
     for i, entry in enumerate(suite.models):
@@ -265,7 +287,7 @@ def _expand(
             "batch_sizes": [entry.batch],
             "sizes": sizes,
             "precisions": [suite.precision],
-            "threads": [threads],
+            "threads": [checked_threads],
             "devices": [suite.device],
             "repeats": suite.repeats,
             "timeout_s": suite.timeout_s,
@@ -278,6 +300,8 @@ def _expand(
             spec = validate(fields)
         except SpecError as exc:
             raise SpecError(f"{where}: models[{i}] ({entry.name}): {exc}") from None
+        if threads is not None and threads != checked_threads:
+            spec = spec.model_copy(update={"threads": [threads]})
         key = (ref.model_dump_json(), entry.batch, workload_label_of_spec(spec))
         if key in seen:
             raise SpecError(f"{where}: models[{i}]: {entry.name} is in the suite twice as it is")
@@ -300,7 +324,19 @@ def _expand(
 
 
 def workload_label_of_spec(spec: RunSpec) -> str:
-    """'resnet50 b1 224 px': what one suite entry measures (its cells share it)."""
+    """'resnet50 b1 224 px': what one suite entry measures (its cells share it).
+
+    A workload in user code or transformers ("hf:bert", a factory) is learned where the
+    entry runs (execute.runner.prepare): until then it is labelled by the sizes the file
+    gives, so a suite loads without a probe."""
+    from stackcost.workload import show_sizes
+
+    model = spec.models[0]
+    if model.name not in spec.learned and (
+        model.is_hf or (model.is_factory and model.input_shape is None)
+    ):  # RunSpec.workload would refuse it: "was not checked"
+        given = show_sizes({axis: values[0] for axis, values in spec.sizes.items()})
+        return workload_label(model.name, spec.batch_sizes[0], given, model.config)
     cell = spec.cells()[0]
     return workload_label(cell.model.name, cell.batch_size, cell.size_label(), cell.model.config)
 

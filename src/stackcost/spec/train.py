@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,6 +17,9 @@ from stackcost.cell import Cell, ModelRef, TrainConfig
 from stackcost.errors import SpecError
 from stackcost.spec.grammar import MAX_REPEATS
 from stackcost.workload import Workload
+
+if TYPE_CHECKING:
+    from stackcost.execute.probe import BackendFacts
 
 DEFAULT_BACKENDS = (BASELINE, "inductor", "torchscript")
 
@@ -106,16 +110,27 @@ def trainable() -> list[str]:
     return [name for name in REGISTRY if "train" in load_backend(name).capabilities.modes]
 
 
-def check_backends(backends: list[str], mode: str = "train") -> None:
-    """Unknown backends are bad input; so is a request where no backend can train."""
+def check_backend_names(backends: list[str]) -> None:
+    """At least one backend, each a known name or an import path; nothing imported."""
     if not backends:
         raise SpecError("no backend given (e.g. --backends eager,inductor,torchscript)")
-    from stackcost.execute.probe import learn
-
     for name in backends:
         check_name(name)
-    # A custom backend is user code, asked in a child (ProbeError is a SpecError).
-    facts = learn({name: {} for name in backends})
+
+
+def check_backends(
+    backends: list[str], mode: str = "train", facts: Mapping[str, BackendFacts] | None = None
+) -> None:
+    """Unknown backends are bad input; so is a request where no backend can train.
+
+    `facts`: the backends' facts where the caller already asked (`stackcost train` asks
+    once, with its model: probe.ask); otherwise they are asked here."""
+    check_backend_names(backends)
+    if facts is None:
+        from stackcost.execute.probe import learn
+
+        # A custom backend is user code, asked in a child (ProbeError is a SpecError).
+        facts = learn({name: {} for name in backends})
     trainers = [name for name in backends if mode in facts[name].modes]
     if not trainers:
         only = backends[0] if len(backends) == 1 else ", ".join(backends)
