@@ -29,6 +29,7 @@ native-deps:
 
 test: $(STAMP) browser native-deps
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -31,10 +31,11 @@ from stackcost.commands.axes import cores
 from stackcost.data import DATASETS
 from stackcost.errors import SpecError
 from stackcost.execute.local import LocalExecutor
+from stackcost.execute.probe import learn
 from stackcost.result import RepetitionResult
 from stackcost.scenarios.task import TrainTask
 from stackcost.spec.run import model_ref
-from stackcost.spec.train import check_backends, check_data
+from stackcost.spec.train import check_backend_names, check_backends, check_data
 
 
 def row(backend: str, result: RepetitionResult, wall_s: float, batch: int) -> dict[str, Any]:
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     try:
         check_data(args.dataset, None)
-        check_backends(backends)
+        check_backend_names(backends)
+        check_backends(backends, learn({name: {} for name in backends}))
     except SpecError as exc:
         console.print(f"[red]{exc}[/red]")
         return 2

@@ -55,6 +55,12 @@ class ModelRef(Frozen):
         """A user's "package.module:ATTR", imported only in children."""
         return ":" in self.name and not self.is_hf
 
+    @property
+    def needs_probe(self) -> bool:
+        """Whether its workload lives in code the parent does not import (a factory,
+        transformers, a config or head override): learned in the probe's child."""
+        return self.is_factory or self.is_hf or bool(self.config or self.head)
+
     def key_data(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for name in ("config", "head"):

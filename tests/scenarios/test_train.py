@@ -287,10 +287,11 @@ def test_resume_trains_only_what_the_run_lacks(tmp_path, capsys):
 
 
 def test_the_refusal_names_every_backend_that_trains():
+    from stackcost.execute.probe import learn
     from stackcost.spec.train import check_backends
 
     with pytest.raises(SpecError) as refused:
-        check_backends(["onnxruntime"])
+        check_backends(["onnxruntime"], learn({"onnxruntime": {}}))
     for name in ("eager", "inductor", "torchscript", "tf", "tf-xla", "keras", "keras-xla"):
         assert name in str(refused.value)
     assert "jax, libtorch, onednn)" in str(refused.value)

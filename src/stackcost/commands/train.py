@@ -222,10 +222,9 @@ def trained_model(
     or transformers; a zoo model's is read here.
     """
     from stackcost import zoo
-    from stackcost.execute.probe import needs_probe
 
     found = (
-        Workload.from_facts(learned[model.name]) if needs_probe(model) else zoo.workload_of(model)
+        Workload.from_facts(learned[model.name]) if model.needs_probe else zoo.workload_of(model)
     )
     if _is_zoo_cnn(args.model) or _is_hf(args.model):  # sized to the data by model_to_train
         return model, found

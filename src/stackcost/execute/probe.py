@@ -127,7 +127,7 @@ def ask(
     from stackcost.backends import is_import_path, load_backend
 
     custom = {name: opts for name, opts in backends.items() if is_import_path(name)}
-    facts, workloads = probe([m for m in models if needs_probe(m)], custom, environ)
+    facts, workloads = probe([m for m in models if m.needs_probe], custom, environ)
     for name, options in backends.items():
         if name not in custom:
             facts[name] = BackendFacts(**_facts_of(load_backend(name), options))
@@ -140,11 +140,6 @@ def learn(
 ) -> dict[str, BackendFacts]:
     """Facts of every backend named: `ask` without models."""
     return ask([], backends, environ).facts
-
-
-def needs_probe(model: ModelRef) -> bool:
-    """Whether the model's workload lives in code the parent does not import."""
-    return model.is_factory or model.is_hf or bool(model.config or model.head)
 
 
 def _facts_of(backend: Backend, options: Mapping[str, str]) -> dict:

@@ -273,7 +273,6 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     Spawns nothing: user code (factories, custom backends) and Hugging Face configs are
     asked in a child once, where the run starts (execute.runner.prepare)."""
     from stackcost.backends import is_import_path, load_backend
-    from stackcost.execute.probe import needs_probe
 
     if isinstance(fields, RunSpec):
         fields = fields.model_dump()
@@ -305,7 +304,7 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     if problem:
         raise SpecError(problem)
     # Sizes of a model in user code or transformers are checked once it is learned (prepare).
-    if not any(needs_probe(m) for m in spec.models):
+    if not any(m.needs_probe for m in spec.models):
         check_sizes(spec.sizes, [spec.workload(m) for m in spec.models])
     for name in spec.backends:  # stackcost's own options; a custom backend's in prepare
         if not is_import_path(name):

@@ -119,18 +119,13 @@ def check_backend_names(backends: list[str]) -> None:
 
 
 def check_backends(
-    backends: list[str], mode: str = "train", facts: Mapping[str, BackendFacts] | None = None
+    backends: list[str], facts: Mapping[str, BackendFacts], mode: str = "train"
 ) -> None:
     """Unknown backends are bad input; so is a request where no backend can train.
 
-    `facts`: the backends' facts where the caller already asked (`stackcost train` asks
-    once, with its model: probe.ask); otherwise they are asked here."""
+    `facts`: the backends' facts, asked by the caller where the run starts (`stackcost
+    train` asks once, with its model: execute.probe.ask); a spec never spawns the probe."""
     check_backend_names(backends)
-    if facts is None:
-        from stackcost.execute.probe import learn
-
-        # A custom backend is user code, asked in a child (ProbeError is a SpecError).
-        facts = learn({name: {} for name in backends})
     trainers = [name for name in backends if mode in facts[name].modes]
     if not trainers:
         only = backends[0] if len(backends) == 1 else ", ".join(backends)
