@@ -11,12 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     import torch
 
-    from stackcost.cell import ModelRef
+
+class ModelFields(Protocol):
+    """What a workload reads of the model's reference (cell.ModelRef, which sits above this
+    module): the seed its inputs are drawn from, and any field an input's shape names
+    ("in_channels"), read by name."""
+
+    @property
+    def seed(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,7 @@ class Input:
     kind: Kind = "normal"
     high: int | None = None  # exclusive upper bound of ids (the vocabulary size)
 
-    def resolve(self, batch: int, sizes: Mapping[str, int], ref: ModelRef) -> tuple[int, ...]:
+    def resolve(self, batch: int, sizes: Mapping[str, int], ref: ModelFields) -> tuple[int, ...]:
         dims = []
         for d in self.shape:
             if isinstance(d, int):
@@ -234,7 +241,7 @@ _DTYPES = {"float32": "float32", "int64": "int64", "int32": "int32", "bool": "bo
 
 def make_example(
     workload: Workload,
-    ref: ModelRef,
+    ref: ModelFields,
     batch: int,
     sizes: Mapping[str, int],
     seed: int | None = None,

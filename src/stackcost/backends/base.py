@@ -77,6 +77,23 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class BackendFacts:
+    """What the engine asks of a backend before running it (execute/probe.py asks a user's
+    backend in a child process)."""
+
+    ok: bool
+    reason: str  # why not available ("" when ok)
+    modes: frozenset[str]
+    devices: frozenset[str]
+    precisions: frozenset[str]
+    options_problem: str | None = None
+
+    def why_not(self, cell: Cell) -> str | None:
+        """The reason this backend cannot run `cell`, or None when it can."""
+        return Capabilities(self.modes, self.devices, self.precisions).why_not(cell)
+
+
+@dataclass(frozen=True)
 class Availability:
     ok: bool
     reason: str = ""

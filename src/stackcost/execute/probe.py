@@ -24,31 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackcost.backends.base import Capabilities
+from stackcost.backends.base import BackendFacts
 from stackcost.errors import SpecError
 
 if TYPE_CHECKING:
     from stackcost.backends.base import Backend
-    from stackcost.cell import Cell, ModelRef
+    from stackcost.cell import ModelRef
 
 # Importing a user's module may import torch (seconds); anything longer is a hang.
 TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True)
-class BackendFacts:
-    """What the engine asks of a backend before running it."""
-
-    ok: bool
-    reason: str  # why not available ("" when ok)
-    modes: frozenset[str]
-    devices: frozenset[str]
-    precisions: frozenset[str]
-    options_problem: str | None = None
-
-    def why_not(self, cell: Cell) -> str | None:
-        """The reason this backend cannot run `cell`, or None when it can."""
-        return Capabilities(self.modes, self.devices, self.precisions).why_not(cell)
 
 
 class ProbeError(SpecError):

@@ -8,25 +8,15 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
 from stackcost.env import now
-from stackcost.result import Phases, RepetitionResult
+from stackcost.result import RepetitionResult
+from stackcost.scenarios.base import Progress
 from stackcost.scenarios.task import RepetitionTask
 
 T = TypeVar("T", bound=RepetitionTask)
-
-
-@dataclass
-class Progress:
-    """What a repetition has established so far, kept in its result even when a later
-    part fails: the phases timed (from the worker's clock origin) and the weights built."""
-
-    started: float = field(default_factory=time.perf_counter)  # the worker's clock origin
-    phases: Phases = field(default_factory=Phases)
-    weights_digest: str | None = None
 
 
 # The measurement itself: its result, built once; `progress` is ticked as it goes.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackcost.backends.base import BackendFacts
 from stackcost.cell import Cell
 from stackcost.env import collect, fingerprint, now
 from stackcost.errors import SpecError
@@ -21,7 +22,7 @@ from stackcost.execute import scratch
 from stackcost.execute.environ import recorded, worker_environ
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.plan import Plan
-from stackcost.execute.probe import Answers, BackendFacts, ask
+from stackcost.execute.probe import Answers, ask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RepetitionResult
 from stackcost.scenarios.task import RepetitionTask

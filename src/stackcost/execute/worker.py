@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 
-from stackcost.execute.process import Progress, guarded, serve
+from stackcost.execute.process import guarded, serve
 from stackcost.result import RepetitionResult
+from stackcost.scenarios.base import Progress
 from stackcost.scenarios.task import RepetitionTask, read_task
 
 

@@ -13,20 +13,32 @@ registry.py names each scenario, so the worker never asks which one it holds.
 from __future__ import annotations
 
 import os
+import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from stackcost.result import Phases
 
 if TYPE_CHECKING:  # torch is imported only inside worker processes
     import torch
 
     from stackcost.backends.base import Backend
     from stackcost.cell import Cell
-    from stackcost.execute.process import Progress
-    from stackcost.result import Memory, Phases, RepetitionResult
+    from stackcost.result import Memory, RepetitionResult
     from stackcost.scenarios.task import RepetitionTask
     from stackcost.verify import Verification
     from stackcost.workload import Workload
+
+
+@dataclass
+class Progress:
+    """What a repetition has established so far, kept in its result even when a later
+    part fails: the phases timed (from the worker's clock origin) and the weights built."""
+
+    started: float = field(default_factory=time.perf_counter)  # the worker's clock origin
+    phases: Phases = field(default_factory=Phases)
+    weights_digest: str | None = None
 
 
 @dataclass(frozen=True)

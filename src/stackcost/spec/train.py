@@ -19,7 +19,7 @@ from stackcost.spec.grammar import MAX_REPEATS
 from stackcost.workload import Workload
 
 if TYPE_CHECKING:
-    from stackcost.execute.probe import BackendFacts
+    from stackcost.backends.base import BackendFacts
 
 DEFAULT_BACKENDS = (BASELINE, "inductor", "torchscript")
 
