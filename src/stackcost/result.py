@@ -222,8 +222,7 @@ class RepetitionResult(BaseModel):
     def reused_artifact(self) -> bool:
         """Whether this repetition's prepare reused an artifact (backends/artifacts.py
         records {"artifact": {"reused": ...}} in the details)."""
-        artifact = self.details.get("artifact")
-        return bool(isinstance(artifact, Mapping) and artifact.get("reused"))
+        return artifact_reused(self.details)
 
     @property
     def valid(self) -> bool:
@@ -242,3 +241,10 @@ def headline(reason: str) -> str:
         return ""
     # The first line names the exception ("RuntimeError: ..."): a diagnostic comes later.
     return next((line for line in lines[1:] if "error:" in line.lower()), lines[-1])
+
+
+def artifact_reused(details: Mapping[str, Any]) -> bool:
+    """Whether a prepare reused an artifact, from the details backends/artifacts.py records
+    ({"artifact": {"reused": ...}}): read here, below the backends that write it."""
+    artifact = details.get("artifact")
+    return bool(isinstance(artifact, Mapping) and artifact.get("reused"))
