@@ -3,16 +3,38 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LOCK   := requirements.lock
+LOCK_EXTRA   := torch==2.13.0+cpu pip 'setuptools>=77' uv
+TORCH_WHEELS ?= /opt/wheels
+LOCK_FLAGS   ?=
 
-.PHONY: demo test lint bench clean browser native-deps
+.PHONY: demo test lint lock bench clean browser native-deps
 
-$(STAMP): pyproject.toml Makefile
+# Every package comes from requirements.lock, pinned with its hashes (make lock writes it);
+# the stamp follows the lock, so a changed lock reinstalls. torch is the CPU build on local
+# disk (pip's find-links); the lock pins torch==2.13.0+cpu and that wheel's hash, so a machine
+# without it stops here rather than pull a CUDA torch. --no-build-isolation: stackcost itself
+# is built with the locked setuptools, not one fetched unpinned.
+$(STAMP): pyproject.toml $(LOCK) Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --upgrade pip
-	# torch first: the CPU build on local disk; an unpinned torch would pull CUDA.
-	$(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -e '.[all,dev]'
+	$(PY) -m pip install --require-hashes -r $(LOCK)
+	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# Re-resolve pyproject.toml's extras all and dev into the lock, keeping today's pins where they
+# still fit; a version changes only as a diff of requirements.lock. To move versions on:
+#   make lock LOCK_FLAGS=--upgrade                        (everything)
+#   make lock LOCK_FLAGS='--upgrade-package pyyaml'       (one package)
+# LOCK_EXTRA are pinned beside the project's own needs: the tools that install and build it,
+# and torch's CPU build, found in TORCH_WHEELS (where pip's find-links point on these machines).
+# The lock is replaced only when it changed, so an unchanged one does not reinstall.
+lock: $(STAMP)
+	cp $(LOCK) $(LOCK).new
+	printf '%s\n' $(LOCK_EXTRA) | $(VENV)/bin/uv pip compile pyproject.toml - \
+		--extra all --extra dev --python $(PY) --find-links $(TORCH_WHEELS) \
+		--generate-hashes --custom-compile-command 'make lock' --quiet $(LOCK_FLAGS) \
+		-o $(LOCK).new || { rm -f $(LOCK).new; exit 1; }
+	if cmp -s $(LOCK) $(LOCK).new; then rm $(LOCK).new; else mv $(LOCK).new $(LOCK); fi
 
 demo: $(STAMP)
 	$(VENV)/bin/stackcost run resnet18 --batch-size 1,8 --resolution 64 --threads 2 \
