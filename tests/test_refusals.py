@@ -103,19 +103,21 @@ def test_bad_flags_are_refused_and_the_store_is_untouched(capsys, store_dir, arg
     assert needle in err, err
 
 
+# The key, its line and the value as stackcost names them; why it is wrong is pydantic's
+# wording, which a pydantic release may change, so it is not asserted.
 @pytest.mark.parametrize(
     "protocol, needle",
     [
-        ("{max_time_s: .inf}", "protocol.max_time_s"),
-        ("{target_ci: .nan}", "protocol.target_ci"),
-        ("{min_time_s: 1e309}", "protocol.min_time_s"),
+        ("{max_time_s: .inf}", "spec.yaml:4: protocol.max_time_s = inf"),
+        ("{target_ci: .nan}", "spec.yaml:4: protocol.target_ci = nan"),
+        ("{min_time_s: 1e309}", "spec.yaml:4: protocol.min_time_s = '1e309'"),
     ],
 )
 def test_a_spec_files_infinite_protocol_is_refused(capsys, store_dir, protocol, needle):
     spec = store_dir / "spec.yaml"
     spec.write_text(f"models: [mlp]\nbackends: [eager]\nthreads: 1\nprotocol: {protocol}\n")
     err = refused(["sweep", str(spec), "--db", str(store_dir / "s.db")], capsys, store_dir)
-    assert needle in err and "finite" in err, err
+    assert needle in err, err
 
 
 def test_a_corrupt_mnist_file_is_one_line(capsys, tmp_path):
