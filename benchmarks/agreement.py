@@ -1,179 +1,437 @@
-"""Does stackcost's engine agree with torch.utils.benchmark on the same step?
+"""Does stackcost agree with the tools people already trust, each run in fresh processes?
 
-ResNet-18, eager, fp32, batch 1, 2 threads: the step the eager backend prepares is timed
-by stackcost's measure() and by torch.utils.benchmark.Timer.blocked_autorange, alternating
-(engine, Timer, engine, Timer, ...) in one process so both see the same machine state.
-The verdict compares the median of each side's per-round medians: PASS within 3%.
+Three peers, each against the stackcost backend that runs the same thing:
 
-blocked_autorange's median is a median of per-block means (a block is `number_per_run`
-calls), not of single iterations; at block size 1 the two are the same quantity.
+- torch.utils.benchmark.Timer.blocked_autorange on the eager backend's step
+  vs `stackcost run --backends eager`;
+- a bare ONNX Runtime loop (a default InferenceSession with intra_op_num_threads set,
+  each run() timed by time.perf_counter) vs `--backends onnxruntime`;
+- OpenVINO's benchmark_app (sync API, 1 stream, -nthreads T, f32) vs `--backends openvino`.
 
-    python benchmarks/agreement.py [--resolution 224] [--rounds 3] [--min-time 2] [--json PATH]
+resnet18, fp32, built from stackcost's seeded config (same weights, same inputs), at each
+batch size and --resolution, T threads everywhere. The ONNX graph the two peers load is
+exported once up front by stackcost's own exporter; stackcost's runs export their own
+(each run has its artifact cache).
+
+Both sides of every pair are fresh processes: stackcost's is a real `stackcost run ...
+--repeats 1 --db <its own store>` whose cell median is read back from the store; each
+peer's is a child of `_agreement_peers.py` (or benchmark_app itself). They alternate in
+blocks: each block runs every (peer, batch) pair once, in an order shuffled per block
+(--seed), and within a pair the side that goes first follows ABBA over blocks (stackcost
+first in blocks 1 and 4, the peer first in 2 and 3, ...). The verdict compares the median
+of stackcost's block medians with the median of the peer's: PASS within 3%. It needs at
+least 5 blocks; fewer is a smoke run and says so. Exit 0 either way.
+
+    python benchmarks/agreement.py [--blocks 6] [--batch-sizes 1,8] [--resolution 64] \
+        [--peers torch,onnxruntime,openvino] [--threads 2] [--min-time 2] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
+import random
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.utils.benchmark as tb
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from _figures import write_figures
-from stackcost import zoo
-from stackcost.backends import PrepareContext, load_backend
-from stackcost.cell import Cell
-from stackcost.measure.protocol import Protocol, measure
-from stackcost.measure.timer import CpuTimer
-from stackcost.spec.run import model_ref
 
 TOLERANCE = 0.03
+MIN_BLOCKS = 5
+MODEL = "resnet18"
+HERE = Path(__file__).resolve().parent
+PEERS_SCRIPT = HERE / "_agreement_peers.py"
+CHILD_TIMEOUT_S = 900  # a stackcost run may queue behind another stackcost measuring here
 
 
-def build_step(resolution: int, threads: int, workdir: Path):
-    """The eager backend's step, built the way a worker builds it."""
-    ref = model_ref("resnet18")
-    cell = Cell(model=ref, backend="eager", resolution=resolution, threads=threads)
-    model = zoo.build_model(ref, resolution)
-    generator = torch.Generator().manual_seed(ref.seed + 1)
-    example = torch.randn(cell.input_shape(), generator=generator)
-    prepared = load_backend("eager").prepare(model, example, cell, PrepareContext(workdir))
-    return prepared.step
+@dataclass(frozen=True)
+class Peer:
+    name: str  # --peers name
+    label: str  # what the table calls it
+    backend: str  # the stackcost backend that runs the same thing
 
 
-def engine_once(step, protocol: Protocol) -> dict[str, Any]:
-    m = measure(step, CpuTimer(), protocol)
-    assert m.stats is not None
+PEERS = {
+    p.name: p
+    for p in (
+        Peer("torch", "torch.utils.benchmark", "eager"),
+        Peer("onnxruntime", "onnxruntime loop", "onnxruntime"),
+        Peer("openvino", "benchmark_app", "openvino"),
+    )
+}
+
+
+def _child(cmd: list[str], env: dict[str, str] | None = None) -> tuple[int, str, float]:
+    """Run one fresh process; its exit code, the tail of its output, its wall time."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S, check=False
+        )
+        rc, out = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out = 124, f"timed out after {CHILD_TIMEOUT_S} s: {e}"
+    return rc, out[-2000:], time.perf_counter() - start
+
+
+def _peer_env(threads: int) -> dict[str, str]:
+    """The peers' environment: the thread variables stackcost's workers get, so the only
+    difference left between the two sides is the harness."""
+    n = str(threads)
+    return {**os.environ, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}
+
+
+def stackcost_side(args: argparse.Namespace, backend: str, bs: int, db: Path) -> dict[str, Any]:
+    """One `stackcost run` of one cell, one repetition, into its own store; the cell's
+    median read back from that store."""
+    from stackcost.api import load
+
+    cmd = [
+        sys.executable, "-m", "stackcost.cli", "run", MODEL, "--backends", backend,
+        "--batch-size", str(bs), "--resolution", str(args.resolution),
+        "--threads", str(args.threads), "--repeats", "1", "--min-time", str(args.min_time),
+        "--on-disturbed", "keep", "--quiet", "--db", str(db),
+    ]  # fmt: skip
+    rc, out, wall = _child(cmd)
+    base: dict[str, Any] = {"rc": rc, "wall_s": wall}
+    if not db.exists():
+        return {**base, "error": out.strip().splitlines()[-1] if out.strip() else f"rc {rc}"}
+    run = load(db)
+    if not run.records:
+        return {**base, "error": "no repetition stored"}
+    _, rep = run.records[0]
+    if rep.stats is None:
+        return {**base, "status": rep.status, "error": rep.reason or rep.status}
     return {
-        "median_ms": m.stats.median_ms,
-        "mean_ms": m.stats.mean_ms,
-        "iqr_ms": m.stats.iqr_ms,
-        "n": m.stats.n,
-        "stop_reason": m.stop_reason,
-        "warmup_iters": m.warmup_iters,
+        **base,
+        "median_ms": rep.stats.median_ms,
+        "iqr_ms": rep.stats.iqr_ms,
+        "n": rep.stats.n,
+        "status": rep.status,
+        "stop_reason": rep.stop_reason,
+        "reason": rep.reason,
+        "run_id": run.run_id,
+        "weights_digest": rep.weights_digest,
     }
 
 
-def timer_once(step, threads: int, min_run_time: float) -> dict[str, Any]:
-    timer = tb.Timer(stmt="step()", globals={"step": step}, num_threads=threads)
-    m = timer.blocked_autorange(min_run_time=min_run_time)
+def _benchmark_app() -> str | None:
+    here = Path(sys.executable).parent / "benchmark_app"
+    return str(here) if here.exists() else shutil.which("benchmark_app")
+
+
+_BA_CONFIG = (
+    "NUM_STREAMS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT", "PERFORMANCE_HINT",
+    "ENABLE_CPU_PINNING", "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+)  # fmt: skip
+
+
+def benchmark_app_side(args: argparse.Namespace, onnx: str) -> dict[str, Any]:
+    """benchmark_app on the exported graph: f32 in and inside, one stream, T threads, sync
+    API (one request at a time, as stackcost's step); its median latency parsed."""
+    app = _benchmark_app()
+    if app is None:
+        return {"error": "benchmark_app not found (it comes with `pip install openvino`)"}
+    # -nthreads needs -hint none (a benchmark_app rule); the plugin then reports LATENCY.
+    cmd = [
+        app, "-m", onnx, "-d", "CPU", "-hint", "none", "-api", "sync", "-nstreams", "1",
+        "-nthreads", str(args.threads), "-infer_precision", "f32", "-ip", "f32",
+        "-t", str(math.ceil(args.min_time)),  # whole seconds only
+    ]  # fmt: skip
+    rc, out, wall = _child(cmd, _peer_env(args.threads))
+    base: dict[str, Any] = {"rc": rc, "wall_s": wall}
+    median = re.search(r"Median:\s+([\d.]+)\s*ms", out)
+    if rc != 0 or median is None:
+        lines = [ln for ln in out.splitlines() if "ERROR" in ln or "Error" in ln]
+        return {**base, "error": (lines or out.strip().splitlines() or [f"rc {rc}"])[-1]}
+    count = re.search(r"Count:\s+(\d+)", out)
+    config = {k: m.group(1).strip() for k in _BA_CONFIG if (m := re.search(rf"{k}: (.+)", out))}
     return {
-        "median_ms": m.median * 1e3,  # median of per-block means
-        "mean_ms": m.mean * 1e3,
-        "iqr_ms": m.iqr * 1e3,
-        "n": len(m.times),
-        "block_size": m.number_per_run,
+        **base,
+        "median_ms": float(median.group(1)),
+        "n": int(count.group(1)) if count else None,
+        "config": config,
     }
+
+
+def python_peer_side(
+    args: argparse.Namespace, peer: str, bs: int, prepared: str, result: Path
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable, str(PEERS_SCRIPT), peer, "--prepared", prepared,
+        "--resolution", str(args.resolution), "--batch-size", str(bs),
+        "--threads", str(args.threads), "--min-time", str(args.min_time),
+        "--result", str(result),
+    ]  # fmt: skip
+    rc, out, wall = _child(cmd, _peer_env(args.threads))
+    if rc != 0 or not result.exists():
+        tail = out.strip().splitlines()
+        return {"rc": rc, "wall_s": wall, "error": tail[-1] if tail else f"rc {rc}"}
+    return {"rc": rc, "wall_s": wall, **json.loads(result.read_text())}
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f} ms"
+
+
+def _said(side: dict[str, Any]) -> str:
+    """One side of a pair for the progress line: its median (and status) or its error."""
+    if "median_ms" in side:
+        status = f" ({side['status']})" if "status" in side else ""
+        what = f"{_ms(side['median_ms'])}{status}"
+    else:
+        what = f"[red]{escape(str(side.get('error')))}[/]"
+    return what + (f" in {side['wall_s']:.1f} s" if "wall_s" in side else "")
+
+
+def summarize(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median of block medians per side, their ratio, and the per-block ratios."""
+    done = [p for p in pairs if "median_ms" in p["stackcost"] and "median_ms" in p["peer"]]
+    out: dict[str, Any] = {"blocks": len(pairs), "blocks_with_both": len(done)}
+    if not done:
+        return out
+    s = statistics.median(p["stackcost"]["median_ms"] for p in done)
+    q = statistics.median(p["peer"]["median_ms"] for p in done)
+    ratios = [p["ratio"] for p in done]
+    out.update(
+        {
+            "stackcost_median_ms": s,
+            "peer_median_ms": q,
+            "ratio": s / q,
+            "block_ratios": ratios,
+            "median_block_ratio": statistics.median(ratios),
+            "block_ratio_min": min(ratios),
+            "block_ratio_max": max(ratios),
+            "pass": abs(s / q - 1) <= TOLERANCE,
+        }
+    )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--resolution", type=int, default=224, help="input side, px (default 224)")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    # Many short rounds rather than a few long ones: a burst of foreign load then spoils
-    # a minority of rounds, which the median of medians discards.
-    ap.add_argument("--rounds", type=int, default=7, help="rounds of engine + Timer (default 7)")
+    ap.add_argument("--blocks", type=int, default=6, help=f"blocks (default 6; a verdict "
+                    f"needs ≥ {MIN_BLOCKS}, fewer is a smoke run)")  # fmt: skip
+    ap.add_argument("--batch-sizes", default="1,8", help="comma list (default 1,8)")
+    ap.add_argument("--resolution", type=int, default=64, help="input side, px (default 64)")
+    ap.add_argument("--threads", type=int, default=2, help="threads, every side (default 2)")
+    ap.add_argument("--peers", default=",".join(PEERS), help="comma list of " + ", ".join(PEERS))
     ap.add_argument(
-        "--min-time", type=float, default=1.0, help="timed seconds per measurement, each side"
-    )
+        "--min-time", type=float, default=2.0,
+        help="timed seconds per side per block: stackcost's --min-time, Timer's min_run_time, "
+        "the ORT loop's duration, benchmark_app's -t (default 2)",
+    )  # fmt: skip
+    ap.add_argument("--seed", type=int, default=0, help="seed of the per-block pair order")
+    ap.add_argument("--workdir", type=Path, help="keep the exports and stores here")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
+    try:
+        batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    except ValueError:
+        ap.error(f"--batch-sizes {args.batch_sizes!r}: a comma list of integers")
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown or not peers:
+        ap.error(f"--peers {args.peers!r}: use some of {', '.join(PEERS)}")
+    if args.blocks < 1:
+        ap.error("--blocks must be ≥ 1")
 
     # Piped output would otherwise wrap at 80 columns and mangle the table.
-    console = Console(width=None if sys.stdout.isatty() else 132)
-    torch.set_num_threads(args.threads)
-    # Same timed budget on both sides; caps generous enough that a steady step converges.
-    protocol = Protocol(
-        min_time_s=args.min_time, max_time_s=max(5.0, 3 * args.min_time), warmup_max_time_s=3
-    )
+    console = Console(width=None if sys.stdout.isatty() else 160)
     load_before = os.getloadavg()
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="stackcost-agreement-") as tmp:
-        step = build_step(args.resolution, args.threads, Path(tmp))
-        # One untimed second first, so neither side gets the process's first forwards.
-        end = time.perf_counter() + 1.0
-        while time.perf_counter() < end:
-            step()
-        engine: list[dict[str, Any]] = []
-        timer: list[dict[str, Any]] = []
-        for r in range(args.rounds):
-            with console.status(f"round {r + 1}/{args.rounds}: stackcost engine"):
-                engine.append(engine_once(step, protocol))
-            with console.status(f"round {r + 1}/{args.rounds}: torch.utils.benchmark.Timer"):
-                timer.append(timer_once(step, args.threads, args.min_time))
-
-    table = Table(
-        title=f"resnet18 eager fp32, batch 1, {args.resolution}px, {args.threads} threads"
-    )
-    for col in ("round", "engine median", "engine n", "Timer median", "Timer blocks", "ratio"):
-        table.add_column(col, justify="right")
-    rounds = list(zip(engine, timer, strict=True))
-    for i, (e, t) in enumerate(rounds, 1):
-        table.add_row(
-            str(i),
-            f"{e['median_ms']:.3f} ms",
-            f"{e['n']} ({e['stop_reason']})",
-            f"{t['median_ms']:.3f} ms",
-            f"{t['n']} × {t['block_size']}",
-            f"{e['median_ms'] / t['median_ms']:.4f}",
+        work = args.workdir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        with console.status("exporting the ONNX graphs the peers load"):
+            prep_json = work / "prepared.json"
+            rc, out, prep_s = _child(
+                [sys.executable, str(PEERS_SCRIPT), "prepare", "--out", str(work / "prepared"),
+                 "--resolution", str(args.resolution), "--batch-sizes", args.batch_sizes,
+                 "--threads", str(args.threads), "--result", str(prep_json)],
+                _peer_env(args.threads),
+            )  # fmt: skip
+        if rc != 0:
+            console.print(f"[red]preparing the peers' model failed (rc {rc}):[/]\n{escape(out)}")
+            return 0
+        prepared = json.loads(prep_json.read_text())
+        console.print(
+            f"prepared {MODEL} at {args.resolution}px, batch {args.batch_sizes}: weights "
+            f"{prepared[str(batch_sizes[0])]['weights_digest']}, exporter "
+            f"{prepared[str(batch_sizes[0])]['exporter']} ({prep_s:.1f} s)"
         )
+
+        pairs: list[dict[str, Any]] = []
+        block_s: list[float] = []
+        for block in range(args.blocks):
+            t_block = time.perf_counter()
+            order = [(p, bs) for p in peers for bs in batch_sizes]
+            random.Random(f"{args.seed}-{block}").shuffle(order)
+            first = "stackcost" if block % 4 in (0, 3) else "peer"  # ABBA over blocks
+            for peer_name, bs in order:
+                peer = PEERS[peer_name]
+                record: dict[str, Any] = {
+                    "block": block + 1, "peer_name": peer_name, "batch_size": bs, "first": first,
+                }  # fmt: skip
+                sides = ("stackcost", "peer") if first == "stackcost" else ("peer", "stackcost")
+                tag = f"block {block + 1}/{args.blocks} {peer_name} b{bs}"
+                for side in sides:
+                    with console.status(f"{tag}: {side}"):
+                        if side == "stackcost":
+                            db = work / "stores" / f"{block + 1}-{peer.backend}-b{bs}.db"
+                            db.parent.mkdir(parents=True, exist_ok=True)
+                            record[side] = stackcost_side(args, peer.backend, bs, db)
+                        elif peer_name == "openvino":
+                            record[side] = benchmark_app_side(args, prepared[str(bs)]["onnx_path"])
+                        else:
+                            result = work / "peers" / f"{block + 1}-{peer_name}-b{bs}.json"
+                            result.parent.mkdir(parents=True, exist_ok=True)
+                            record[side] = python_peer_side(
+                                args, peer_name, bs, prepared[str(bs)]["dir"], result
+                            )
+                s, q = record["stackcost"], record["peer"]
+                if "median_ms" in s and "median_ms" in q:
+                    record["ratio"] = s["median_ms"] / q["median_ms"]
+                console.print(
+                    f"{tag} ({first} first): stackcost {peer.backend} {_said(s)}; "
+                    f"{peer.label} {_said(q)}"
+                    + (f"; ratio {record['ratio']:.4f}" if "ratio" in record else ""),
+                    highlight=False,
+                )
+                pairs.append(record)
+            block_s.append(time.perf_counter() - t_block)
     load_after = os.getloadavg()
-    e_med = statistics.median(e["median_ms"] for e in engine)
-    t_med = statistics.median(t["median_ms"] for t in timer)
-    ratio = e_med / t_med
-    table.add_section()
-    table.add_row("median", f"{e_med:.3f} ms", "", f"{t_med:.3f} ms", "", f"{ratio:.4f}")
+    wall = time.perf_counter() - started
+
+    smoke = args.blocks < MIN_BLOCKS
+    table = Table(
+        title=f"{MODEL} fp32, {args.resolution}px, {args.threads} threads: stackcost vs peers, "
+        f"{args.blocks} interleaved block{'s' if args.blocks != 1 else ''} of fresh processes"
+    )
+    columns = (
+        "peer", "stackcost backend", "batch", "blocks", "stackcost", "peer median", "ratio",
+        "block ratios (min–max)", "spread", "stackcost statuses", "verdict",
+    )  # fmt: skip
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("peer", "stackcost backend") else "right")
+    summary: dict[str, Any] = {}
+    for peer_name in peers:
+        peer = PEERS[peer_name]
+        for bs in batch_sizes:
+            mine = [p for p in pairs if p["peer_name"] == peer_name and p["batch_size"] == bs]
+            s = summarize(mine)
+            statuses: dict[str, int] = {}
+            for p in mine:
+                st = p["stackcost"].get("status", "error")
+                statuses[st] = statuses.get(st, 0) + 1
+            s["stackcost_statuses"] = statuses
+            summary[f"{peer_name}/b{bs}"] = s
+            if "ratio" in s:
+                ok = s["pass"]
+                verdict = f"[{'green' if ok else 'red'}]{'PASS' if ok else 'FAIL'}[/]"
+                short = s["blocks_with_both"] < MIN_BLOCKS
+                verdict += f" (<{MIN_BLOCKS} blocks)" if short else ""
+                lo, hi = s["block_ratio_min"], s["block_ratio_max"]
+                cells = (_ms(s["stackcost_median_ms"]), _ms(s["peer_median_ms"]),
+                         f"{s['ratio']:.4f}", f"{lo:.4f}–{hi:.4f}",
+                         f"{(hi - lo) / s['median_block_ratio']:.1%}")  # fmt: skip
+            else:
+                errors = {p["peer"].get("error") or p["stackcost"].get("error") for p in mine}
+                verdict = "[yellow]NO DATA[/]"
+                cells = ("—", "—", "—", escape("; ".join(e for e in errors if e)[:60]), "—")
+            table.add_row(
+                peer.label, peer.backend, str(bs), f"{s['blocks_with_both']}/{s['blocks']}",
+                *cells, ", ".join(f"{k}×{v}" for k, v in sorted(statuses.items())), verdict,
+            )  # fmt: skip
     console.print(table)
-
-    paired = statistics.median(e["median_ms"] / t["median_ms"] for e, t in rounds)
-
-    def spread(rows: list[dict[str, Any]]) -> float:
-        values = [r["median_ms"] for r in rows]
-        return (max(values) - min(values)) / statistics.median(values)
-
+    blocks_of = sorted({p["peer"]["block_size"] for p in pairs if "block_size" in p["peer"]})
     console.print(
-        f"[dim]Timer's median is a median of per-block means (block size "
-        f"{', '.join(sorted({str(t['block_size']) for t in timer}))}); the engine's is a "
-        f"median of single iterations. Round-to-round spread: engine {spread(engine):.1%}, "
-        f"Timer {spread(timer):.1%}; median of per-round ratios {paired:.4f}. Load average "
-        f"(1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after.[/dim]"
+        f"[dim]ratio = stackcost's median of block medians / the peer's; spread = (max − min) "
+        f"of the per-block ratios over their median. torch.utils.benchmark's median is of "
+        f"per-block means (calls per block: {', '.join(map(str, blocks_of)) or '—'}); the "
+        f"others' are of single calls. benchmark_app feeds random inputs, the others "
+        f"stackcost's seeded ones. Load average (1 min) {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after. Wall {wall:.0f} s; per block "
+        f"{', '.join(f'{b:.0f} s' for b in block_s)}.[/dim]",
+        highlight=False,
     )
-    noisy = max(spread(engine), spread(timer)) > 0.10
-    ok = abs(ratio - 1) <= TOLERANCE
-    console.print(
-        f"[bold {'green' if ok else 'red'}]{'PASS' if ok else 'FAIL'}[/]: engine/Timer = "
-        f"{ratio:.4f} ({ratio - 1:+.2%}; tolerance ±{TOLERANCE:.0%})"
-        + (" — rounds disagree by >10%: the machine was busy, rerun when quiet" if noisy else "")
+    # Same weights on both sides: stackcost's worker records the digest of what it built.
+    foreign = sorted(
+        {
+            f"{p['peer_name']}/b{p['batch_size']}: {d}"
+            for p in pairs
+            if (d := p["stackcost"].get("weights_digest"))
+            and d != prepared[str(p["batch_size"])]["weights_digest"]
+        }
     )
+    if foreign:
+        console.print(
+            f"[red]stackcost built other weights than the peers' export[/] "
+            f"({prepared[str(batch_sizes[0])]['weights_digest']}): {', '.join(foreign)}"
+        )
+    disturbed = sum(p["stackcost"].get("status") == "disturbed" for p in pairs)
+    if disturbed:
+        console.print(
+            f"[yellow]stackcost judged {disturbed} of its {len(pairs)} repetitions disturbed by "
+            f"other processes; the peers ran on the same busy machine with no such check. "
+            f"Rerun when the machine is quiet.[/]"
+        )
+    verdicts = [s.get("pass") for s in summary.values()]
+    short = [k for k, s in summary.items() if s["blocks_with_both"] < MIN_BLOCKS]
+    if smoke:
+        console.print(
+            f"[yellow]Only {args.blocks} block(s): a smoke run, not a verdict "
+            f"(use --blocks {MIN_BLOCKS} or more).[/]"
+        )
+    elif short:
+        console.print(
+            f"[yellow]INCOMPLETE[/]: fewer than {MIN_BLOCKS} blocks with both sides measured "
+            f"for {', '.join(short)} (see the table)."
+        )
+    else:
+        ok = all(verdicts)
+        console.print(
+            f"[bold {'green' if ok else 'red'}]{'PASS' if ok else 'FAIL'}[/]: "
+            f"{sum(bool(v) for v in verdicts)}/{len(verdicts)} pairs within ±{TOLERANCE:.0%}"
+        )
 
     if args.json:
         figures = {
-            "torch": torch.__version__,
+            "model": MODEL,
             "resolution": args.resolution,
             "threads": args.threads,
-            "protocol": protocol.model_dump(),
-            "timer_min_run_time_s": args.min_time,
-            "engine": engine,
-            "timer": timer,
-            "engine_median_ms": e_med,
-            "timer_median_ms": t_med,
-            "ratio": ratio,
-            "median_paired_ratio": paired,
+            "batch_sizes": batch_sizes,
+            "blocks": args.blocks,
+            "min_time_s": args.min_time,
+            "seed": args.seed,
+            "prepared": prepared,
+            "pairs": pairs,
+            "summary": summary,
+            "block_wall_s": block_s,
+            "wall_s": wall,
             "load_average_before": load_before,
             "load_average_after": load_after,
-            "noisy": noisy,
             "tolerance": TOLERANCE,
-            "pass": ok,
+            "smoke": smoke,
+            "stackcost_disturbed": disturbed,
+            "foreign_weights": foreign,
         }
         write_figures(args.json, "agreement", figures, console)
-    return 0 if ok else 1
+    return 0
 
 
 if __name__ == "__main__":

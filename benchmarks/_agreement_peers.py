@@ -1,0 +1,191 @@
+"""The child processes of agreement.py: each call is one fresh interpreter doing one thing.
+
+    python _agreement_peers.py prepare --out DIR --resolution R --batch-sizes 1,8 --threads T
+    python _agreement_peers.py torch --prepared DIR/b1 --resolution R --batch-size B \
+        --threads T --min-time S --result PATH
+    python _agreement_peers.py onnxruntime --prepared DIR/b1 --threads T --min-time S \
+        --result PATH
+
+`prepare` builds resnet18 exactly as a stackcost worker does (zoo.build_model: seeded
+weights; workload.make_example: seeded inputs), exports it once per batch size with
+stackcost's own exporter (dynamo, legacy fallback), and saves the inputs and eager fp32's
+outputs. The torch and ONNX Runtime peers reuse that directory and report how far their
+outputs are from eager's, so "the same model" is checked, not assumed. (benchmark_app
+fills its inputs with random values: its .bin reader fills a batch from one scalar per
+sample, and a convolution's time does not depend on the values.)
+
+`torch` times the eager backend's own step (torch.inference_mode around the model call)
+with torch.utils.benchmark.Timer.blocked_autorange; `onnxruntime` is the loop anyone would
+write: a default InferenceSession with intra_op_num_threads set, timed call by call with
+time.perf_counter. Each writes one JSON object to --result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+MODEL = "resnet18"
+
+
+def _subject(resolution: int, batch_size: int):
+    """The model and inputs a stackcost worker builds for this cell."""
+    from stackcost import zoo
+    from stackcost.spec.run import model_ref
+    from stackcost.workload import make_example
+
+    ref = model_ref(MODEL)
+    workload = zoo.workload_of(ref)
+    sizes = {"resolution": resolution}
+    model = zoo.build_model(ref, sizes, workload)
+    example = make_example(workload, ref, batch_size, sizes)
+    return ref, model, example
+
+
+def _max_abs_err(outputs: list[Any], reference: Path) -> float:
+    import numpy as np
+
+    with np.load(reference) as saved:
+        expected = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    return max(
+        float(np.max(np.abs(np.asarray(o, dtype=np.float64) - e)))
+        for o, e in zip(outputs, expected, strict=True)
+    )
+
+
+def prepare(args: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+
+    from stackcost import zoo
+    from stackcost.backends.onnx_export import export_onnx
+    from stackcost.verify import leaves
+
+    torch.set_num_threads(args.threads)
+    out: dict[str, Any] = {}
+    for bs in (int(b) for b in args.batch_sizes.split(",")):
+        home = Path(args.out) / f"b{bs}"
+        (home / "onnx").mkdir(parents=True, exist_ok=True)
+        _, model, example = _subject(args.resolution, bs)
+        with torch.inference_mode():
+            reference = [np.asarray(a) for _, a in leaves(example.call(model))]
+        np.savez(home / "reference.npz", *reference)
+        inputs = {n: t.detach().contiguous().numpy() for n, t in example.named().items()}
+        np.savez(home / "inputs.npz", **inputs)
+        details = export_onnx(model, example, home / "onnx" / "model.onnx", "dynamo", True)
+        out[str(bs)] = {
+            "dir": str(home),
+            "onnx_path": str(home / "onnx" / "model.onnx"),
+            "inputs": {n: list(a.shape) for n, a in inputs.items()},
+            "weights_digest": zoo.weights_digest(model),
+            **details,
+        }
+    Path(args.result).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+def peer_torch(args: argparse.Namespace) -> int:
+    import torch
+    import torch.utils.benchmark as tb
+
+    from stackcost import zoo
+    from stackcost.backends import PrepareContext, load_backend
+    from stackcost.cell import Cell
+    from stackcost.verify import leaves
+
+    torch.set_num_threads(args.threads)
+    ref, model, example = _subject(args.resolution, args.batch_size)
+    cell = Cell(
+        model=ref, backend="eager", batch_size=args.batch_size,
+        sizes={"resolution": args.resolution}, threads=args.threads,
+    )  # fmt: skip
+    step = load_backend("eager").prepare(model, example, cell, PrepareContext(Path("."))).step
+    err = _max_abs_err([a for _, a in leaves(step())], args.reference)
+    timer = tb.Timer(stmt="step()", globals={"step": step}, num_threads=args.threads)
+    m = timer.blocked_autorange(min_run_time=args.min_time)
+    result = {
+        "peer": "torch.utils.benchmark",
+        "median_ms": m.median * 1e3,  # median of per-block means
+        "mean_ms": m.mean * 1e3,
+        "iqr_ms": m.iqr * 1e3,
+        "n": len(m.times),
+        "block_size": m.number_per_run,
+        "weights_digest": zoo.weights_digest(model),
+        "max_abs_err": err,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    Path(args.result).write_text(json.dumps(result))
+    return 0
+
+
+def peer_onnxruntime(args: argparse.Namespace) -> int:
+    import numpy as np
+    import onnxruntime as ort
+
+    home = Path(args.prepared)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    sess = ort.InferenceSession(
+        str(home / "onnx" / "model.onnx"), so, providers=["CPUExecutionProvider"]
+    )
+    with np.load(home / "inputs.npz") as saved:
+        feeds = {i.name: saved[i.name] for i in sess.get_inputs()}
+    err = _max_abs_err(sess.run(None, feeds), home / "reference.npz")
+    # Warm up for a fixed half second (ORT's first calls allocate and pick kernels).
+    end = time.perf_counter() + 0.5
+    while time.perf_counter() < end:
+        sess.run(None, feeds)
+    samples: list[float] = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < args.min_time or len(samples) < 10:
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        samples.append(time.perf_counter() - t0)
+    q = statistics.quantiles(samples, n=4)
+    result = {
+        "peer": "onnxruntime loop",
+        "median_ms": statistics.median(samples) * 1e3,
+        "mean_ms": statistics.fmean(samples) * 1e3,
+        "iqr_ms": (q[2] - q[0]) * 1e3,
+        "n": len(samples),
+        "max_abs_err": err,
+        "intra_op_threads": sess.get_session_options().intra_op_num_threads,
+        "onnxruntime": ort.__version__,
+    }
+    Path(args.result).write_text(json.dumps(result))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--out", required=True)
+    p.add_argument("--resolution", type=int, required=True)
+    p.add_argument("--batch-sizes", required=True)
+    p.add_argument("--threads", type=int, required=True)
+    p.add_argument("--result", required=True)
+    for name in ("torch", "onnxruntime"):
+        p = sub.add_parser(name)
+        p.add_argument("--prepared", type=Path, required=True, help="prepare's dir for the batch")
+        p.add_argument("--resolution", type=int, required=True)
+        p.add_argument("--batch-size", type=int, required=True)
+        p.add_argument("--threads", type=int, required=True)
+        p.add_argument("--min-time", type=float, required=True)
+        p.add_argument("--result", required=True)
+    args = ap.parse_args(argv)
+    if args.command != "prepare":
+        args.reference = args.prepared / "reference.npz"
+    return {"prepare": prepare, "torch": peer_torch, "onnxruntime": peer_onnxruntime}[args.command](
+        args
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
