@@ -1,9 +1,10 @@
 """What the always-on disturbance check costs a 1 ms step, measured side by side with it off.
 
-The check reads two counters at the timed loop's first and last instant (/proc/stat and
-the process's CPU time, measure/counters.py) and then judges the window
-(measure/disturbance.assess, which also reads the load average). Nothing runs inside the
-timed iterations, so its cost is a fixed sum per repetition. Two figures:
+The check reads its counters at the timed loop's first and last instant (/proc/stat's busy
+and steal time, the process's CPU time, its involuntary context switches and the CPUs'
+frequency, measure/counters.py) and then judges the window (measure/disturbance.assess,
+which also reads the load average). Nothing runs inside the timed iterations, so its cost
+is a fixed sum per repetition. Two figures:
 
   paired   the median 1 ms step with the check on against off, in interleaved rounds
            (off, on, on, off), in this one process: what a user's number moves by;

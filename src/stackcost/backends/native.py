@@ -450,9 +450,20 @@ def native_window(answer: dict[str, Any]):
     w = answer.get("window")
     if not w:
         return None
-    busy = w.get("system_busy_s")
+
+    def read(key: str, kind: type = float):  # None: unread, or a program built before it
+        value = w.get(key)
+        return None if value is None else kind(value)
+
     return Window(
-        int(w["start_ns"]), int(w["end_ns"]), float(w["cpu_s"]), None if busy is None else busy
+        int(w["start_ns"]),
+        int(w["end_ns"]),
+        float(w["cpu_s"]),
+        read("system_busy_s"),
+        steal_s=read("steal_s"),
+        involuntary_switches=read("involuntary_switches", int),
+        cpu_mhz_start=read("cpu_mhz_start"),
+        cpu_mhz_end=read("cpu_mhz_end"),
     )
 
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <sched.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -175,19 +176,30 @@ inline std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-// Busy CPU seconds since boot from /proc/stat (-1 where unreadable): all but idle and
-// iowait. A process pinned to some cores (a repetition on a Ray node, inherited from the
-// Python worker: execute/cores.py) counts only those cores' lines, so a measurement on the
-// next cores is not its disturbance; an unpinned one counts the first line, all CPUs.
-// The same rule as stackcost.measure.counters.system_busy_s.
-inline double system_busy_s() {
-  cpu_set_t allowed;
+// The CPUs whose counters count: those this process is pinned to (a repetition on a Ray
+// node, inherited from the Python worker: execute/cores.py), or none (= all) when it may
+// run on every online CPU. The same rule as stackcost.measure.counters.pinned_cpus.
+inline bool pinned_cpus(cpu_set_t& allowed) {
   CPU_ZERO(&allowed);
-  const bool pinned = sched_getaffinity(0, sizeof allowed, &allowed) == 0 &&
-                      CPU_COUNT(&allowed) < sysconf(_SC_NPROCESSORS_ONLN);
+  return sched_getaffinity(0, sizeof allowed, &allowed) == 0 &&
+         CPU_COUNT(&allowed) < sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+// Busy and steal CPU seconds since boot from /proc/stat (-1 where unreadable). Busy: all
+// but idle and iowait (steal included); steal: the 8th column, time the hypervisor ran
+// another guest while this one's CPU was runnable. A pinned process counts only its cores'
+// lines, so a measurement on the next cores is not its disturbance; an unpinned one counts
+// the first line, all CPUs. The same rule as stackcost.measure.counters.system_times.
+struct CpuTimes {
+  double busy_s = -1, steal_s = -1;
+};
+
+inline CpuTimes cpu_times() {
+  cpu_set_t allowed;
+  const bool pinned = pinned_cpus(allowed);
   std::ifstream stat("/proc/stat");
   std::string line;
-  int64_t busy = 0;
+  int64_t busy = 0, steal = 0;
   bool read = false;
   while (std::getline(stat, line) && line.rfind("cpu", 0) == 0) {
     std::istringstream in(line);
@@ -201,21 +213,97 @@ inline double system_busy_s() {
     }
     int64_t v[8] = {};
     for (auto& x : v) in >> x;  // user nice system idle iowait irq softirq steal
-    if (!in) return -1;
+    if (!in) return {};
     for (int i = 0; i < 8; ++i) busy += (i == 3 || i == 4) ? 0 : v[i];
+    steal += v[7];
     read = true;
     if (all) break;
   }
-  return read ? static_cast<double>(busy) / sysconf(_SC_CLK_TCK) : -1;
+  if (!read) return {};
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return {static_cast<double>(busy) / tick, static_cast<double>(steal) / tick};
+}
+
+inline double system_busy_s() { return cpu_times().busy_s; }
+
+// This process's involuntary context switches, all its threads and its reaped children:
+// getrusage, one syscall, rather than summing /proc/self/task/*/status (a file per thread,
+// and a thread that exits between the edges would vanish from the sum). The same rule as
+// stackcost.measure.counters.involuntary_switches.
+inline int64_t involuntary_switches() {
+  rusage self{}, children{};
+  if (getrusage(RUSAGE_SELF, &self) != 0 || getrusage(RUSAGE_CHILDREN, &children) != 0) return -1;
+  return static_cast<int64_t>(self.ru_nivcsw) + static_cast<int64_t>(children.ru_nivcsw);
+}
+
+// The counted CPUs' mean current frequency in MHz (-1 where unreadable): cpufreq's
+// scaling_cur_freq where the kernel has a driver, else /proc/cpuinfo's "cpu MHz" where the
+// kernel samples it (x86 flag aperfmperf; without it, as on most VMs, it is the fixed TSC
+// frequency, not a reading). The same rule as stackcost.measure.counters.cpu_mhz.
+inline double cpu_mhz() {
+  static int source = -1;  // 0 none, 1 sysfs, 2 cpuinfo: found on first use
+  const auto sysfs = [](int cpu) {
+    return "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cpufreq/scaling_cur_freq";
+  };
+  cpu_set_t allowed;
+  const bool pinned = pinned_cpus(allowed);
+  const auto counted = [&](int cpu) {
+    return !pinned || (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &allowed));
+  };
+  const auto from_cpuinfo = [&](bool only_counted) {
+    std::ifstream info("/proc/cpuinfo");
+    std::string line;
+    int processor = -1, n = 0;
+    double sum = 0;
+    bool measured = only_counted;  // checked once, on first use
+    while (std::getline(info, line)) {
+      const auto colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string key = line.substr(0, colon);
+      key.erase(key.find_last_not_of(" \t") + 1);
+      if (key == "processor") processor = std::atoi(line.c_str() + colon + 1);
+      if (key == "flags" && !measured) {
+        std::istringstream flags(line.substr(colon + 1));
+        std::string flag;
+        while (flags >> flag) measured = measured || flag == "aperfmperf";
+        if (!measured) return -1.0;
+      }
+      if (key == "cpu MHz" && (!only_counted || counted(processor))) {
+        sum += std::atof(line.c_str() + colon + 1);
+        ++n;
+      }
+    }
+    return n && measured ? sum / n : -1.0;
+  };
+  if (source < 0) {
+    source = std::ifstream(sysfs(0)).good() ? 1 : (from_cpuinfo(false) > 0 ? 2 : 0);
+  }
+  if (source == 2) return from_cpuinfo(true);
+  if (source == 0) return -1;
+  double khz = 0;
+  int n = 0;
+  const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  for (int cpu = 0; cpu < cpus; ++cpu) {
+    if (!counted(cpu)) continue;
+    std::ifstream f(sysfs(cpu));
+    int64_t value = 0;
+    if (f >> value) {
+      khz += static_cast<double>(value);
+      ++n;
+    }
+  }
+  return n ? khz / n / 1000 : -1;
 }
 
 // The counters at one edge of the timed loop, on the clocks Python reads: CLOCK_MONOTONIC
-// (time.monotonic_ns), this process's CPU time over all threads (time.process_time), and
-// the busy time of the CPUs it may run on (system_busy_s). With them Python's
-// utilization over the loop is exact, however late its side-channel samples came.
+// (time.monotonic_ns), this process's CPU time over all threads (time.process_time), the
+// busy and steal time of the CPUs it may run on (cpu_times), its involuntary context
+// switches and those CPUs' frequency. With them Python's utilization over the loop is
+// exact, however late its side-channel samples came. -1: unread.
 struct Edge {
   int64_t t_ns = 0;
-  double cpu_s = 0, system_busy_s = -1;
+  double cpu_s = 0, system_busy_s = -1, steal_s = -1, cpu_mhz = -1;
+  int64_t involuntary_switches = -1;
 
   static Edge now() {
     Edge e;
@@ -224,7 +312,11 @@ struct Edge {
     e.t_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     e.cpu_s = static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
-    e.system_busy_s = stackcost::system_busy_s();
+    e.involuntary_switches = stackcost::involuntary_switches();
+    const CpuTimes times = cpu_times();
+    e.system_busy_s = times.busy_s;
+    e.steal_s = times.steal_s;
+    e.cpu_mhz = stackcost::cpu_mhz();
     return e;
   }
 };
@@ -308,11 +400,29 @@ inline std::string answer_json(const Measured& m, int64_t baseline_rss, const st
      << ",\"stop_reason\":" << json_string(m.stop_reason)
      << ",\"window\":{\"start_ns\":" << m.first.t_ns << ",\"end_ns\":" << m.last.t_ns
      << ",\"cpu_s\":" << m.last.cpu_s - m.first.cpu_s << ",\"system_busy_s\":";
-  if (m.first.system_busy_s >= 0 && m.last.system_busy_s >= 0) {
-    js << m.last.system_busy_s - m.first.system_busy_s;
-  } else {
-    js << "null";
-  }
+  const auto delta = [&js](auto first, auto last) {
+    if (first >= 0 && last >= 0) {
+      js << last - first;
+    } else {
+      js << "null";
+    }
+  };
+  const auto value = [&js](double v) {
+    if (v >= 0) {
+      js << v;
+    } else {
+      js << "null";
+    }
+  };
+  delta(m.first.system_busy_s, m.last.system_busy_s);
+  js << ",\"steal_s\":";
+  delta(m.first.steal_s, m.last.steal_s);
+  js << ",\"involuntary_switches\":";
+  delta(m.first.involuntary_switches, m.last.involuntary_switches);
+  js << ",\"cpu_mhz_start\":";
+  value(m.first.cpu_mhz);
+  js << ",\"cpu_mhz_end\":";
+  value(m.last.cpu_mhz);
   js << "},\"details\":{" << details
      << ",\"clock\":\"std::chrono::steady_clock\""
      << ",\"stop_ci\":\"order statistics, normal approximation\"}}";
