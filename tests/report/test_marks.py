@@ -85,8 +85,9 @@ def test_terminal_table_marks_untrusted_ratios_and_disturbed_cells(run):
     assert "—" in row(text, 2, "torchscript")
     # The disturbed eager shows what it measured, marked, and why; the disturbed
     # torchscript shows its undisturbed repetition's median, never pooled with the busy one.
-    assert f"{BUSY_MS:.2f} ms ± 0.0%†" in row(text, 2, "eager")
-    assert f"{TS_MS:.2f} ms ± 0.0%†" in row(text, 4, "torchscript")
+    # One repetition each: its own CI, labelled within-process.
+    assert f"{BUSY_MS:.2f} ms ± 0.0% within†" in row(text, 2, "eager")
+    assert f"{TS_MS:.2f} ms ± 0.0% within†" in row(text, 4, "torchscript")
     assert "disturbed" in row(text, 2, "eager") and "unstable" in row(text, 1, "eager")
     assert DISTURBED_LINE in text and UNSTABLE_REASON in text
     assert "eager was unstable on that workload" in text  # the caption explains '?'

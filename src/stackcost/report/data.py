@@ -19,6 +19,7 @@ import pandas as pd
 
 from stackcost.axes import GRID_AXES, GRID_COLUMNS
 from stackcost.backends import BASELINE
+from stackcost.measure.stats import repetition_interval, spread_reason
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, VALID_STATUSES
 from stackcost.store.runs import RunResult
 from stackcost.workload import SIZE_AXES
@@ -57,8 +58,8 @@ UNKNOWN_SEVERITY = 99
 TIMING_COLUMNS = (
     "median_ms",
     "mean_ms",
-    "ci_low_ms",
-    "ci_high_ms",
+    "within_ci_low_ms",  # a repetition's own CI, over its iterations in one process
+    "within_ci_high_ms",
     "p90_ms",
     "p99_ms",
     "iqr_ms",
@@ -83,12 +84,15 @@ NUMERIC_COLUMNS = (
     "prepare_s",
     "total_s",
     "others_cores",
+    "target_ci",
     *DISTURBED_COLUMNS,
 )
 CELL_TIMINGS = (
     "median_ms",
     "band_low_ms",
     "band_high_ms",
+    "ci_low_ms",  # the cell's CI: a t-interval over its repetition medians (ci_method)
+    "ci_high_ms",
     "throughput_per_s",
     "throughput_low_per_s",
     "throughput_high_per_s",
@@ -117,6 +121,7 @@ CELL_COLUMNS = (
     "n_repetitions",
     "n_valid",
     *CELL_TIMINGS,
+    "ci_method",
     *MARKED_TIMINGS,
     "peak_rss_bytes",
     "allocator_peak_bytes",
@@ -185,6 +190,8 @@ def frame(runs: list[RunResult]) -> pd.DataFrame:
                     r.verification.tolerance if r.verification else None for _, r in run.records
                 ],
                 "log_tail": [r.log_tail for _, r in run.records],
+                # The protocol's target its repetitions settled to, and must agree to.
+                "target_ci": [run.target_ci] * len(run.records),
                 # Other processes' cores over the timed loop: why a repetition is disturbed.
                 "others_cores": [
                     r.disturbance.others_cores if r.disturbance else None for _, r in run.records
@@ -247,11 +254,33 @@ def _worst(group: pd.DataFrame) -> pd.Series:
     )
 
 
+def _across_repetitions(group: pd.DataFrame) -> pd.Series:
+    """The cell's CI over its valid repetitions' medians (measure.stats.repetition_interval:
+    none below two), and why they disagree beyond the run's target ('' when they agree):
+    the rule CellResult.status applies, on the frame."""
+    medians = [float(m) for m in group.loc[group["valid"], "median_ms"].dropna()]
+    interval = repetition_interval(medians)
+    target = group["target_ci"].dropna()
+    scenario = "scenario" in group and group["scenario"].notna().any()
+    spread = "" if target.empty or scenario else spread_reason(medians, float(target.iloc[0]))
+    return pd.Series(
+        {
+            "ci_low_ms": interval.low_ms if interval else math.nan,
+            "ci_high_ms": interval.high_ms if interval else math.nan,
+            "ci_method": interval.method if interval else "",
+            "spread_reason": spread,
+        }
+    )
+
+
 def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
     """One row per (run, cell): repetitions aggregated.
 
     median_ms is the median of the repetitions' medians; the band is their min and max
-    (each repetition is a separate process, so the band shows process-to-process spread).
+    (each repetition is a separate process, so the band shows process-to-process spread),
+    and ci_low/high_ms the cell's CI over those medians (ci_method names it; none for one
+    repetition, whose only CI is within-process: the frame's within_ci_*). An ok cell whose
+    repetitions disagree beyond the run's target_ci is `unstable`, the reason saying so.
     """
     df = frame(data) if isinstance(data, list) else data
     if df.empty:
@@ -283,7 +312,14 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
     )
     worst = pd.DataFrame({k: _worst(grp) for k, grp in g}).T
     worst.index = pd.MultiIndex.from_tuples(worst.index, names=keys)
-    out = out.join(worst).reset_index()
+    across = pd.DataFrame({k: _across_repetitions(grp) for k, grp in g}).T
+    across.index = pd.MultiIndex.from_tuples(across.index, names=keys)
+    out = out.join(worst).join(across).reset_index()
+    spread = (out["status"] == "ok") & (out["spread_reason"] != "")
+    out.loc[spread, "status"] = "unstable"
+    out.loc[spread, "reason"] = out.loc[spread, "spread_reason"]
+    for col in ("ci_low_ms", "ci_high_ms"):
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     out["valid"] = out["status"].map(is_valid)
     out["trusted"] = out["status"].map(is_trusted)
     # A disturbed cell shows, marked, what its undisturbed repetitions measured, else what
@@ -294,6 +330,7 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
     ):
         out[marked] = out[clean].fillna(out[busy]).where(disturbed)
     out.loc[~out["valid"], list(CELL_TIMINGS)] = np.nan
+    out.loc[~out["valid"], "ci_method"] = ""
     out["n_valid"] = out["n_valid"].astype(int)
     out = _int_sizes(out).sort_values(["model", "run_id", *_sort_axes(out)], kind="stable")
     return out[cell_columns(out)].reset_index(drop=True)

@@ -11,7 +11,14 @@ import pandas as pd
 from stackcost.backends import BASELINE
 from stackcost.report import data
 from stackcost.report.markdown import md_escape
-from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
+from stackcost.report.marks import (
+    CI_NOTE,
+    DISTURBED_NOTE,
+    ci_over_repeats,
+    ratio_cell,
+    ratio_note,
+    timing_cell,
+)
 from stackcost.report.units import num
 from stackcost.result import TRUSTED_STATUSES
 from stackcost.store.runs import RunResult
@@ -43,8 +50,10 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
         "batch (samples)",
         *(SIZE_AXES[a].label for a in sizes),
         "status",
+        "repeats",
         "median (ms)",
         "min–max over repeats (ms)",
+        "95% CI over repeats (ms)",
         "throughput (samples/s)",
         f"time vs {baseline} (×)",
         "peak RSS (MiB)",
@@ -55,7 +64,7 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
         "reason",
     ]
     lines = ["| " + " | ".join(md_escape(h) for h in header) + " |"]
-    numeric = [h.endswith(")") or h == "max rel err" for h in header]  # units mark numbers
+    numeric = [h.endswith(")") or h in ("max rel err", "repeats") for h in header]
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
     for r in summ.itertuples(index=False):
         band = f"{num(r.band_low_ms)}–{num(r.band_high_ms)}" if r.valid else "—"
@@ -70,8 +79,10 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
             r.batch_size,
             *("" if pd.isna(v := getattr(r, a)) else int(v) for a in sizes),
             r.status,
+            r.n_valid if r.valid else r.n_repetitions,
             timing_cell(r, "median_ms"),
             band,
+            ci_over_repeats(r),
             timing_cell(r, "throughput_per_s"),
             ratio_cell(r.time_ratio, r.base_status),
             num(r.peak_rss_bytes / data.MIB),
@@ -83,6 +94,8 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
         ]
         lines.append("| " + " | ".join(md_escape(v) for v in row) + " |")
     notes = []
+    if summ["valid"].any():
+        notes.append(CI_NOTE)
     if (~summ["base_status"].isin(["", *TRUSTED_STATUSES])).any():  # some ratio marked ?
         notes.append(ratio_note(baseline))
     if (summ["status"] == "disturbed").any():
@@ -140,6 +153,9 @@ def export(
                 "base_status": "status of the baseline cell a ratio divides by; the ratio "
                 "is trusted only when it is ok ('' = no valid baseline: no ratio)",
                 "marked_*": "a disturbed cell's timing: shown marked, used by no ratio",
+                "ci_*": "the cell's CI, over its repetitions (each one process): ci_method "
+                "names it; null with fewer than 2 valid repetitions (one repetition's CI is "
+                "within-process only: the csv's within_ci_*)",
                 "max_rel_err": "max|out - ref| / max|ref|",
                 # One per size axis of these cells (null where a model has no such axis).
                 **{a: SIZE_AXES[a].unit for a in data.size_columns(summ)},

@@ -20,7 +20,14 @@ from plotly.offline import get_plotlyjs
 from stackcost.backends import BASELINE
 from stackcost.env import now
 from stackcost.report import costs, data, plots, study, training
-from stackcost.report.marks import DISTURBED_NOTE, ratio_cell, ratio_note, timing_cell
+from stackcost.report.marks import (
+    CI_NOTE,
+    DISTURBED_NOTE,
+    ci_over_repeats,
+    ratio_cell,
+    ratio_note,
+    timing_cell,
+)
 from stackcost.report.scenarios import CAPTION as SCENARIO_CAPTION
 from stackcost.report.scenarios import SCENARIO_HEADER, scenario_rows
 from stackcost.report.style import PALETTE, series_colors
@@ -144,6 +151,7 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
         *_size_header(summ),
         "median latency (ms)",
         "min–max over repeats (ms)",
+        "95% CI over repeats (ms)",
         "throughput (samples/s)",
         f"time vs {baseline} (×)",
         f"CPU mem vs {baseline} (×)",
@@ -171,6 +179,7 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
             *_sizes(r, summ),
             timing_cell(r, "median_ms"),
             band,
+            ci_over_repeats(r),
             timing_cell(r, "throughput_per_s"),
             ratio_cell(r.time_ratio, r.base_status),
             ratio_cell(r.cpu_mem_ratio, r.base_status),
@@ -184,6 +193,8 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
         ]
         rows.append({"cols": values, "status": r.status, "kind": _kind(r.status)})
     marks = []
+    if len(summ) and summ["valid"].any():
+        marks.append(CI_NOTE)
     if len(summ) and (~summ["base_status"].isin(["", *TRUSTED_STATUSES])).any():
         marks.append(ratio_note(baseline))
     if len(summ) and (summ["status"] == "disturbed").any():

@@ -13,7 +13,12 @@ One rule, the same in the terminal tables, the HTML report and the exports:
   have kept it on purpose with --on-disturbed keep), taken from its undisturbed
   repetitions when it has any, else from its disturbed ones; it enters no ratio, pool,
   plot or baseline.
-- An `unstable` cell's timing is valid (pooled, plotted); its status is marked.
+- An `unstable` cell's timing is valid (pooled, plotted); its status is marked. A cell is
+  unstable when a repetition did not settle, or when its repetitions' medians disagree
+  beyond the run's target (CellResult.spread_reason).
+- A cell's interval is over its repetitions (each one process), never over pooled
+  iterations; a single repetition's interval is shown as what it is, within-process
+  (shown_timing).
 
 Text that stackcost did not write (reasons, model names, paths) is never read as rich
 markup: views pass it as `rich.text.Text`, so "[enforce fail at ...]" stays visible.
@@ -23,12 +28,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
 
-from stackcost.measure.stats import Stats, summarize
-from stackcost.report.units import num
+from stackcost.measure.stats import Stats, repetition_interval, summarize
+from stackcost.report.units import ms, num
 from stackcost.result import TRUSTED_STATUSES, VALID_STATUSES, headline
 from stackcost.store.runs import CellResult
 
@@ -51,6 +57,21 @@ DISTURBED_NOTE = (
 )
 
 
+CI_NOTE = (
+    "95% CI over repeats: a t-interval of the mean of the repetitions' medians, each "
+    "repetition its own process; — with one repetition, whose only CI is within-process"
+)
+
+
+def ci_over_repeats(row: Any) -> str:
+    """A cell-frame row's CI over its repetitions (report/data.py: ci_low/high_ms), as
+    'low–high'; '—' with fewer than two valid repetitions or no valid timing."""
+    low, high = row.ci_low_ms, row.ci_high_ms
+    if not row.valid or low is None or high is None or math.isnan(low) or math.isnan(high):
+        return "—"
+    return f"{num(row.ci_low_ms)}–{num(row.ci_high_ms)}"
+
+
 def ratio_note(baseline: str) -> str:
     return (
         f"{UNTRUSTED_BASE_MARK} {baseline} was unstable on that workload: the ratio is "
@@ -71,6 +92,50 @@ def shown_stats(c: CellResult) -> Stats | None:
     if samples:
         return summarize(samples)
     return next((r.stats for r in c.repetitions if r.status == "disturbed" and r.stats), None)
+
+
+@dataclass(frozen=True)
+class ShownTiming:
+    """The latency a table shows for a cell, with the interval it may claim.
+
+    With two or more repetitions: the mean of their medians and the half-width of the
+    t-interval over them (the cell's CI: CellResult.interval). With one: that repetition's
+    median and its own CI, which is within-process (`within`) and says nothing of how
+    another process would measure."""
+
+    centre_ms: float
+    n: int  # repetitions the timing comes from
+    half_width_rel: float  # relative half-width of the interval; inf where there is none
+    within: bool  # the interval is one repetition's own, over its iterations
+
+    def text(self) -> str:
+        """'556.5 µs ± 12.0%' over repetitions; '514.2 µs ± 0.1% within' for one."""
+        half = self.half_width_rel
+        spread = f"{half:.1%}" if math.isfinite(half) else "∞"
+        return f"{ms(self.centre_ms)} ± {spread}" + (" within" if self.within else "")
+
+
+def shown_timing(c: CellResult) -> ShownTiming | None:
+    """What a table shows for a cell's latency, from the repetitions shown_stats would
+    take (the valid ones; a disturbed cell's undisturbed ones if any, else its disturbed
+    ones): never an interval over pooled iterations."""
+    if c.status in VALID_STATUSES:
+        reps = [r for r in c.repetitions if r.valid and r.stats]
+    elif c.status == "disturbed":
+        reps = [r for r in c.repetitions if r.valid and r.stats] or [
+            r for r in c.repetitions if r.status == "disturbed" and r.stats
+        ]
+    else:
+        return None
+    if not reps:
+        return None
+    if len(reps) == 1:
+        s = reps[0].stats
+        assert s is not None
+        return ShownTiming(s.median_ms, 1, s.ci_half_width_rel, within=True)
+    interval = repetition_interval([r.stats.median_ms for r in reps if r.stats], c.confidence)
+    assert interval is not None
+    return ShownTiming(interval.mean_ms, len(reps), interval.half_width_rel, within=False)
 
 
 def shown_median_of(c: CellResult, attr: str) -> float | None:

@@ -3,9 +3,10 @@
 Per workload, eager median / backend median (speedup), peak RSS over baseline backend /
 eager (CPU memory) and allocator peak backend / eager (device memory, CUDA only); per
 backend, the geometric mean over workloads, saying over how many it is taken. Only cells
-whose every repetition is `ok` (trusted) and verified against the eager reference, over an
-eager cell that is too, enter the means; every other (workload, backend) pair is listed with
-its status and reason. An `unstable` cell is kept as indicative, marked "?" and averaged in a
+whose every repetition is `ok`, their medians agreeing to the protocol's target (trusted:
+CellResult.status), and verified against the eager reference, over an eager cell that is
+too, enter the means; every other (workload, backend) pair is listed with its status and
+reason. An `unstable` cell is kept as indicative, marked "?" and averaged in a
 second, indicative mean, never in the first.
 """
 

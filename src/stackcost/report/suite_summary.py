@@ -80,7 +80,8 @@ def _explain(summary: SuiteSummary) -> list[str]:
             [
                 f"{UNTRUSTED_BASE_MARK} indicative: the backend or {b} is unstable (verified, "
                 "timed on a quiet machine, but its median's CI is wider than the protocol "
-                f"asked); the {UNTRUSTED_BASE_MARK} mean takes these ratios in too."
+                "asked, or its repetitions' medians disagree beyond it); the "
+                f"{UNTRUSTED_BASE_MARK} mean takes these ratios in too."
             ]
             if summary.has_indicative
             else []

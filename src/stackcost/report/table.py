@@ -17,7 +17,7 @@ from stackcost.report.marks import (
     ratio_note,
     ratio_text,
     shown_median_of,
-    shown_stats,
+    shown_timing,
     status_text,
 )
 from stackcost.report.scenarios import CAPTION as SCENARIO_CAPTION
@@ -65,10 +65,12 @@ def speedups(cells: list[CellResult], baseline: str = BASELINE) -> dict[int, Rat
 
 
 def _speed(c: CellResult) -> float | None:
-    """Higher is faster: 1 / the median, or a scenario cell's LoadGen headline (its rate,
-    or 1 / its latency), so a ratio compares like with like within a scenario."""
+    """Higher is faster: 1 / the latency the table shows (shown_timing), or a scenario
+    cell's LoadGen headline (its rate, or 1 / its latency), so a ratio compares like with
+    like within a scenario."""
     if c.cell.scenario is None:
-        return 1.0 / c.stats.median_ms if c.stats and c.stats.median_ms > 0 else None
+        t = shown_timing(c)
+        return 1.0 / t.centre_ms if t and t.centre_ms > 0 else None
     view = scenario_view(c)
     if view is None or not view.value:
         return None
@@ -112,20 +114,24 @@ def _shared(cells: list[CellResult]) -> tuple[list[str], str]:
     return varying, " · ".join(fixed)
 
 
-def _timing(c: CellResult) -> tuple[Text, Text, Text, Text]:
-    """Latency, throughput, first call and startup; a disturbed cell's dim and marked."""
+def _timing(c: CellResult) -> tuple[str, Text, Text, Text, Text]:
+    """Repetitions, latency, throughput, first call and startup; a disturbed cell's dim
+    and marked. The latency's interval is over repetitions, or one repetition's own CI
+    marked `within` (shown_timing), never over pooled iterations."""
     mark, style = (DISTURBED_MARK, "dim") if c.status == "disturbed" else ("", "")
 
     def text(value: str) -> Text:
         return Text("—") if value == "—" else Text(value + mark, style=style)
 
-    stats = shown_stats(c)
+    timing = shown_timing(c)
     latency = throughput = "—"
-    if stats is not None:
-        latency = f"{ms(stats.median_ms)} ± {stats.ci_half_width_rel:.1%}"
-        throughput = rate(c.cell.batch_size / (stats.median_ms / 1e3), "/s")
+    reps = str(len(c.repetitions))
+    if timing is not None:
+        reps = str(timing.n)
+        latency = timing.text()
+        throughput = rate(c.cell.batch_size / (timing.centre_ms / 1e3), "/s")
     first, startup = (ms(shown_median_of(c, a)) for a in ("cold_start_ms", "startup_ms"))
-    return text(latency), text(throughput), text(first), text(startup)
+    return reps, text(latency), text(throughput), text(first), text(startup)
 
 
 def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
@@ -157,7 +163,8 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         *(["scenario"] if scenarios else []),
         "status",
         *(["LoadGen", "verdict"] if scenarios else []),
-        "median ± CI",
+        "reps",
+        "latency ± CI",
         "throughput",
         f"vs {baseline}",
         "peak RSS (Δ)",
@@ -175,7 +182,7 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         )
     for i, c in enumerate(cells):
         cell = c.cell
-        latency, throughput, first, startup = _timing(c)
+        reps, latency, throughput, first, startup = _timing(c)
         mem, rel_err = c.peak_memory, c.max_rel_err
         status = status_text(c.status, cell_reason(c))
         leaks = [r.leak["bytes_per_iter"] for r in c.repetitions if r.leak and r.leak["leak"]]
@@ -204,6 +211,7 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
             *(size_value(cell, a) for a in sizes),
             Text(cell.backend),
             *(scenario_cols or [status]),
+            reps,
             latency,
             throughput,
             Text(ratio_text(ratio.value, ratio.base_status) if ratio else "—"),
@@ -213,8 +221,11 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
             sci(rel_err),
         )
     caption = (
-        "median ± half-width of its 95% CI; throughput in samples/s; "
-        f"vs {baseline} = {baseline}'s median / this median on the same workload; "
+        "reps = repetitions, each its own process; latency ± CI = the mean of the "
+        "repetitions' medians ± the half-width of the 95% t-interval over them; with 1 rep, "
+        "its median ± its own CI over its iterations, marked within (one process: it says "
+        "nothing of the next); throughput in samples/s; "
+        f"vs {baseline} = {baseline}'s latency / this latency on the same workload; "
         "peak RSS with growth over the pre-model baseline; first call = cold call (Inductor "
         "compiles here); startup = backend prepare (export, AOT compile) + first call; "
         "rel err = max|out-ref|/max|ref| vs eager fp32"

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from stackcost.cell import Cell
 from stackcost.errors import SpecError
-from stackcost.measure.stats import Stats, summarize
+from stackcost.measure.stats import (
+    RepetitionInterval,
+    Stats,
+    repetition_interval,
+    spread_reason,
+    summarize,
+)
 from stackcost.result import (
     FAILED_STATUSES,
     TRUSTED_STATUSES,
@@ -28,13 +34,24 @@ if TYPE_CHECKING:
 
 @dataclass
 class CellResult:
-    """All repetitions of one cell, with the summary the tables show."""
+    """All repetitions of one cell, with the summary the tables show.
+
+    The repetition (its own process) is the unit of evidence: the cell's interval is
+    `interval`, over the repetition medians (measure.stats.repetition_interval); each
+    repetition's own `stats` CI is within-process. Repetitions that disagree beyond the
+    run's target_ci (measure.stats.spread_reason) make an otherwise ok cell `unstable`,
+    with `spread_reason` saying so; `repetition_status` is the status without that rule.
+    """
 
     cell: Cell
     repetitions: list[RepetitionResult] = field(default_factory=list)
+    # The run's protocol target and confidence (RunSpec.protocol): what repetitions must
+    # agree to. None where the run has no timed-loop protocol (training): no spread rule.
+    target_ci: float | None = None
+    confidence: float = 0.95
 
     @property
-    def status(self) -> str:
+    def repetition_status(self) -> str:
         """The worst repetition status: one failure makes the cell fail."""
         statuses = [r.status for r in self.repetitions]
         for s in statuses:
@@ -46,7 +63,25 @@ class CellResult:
         return "ok" if statuses else "missing"
 
     @property
+    def status(self) -> str:
+        """repetition_status, but `unstable` where every repetition is ok and their
+        medians disagree beyond the target (spread_reason)."""
+        status = self.repetition_status
+        return "unstable" if status == "ok" and self.spread_reason else status
+
+    @property
+    def spread_reason(self) -> str:
+        """Why the valid repetitions' medians disagree beyond the run's target_ci; '' when
+        they agree, when there are fewer than two, or when the run set no target. A cell
+        whose `status` is unstable with repetition_status ok is unstable for this alone."""
+        if self.target_ci is None or self.cell.scenario is not None:
+            return ""  # a LoadGen cell's verdict is LoadGen's; a training run has no target
+        return spread_reason(self.repetition_medians, self.target_ci, self.confidence)
+
+    @property
     def reason(self) -> str:
+        if self.repetition_status == "ok" and (spread := self.spread_reason):
+            return spread
         return next((r.reason for r in self.repetitions if r.reason), "")
 
     @property
@@ -55,12 +90,26 @@ class CellResult:
 
     @property
     def trusted(self) -> bool:
-        """Fit to be a baseline or a ratio's denominator: every repetition `ok`."""
+        """Fit to be a baseline or a ratio's denominator: every repetition `ok`, and their
+        medians agreeing to the target."""
         return self.status in TRUSTED_STATUSES
 
     @property
+    def repetition_medians(self) -> list[float]:
+        """The median of each valid repetition, in ms: the cell's units of evidence."""
+        return [r.stats.median_ms for r in self.repetitions if r.valid and r.stats]
+
+    @property
+    def interval(self) -> RepetitionInterval | None:
+        """The cell's CI: a t-interval over its valid repetitions' medians; None with fewer
+        than two (one repetition's CI is within-process only: its `stats`)."""
+        return repetition_interval(self.repetition_medians, self.confidence)
+
+    @property
     def stats(self) -> Stats | None:
-        """Pooled over the valid repetitions; None when no timing is valid."""
+        """The valid repetitions' samples pooled; None when no timing is valid. Its CI is
+        over pooled iterations, which are correlated within a process: it is not the
+        cell's uncertainty (that is `interval`), and no view shows it."""
         samples = [ns for r in self.repetitions if r.valid for ns in r.samples_ns]
         return summarize(samples) if samples else None
 
@@ -116,10 +165,24 @@ class RunResult:
             records=superseded_dropped(list(store.repetitions(run_id))),
         )
 
+    @property
+    def target_ci(self) -> float | None:
+        """The protocol's target_ci the run's repetitions settled to (None for a run with no
+        timed-loop protocol, such as training)."""
+        protocol = self.spec.get("protocol")
+        return protocol.get("target_ci") if isinstance(protocol, dict) else None
+
+    @property
+    def confidence(self) -> float:
+        protocol = self.spec.get("protocol")
+        return (protocol.get("confidence") if isinstance(protocol, dict) else None) or 0.95
+
     def cells(self) -> list[CellResult]:
         by_key: dict[str, CellResult] = {}
+        target, confidence = self.target_ci, self.confidence
         for cell, rep in self.records:
-            by_key.setdefault(cell.key(), CellResult(cell)).repetitions.append(rep)
+            fresh = CellResult(cell, target_ci=target, confidence=confidence)
+            by_key.setdefault(cell.key(), fresh).repetitions.append(rep)
         return list(by_key.values())
 
     @property
@@ -127,7 +190,8 @@ class RunResult:
         return any(rep.status in FAILED_STATUSES for _, rep in self.records)
 
     def to_dataframe(self) -> pd.DataFrame:
-        """One row per repetition; timings of invalid repetitions are left empty."""
+        """One row per repetition; timings of invalid repetitions are left empty. Its CI
+        columns are the repetition's own, within one process: within_ci_low/high_ms."""
         import pandas as pd
 
         rows = []
@@ -143,8 +207,9 @@ class RunResult:
                     "reason": rep.reason,
                     "median_ms": s.median_ms if s else None,
                     "mean_ms": s.mean_ms if s else None,
-                    "ci_low_ms": s.ci_low_ms if s else None,
-                    "ci_high_ms": s.ci_high_ms if s else None,
+                    # This repetition's own CI: over its iterations, in one process.
+                    "within_ci_low_ms": s.ci_low_ms if s else None,
+                    "within_ci_high_ms": s.ci_high_ms if s else None,
                     "p90_ms": s.p90_ms if s else None,
                     "p99_ms": s.p99_ms if s else None,
                     "iqr_ms": s.iqr_ms if s else None,
