@@ -64,7 +64,7 @@ def thresholds(default: float, items: list[str]) -> dict[str, float]:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.compare.diff import compare_sides, load_side
-    from stackcost.compare.render import markdown, summary_line, table
+    from stackcost.compare.render import STORED_RUNS, markdown, summary_line, table
 
     if not 0 < args.alpha < 1:
         raise SpecError(f"--alpha must be in (0, 1), got {args.alpha}")
@@ -77,6 +77,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     )
     console.print(table(cmp))
     console.print(summary_line(cmp))
+    console.print(STORED_RUNS, highlight=False, markup=False, style="dim")
     for c in cmp.cells:  # one plain line per failing cell: greppable in CI logs
         if c.verdict in ("regressed", "newly failing"):
             console.print(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from stackcost.cell import Cell
 from stackcost.compare.stats import (
+    BETWEEN_RUN_SPREAD,
     DEFAULT_ALPHA,
     DEFAULT_THRESHOLD,
     MIN_REPETITIONS,
@@ -21,7 +22,7 @@ from stackcost.errors import SpecError
 from stackcost.result import MEASURED_STATUSES, VALID_STATUSES, RepetitionResult, headline
 from stackcost.store.runs import CellResult, RunResult
 
-# metric -> (values of one valid repetition, higher is better)
+# metric -> (values of one valid repetition, higher is better, drifts between runs)
 Extractor = Callable[[RepetitionResult], list[float]]
 
 
@@ -34,11 +35,16 @@ def _latency(r: RepetitionResult) -> list[float]:
     return [r.stats.median_ms] if r.stats else []
 
 
-METRICS: dict[str, tuple[Extractor, bool]] = {
-    "latency": (_latency, False),
-    "throughput": (lambda r: [r.throughput] if r.throughput else [], True),
-    "peak_memory": (lambda r: [float(r.memory.peak_rss_bytes)] if r.memory else [], False),
-    "cold_start": (lambda r: [r.cold_start_ms] if r.cold_start_ms is not None else [], False),
+# Timings drift with the machine between runs; a peak RSS does not.
+METRICS: dict[str, tuple[Extractor, bool, bool]] = {
+    "latency": (_latency, False, True),
+    "throughput": (lambda r: [r.throughput] if r.throughput else [], True, True),
+    "peak_memory": (lambda r: [float(r.memory.peak_rss_bytes)] if r.memory else [], False, False),
+    "cold_start": (
+        lambda r: [r.cold_start_ms] if r.cold_start_ms is not None else [],
+        False,
+        True,
+    ),
 }
 
 
@@ -121,7 +127,7 @@ def load_side(ref: str, db: str | Path) -> Side:
 def repetition_values(cell: CellResult, metric: str) -> list[list[float]]:
     """One list per valid repetition; a disturbed cell's disturbed ones when it has no valid
     one (shown next to an `untrusted` verdict, never deciding one)."""
-    extract, _ = METRICS[metric]
+    extract = METRICS[metric][0]
     for statuses in (VALID_STATUSES, MEASURED_STATUSES):
         if values := [v for r in cell.repetitions if r.status in statuses and (v := extract(r))]:
             return values
@@ -187,12 +193,20 @@ def compare_cells(
         return CellComparison(cell, early, note=note.strip(": "))
     assert base is not None and cand is not None
     metrics = []
-    for name, (_, higher) in METRICS.items():
+    for name, (_, higher, drifts) in METRICS.items():
         b, c = repetition_values(base, name), repetition_values(cand, name)
         if b and c:
             t = thresholds.get(name, thresholds.get("default", DEFAULT_THRESHOLD))
             metrics.append(
-                compare_metric(name, b, c, higher_is_better=higher, threshold=t, alpha=alpha)
+                compare_metric(
+                    name,
+                    b,
+                    c,
+                    higher_is_better=higher,
+                    threshold=t,
+                    alpha=alpha,
+                    spread=BETWEEN_RUN_SPREAD if drifts else 0.0,
+                )
             )
     trust, note = _trust_verdict(base, cand)
     verdict = trust or worst([m.verdict for m in metrics])

@@ -51,7 +51,7 @@ class Series:
 
     @property
     def regressions(self) -> list[Step]:
-        _, higher_is_better = METRICS[self.metric]
+        higher_is_better = METRICS[self.metric][1]
         return [s for s in self.steps if (s.change < 0) == higher_is_better]
 
     @property

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stackcost.compare.diff import CellComparison, Comparison
-from stackcost.compare.stats import MIN_REPETITIONS, MetricComparison
+from stackcost.compare.stats import BETWEEN_RUN_SPREAD, MIN_REPETITIONS, MetricComparison
 
 ORDER = (
     "regressed",
@@ -61,7 +61,19 @@ ADVICE = {
         "{n} cell(s) were disturbed in the candidate (other processes used the cores): no "
         "verdict. Measure them again on a quiet machine."
     ),
+    "noisy": (
+        "{n} cell(s) changed beyond the threshold, but not clearly beyond the repetitions' "
+        "spread or the ±{spread:.0%} two stored runs of identical code drift apart on a "
+        "small shared machine: no verdict. Measure base and candidate interleaved in one "
+        "session to see below that: stackcost ab MODEL --base ... --cand ..."
+    ),
 }
+# Said under every stored-run comparison: what it cannot do, and what can.
+STORED_RUNS = (
+    "Two stored runs were measured at different times: a timing change within "
+    f"±{BETWEEN_RUN_SPREAD:.0%} may be the machine's drift, which this comparison cannot "
+    "separate from a change. For a gate, measure interleaved: stackcost ab."
+)
 UNITS = {"latency": "ms", "throughput": "/s", "peak_memory": "MiB", "cold_start": "ms"}
 
 
@@ -72,7 +84,8 @@ def _value(m: MetricComparison, v: float) -> str:
 def _p(m: MetricComparison) -> str:
     if not m.enough_repetitions:
         return "—"  # the pooled p-value is not evidence here: don't show it as if it were
-    p = m.p_repetitions if m.decided_by == "repetitions" else m.p_samples
+    # Only the test over repetitions is evidence; the pooled iterations' p decides nothing.
+    p = m.p_repetitions if m.decided_by == "repetitions" else None
     return "—" if p is None else f"{p:.2g}"
 
 
@@ -94,7 +107,7 @@ def summary_line(cmp: Comparison) -> str:
 def advice(cmp: Comparison) -> list[str]:
     """One sentence per kind of cell left without a verdict, saying what to do."""
     return [
-        text.format(n=n, min=MIN_REPETITIONS)
+        text.format(n=n, min=MIN_REPETITIONS, spread=BETWEEN_RUN_SPREAD)
         for verdict, text in ADVICE.items()
         if (n := cmp.count(verdict))
     ]
@@ -143,9 +156,13 @@ def markdown(cmp: Comparison, thresholds: dict[str, float], alpha: float) -> str
         f"{head}: {summary_line(cmp)}",
         "",
         f"Baseline `{cmp.baseline}`, candidate `{cmp.candidate}`. A cell regresses when a "
-        f"metric is worse by more than its threshold ({_thresholds(thresholds)}) and the "
-        f"difference is significant (Mann-Whitney U, α = {alpha:g}) with at least "
-        f"{MIN_REPETITIONS} repetitions a side, over an `ok` baseline.",
+        f"metric is worse by more than its threshold ({_thresholds(thresholds)}), the "
+        f"repetitions are significantly apart (exact Mann-Whitney U over repetition "
+        f"medians, α = {alpha:g}, or complete separation at {MIN_REPETITIONS} a side; at "
+        f"least {MIN_REPETITIONS} repetitions a side), and a timing moved by more than "
+        f"the ±{BETWEEN_RUN_SPREAD:.0%} between-run spread, over an `ok` baseline.",
+        "",
+        f"> {STORED_RUNS}",
         "",
         *[part for line in advice(cmp) for part in (f"> ⚠️ {line}", "")],
         header,
