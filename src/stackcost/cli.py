@@ -10,6 +10,7 @@ from rich.console import Console
 
 from stackcost.clip import one_line
 from stackcost.commands import (
+    ab,
     bisect,
     compare,
     env,
@@ -40,6 +41,7 @@ COMMANDS = {
     "peaks": peaks,
     "train": train,
     "compare": compare,
+    "ab": ab,
     "history": history,
     "bisect": bisect,
     "build": build_cmd,

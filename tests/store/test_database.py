@@ -82,7 +82,27 @@ def test_a_version_1_store_is_migrated(tmp_path):
         run_id = store.create_run({}, {}, spec_hash="s", env_fingerprint="e")
         assert store.find_run("s", "e") == run_id
     version = sqlite3.connect(path).execute("SELECT value FROM meta").fetchone()[0]
-    assert version == str(SCHEMA_VERSION) == "4"
+    assert version == str(SCHEMA_VERSION) == "5"
+
+
+def test_an_ab_pair_links_two_runs_and_keeps_its_verdict(tmp_path):
+    path = tmp_path / "ab.db"
+    with Store(path) as store:
+        base, cand = store.create_run({}, {}), store.create_run({}, {})
+        pair = store.create_pair(base, cand, {"order": "ABBA"})
+        store.finish_pair(pair, {"cells": []})
+    with Store(path, read_only=True) as store:
+        (row,) = store.pairs()
+        assert (row["id"], row["base_run"], row["cand_run"]) == (pair, base, cand)
+        assert row["verdict_json"] == '{"cells": []}'
+
+
+def test_a_version_4_store_opens_read_only_with_no_pairs():
+    from pathlib import Path
+
+    old = Path(__file__).parent / "fixtures" / "main-f73be3d.db"
+    with Store(old, read_only=True) as store:
+        assert store.run_ids() and store.pairs() == []
 
 
 def test_a_version_3_store_keeps_its_image_cells_and_their_keys(tmp_path):

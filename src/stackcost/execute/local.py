@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -58,7 +58,9 @@ def _signal_name(code: int) -> str:
 
 class LocalExecutor:
     """`lock` (default: the machine-wide one, waiting) is held around each repetition; the
-    worker's environment is built from this process's by execute/environ.py."""
+    worker's environment is built from this process's by execute/environ.py, with
+    `extra_env` added on top (one side of an A/B comparison: `--cand-env KEY=VALUE`).
+    `python`: the interpreter workers run in (another venv, with stackcost installed)."""
 
     def __init__(
         self,
@@ -66,6 +68,7 @@ class LocalExecutor:
         lock: MachineLock | None = None,
         worker_start: str = "warm",
         cpus: frozenset[int] | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         if worker_start not in WORKER_STARTS:
             raise ValueError(f"worker start {worker_start!r}: use {' or '.join(WORKER_STARTS)}")
@@ -73,6 +76,7 @@ class LocalExecutor:
         self.lock = lock if lock is not None else MachineLock()
         self.worker_start = worker_start
         self.cpus = cpus  # pin every worker to these (a Ray node's held cores); None: don't
+        self.extra_env = dict(extra_env or {})
         # Warm starters by worker environment, open while a map() is (retries nest maps).
         self._starters: dict[tuple[tuple[str, str], ...], WarmStarter] = {}
         self._maps = 0
@@ -80,17 +84,31 @@ class LocalExecutor:
     def map(
         self, tasks: Iterable[RepetitionTask | None]
     ) -> Iterator[tuple[RepetitionTask, RepetitionResult]]:
-        self._maps += 1
-        try:
+        with self.session():
             for task in tasks:
                 if task is not None:  # None: a wait, which a serial executor never meets
                     yield task, self.run(task)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Keep warm starters open across maps: an interleaved A/B calls map() once per
+        repetition, alternating between two executors, and must not re-import torch."""
+        self._maps += 1
+        try:
+            yield
         finally:
             self._maps -= 1
             if not self._maps:
                 for starter in self._starters.values():
                     starter.close()
                 self._starters.clear()
+
+    def environ(self, task: RepetitionTask) -> dict[str, str]:
+        """The worker's environment for `task`: whitelist, inherited names, threads, extra."""
+        return {
+            **worker_environ(os.environ, task.thread_env(), task.inherit_env),
+            **self.extra_env,
+        }
 
     def run(self, task: RepetitionTask) -> RepetitionResult:
         with self.lock.held():
@@ -107,7 +125,7 @@ class LocalExecutor:
         task_path.write_text(task.model_dump_json())
         started = now()
         t0 = time.perf_counter()
-        env = worker_environ(os.environ, task.thread_env(), task.inherit_env)
+        env = self.environ(task)
         argv = [str(task_path), str(result_path)]
         starter = self._starter(env)
         proc: subprocess.Popen | ForkedWorker | None = None

@@ -142,16 +142,20 @@ class Runner:
         self.done = 0
         self.total = 0
 
-    def open(self, command: str, resume: bool) -> tuple[str, bool]:
-        """The run to write into (resumed or new), and whether it was resumed."""
-        env = collect(self.spec.threads)
+    def open(self, command: str, resume: bool, annotate: dict | None = None) -> tuple[str, bool]:
+        """The run to write into (resumed or new), and whether it was resumed. `annotate`
+        is stored in a new run's environment record (an A/B side: what it adds)."""
+        env = collect(self.spec.threads) | (annotate or {})
         spec_hash, env_fp = self.spec.digest(), fingerprint(env)
         run_id = self.store.find_run(spec_hash, env_fp) if resume else None
         if run_id is None:
             if getattr(self.spec, "profile", False):
                 env["peaks"] = machine_peaks(env_fp, self.spec.threads)
             # What every worker inherits (thread settings are per cell, in each result).
-            env["worker_environ"] = recorded(worker_environ(os.environ, {}, self.spec.inherit_env))
+            # An A/B side's executor adds its own variables: they are part of the record.
+            inherited = worker_environ(os.environ, {}, self.spec.inherit_env)
+            extra = getattr(self.executor, "extra_env", {})
+            env["worker_environ"] = recorded({**inherited, **extra})
             spec_json = self.spec.model_dump(mode="json")
             return self.store.create_run(spec_json, env, command, spec_hash, env_fp), False
         stored = list(self.store.repetitions(run_id, with_samples=False))
@@ -180,27 +184,55 @@ class Runner:
                 yield None
                 continue
             cell, rep = pair
-            self._cell_id(run_id, cell)
-            blocked = why_not_runnable(cell, self.facts)
-            skipped = self.plan.skip_reason(cell)
-            if blocked or skipped:
-                status, reason = blocked or ("skipped", skipped)
-                self._record(
-                    run_id,
-                    cell,
-                    RepetitionResult(
-                        status=status,
-                        reason=reason,
-                        repetition=rep,  # type: ignore[arg-type]
-                        started_at=now(),
-                        finished_at=now(),
-                    ),
-                )
-                continue
-            if self.on_start:
-                self.on_start(cell, rep)
-            task = self.make_task(cell, rep, str(artifacts / f"{i}-{rep}"))
-            yield task.model_copy(update={"inherit_env": self.spec.inherit_env})
+            task = self._task(run_id, cell, rep, artifacts / f"{i}-{rep}")
+            if isinstance(task, RepetitionTask):
+                yield task
+
+    def _task(
+        self, run_id: str, cell: Cell, rep: int, workdir: Path
+    ) -> RepetitionTask | RepetitionResult:
+        """The task of one repetition, or the stored result of one that cannot run."""
+        if (blocked := self._blocked(run_id, cell, rep)) is not None:
+            return blocked
+        if self.on_start:
+            self.on_start(cell, rep)
+        task = self.make_task(cell, rep, str(workdir))
+        return task.model_copy(update={"inherit_env": self.spec.inherit_env})
+
+    def _blocked(self, run_id: str, cell: Cell, rep: int) -> RepetitionResult | None:
+        """The stored result of a repetition that cannot run; None when it can."""
+        self._cell_id(run_id, cell)
+        blocked = why_not_runnable(cell, self.facts)
+        skipped = self.plan.skip_reason(cell)
+        if not (blocked or skipped):
+            return None
+        status, reason = blocked or ("skipped", skipped)
+        result = RepetitionResult(
+            status=status,  # type: ignore[arg-type]
+            reason=reason,
+            repetition=rep,
+            started_at=now(),
+            finished_at=now(),
+        )
+        self._record(run_id, cell, result)
+        return result
+
+    def run_one(self, run_id: str, cell: Cell, rep: int, artifacts: Path) -> RepetitionResult:
+        """One repetition of one cell, stored, in the order the caller chooses rather than
+        the plan's: an interleaved A/B alternates two runners repetition by repetition.
+        `artifacts`: the run's scratch directory (its cache is shared by the cell's
+        repetitions)."""
+        task = self._task(run_id, cell, rep, artifacts / f"{self._cell_id(run_id, cell)}-{rep}")
+        if isinstance(task, RepetitionResult):
+            return task
+        _, result = next(iter(self.executor.map([task])))
+        if self.on_disturbed == "retry":
+            result = self._retried(run_id, task, result)
+        self._record(run_id, cell, result)
+        scratch.remove(task.workdir)
+        if result.status == "interrupted":
+            raise KeyboardInterrupt
+        return result
 
     def _inference_task(self, cell: Cell, rep: int, workdir: str) -> RepetitionTask:
         return RepetitionTask(

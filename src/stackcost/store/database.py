@@ -23,7 +23,7 @@ from stackcost.errors import SpecError
 from stackcost.result import EpochRecord, RepetitionResult
 from stackcost.store.check import Snapshot, connect_read_only, snapshot, store_problem
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Training: one row per epoch of a repetition (times in s, rates in samples/s).
 EPOCHS_TABLE = """CREATE TABLE IF NOT EXISTS epochs (
@@ -60,6 +60,18 @@ EPOCH_COLUMNS = (
     "copy_device",
     "copy_pinned",
 )
+
+# An interleaved A/B comparison (`stackcost ab`): two ordinary runs measured side by side,
+# its design (order, threshold, alpha, blocks) and, once done, its verdicts as JSON.
+PAIRS_TABLE = """CREATE TABLE IF NOT EXISTS pairs (
+    id TEXT PRIMARY KEY,
+    base_run TEXT NOT NULL REFERENCES runs(id),
+    cand_run TEXT NOT NULL REFERENCES runs(id),
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    design_json TEXT NOT NULL,
+    verdict_json TEXT
+)"""
 
 # The cell's axes, stored as columns so plain SQL can filter on them. `sizes` holds the
 # workload's size axes as JSON ('{"seq_len": 128}'); `resolution` repeats an image's.
@@ -118,6 +130,8 @@ CREATE INDEX IF NOT EXISTS cells_by_key ON cells(cell_key);
 """
     + EPOCHS_TABLE
     + ";\n"
+    + PAIRS_TABLE
+    + ";\n"
 )
 
 # Each entry upgrades a store from the version before it to this one.
@@ -141,6 +155,7 @@ MIGRATIONS = {
         "DROP TABLE cells",
         "ALTER TABLE cells_v4 RENAME TO cells",
     ],
+    5: [PAIRS_TABLE],  # interleaved A/B: two runs linked as a pair
 }
 # Migrations that rebuild a table run with foreign keys off (SQLite's documented procedure).
 REBUILDS = {4}
@@ -271,6 +286,31 @@ class Store:
                 ),
             )
         return run_id
+
+    def create_pair(self, base_run: str, cand_run: str, design: dict[str, Any]) -> str:
+        """Link two runs measured interleaved; returns the pair's id."""
+        pair_id = now()[:10].replace("-", "") + "-ab-" + uuid.uuid4().hex[:8]
+        with self.db:
+            self.db.execute(
+                "INSERT INTO pairs (id, base_run, cand_run, started_at, design_json)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (pair_id, base_run, cand_run, now(), json.dumps(design)),
+            )
+        return pair_id
+
+    def finish_pair(self, pair_id: str, verdict: dict[str, Any]) -> None:
+        """Store the pair's verdicts so far (called after every block: nothing is lost)."""
+        with self.db:
+            self.db.execute(
+                "UPDATE pairs SET finished_at=?, verdict_json=? WHERE id=?",
+                (now(), json.dumps(verdict), pair_id),
+            )
+
+    def pairs(self) -> list[sqlite3.Row]:
+        """Every interleaved pair, oldest first (none in a store older than schema 5)."""
+        if "pairs" not in self._tables:
+            return []
+        return self.db.execute("SELECT * FROM pairs ORDER BY started_at, rowid").fetchall()
 
     def find_run(self, spec_hash: str, env_fingerprint: str) -> str | None:
         """The latest run of the same spec in the same environment, to resume."""

@@ -1,0 +1,218 @@
+"""`stackcost ab MODEL --base SIDE --cand SIDE`: interleaved A/B; exit 1 on a regression.
+
+Base and candidate are measured in one invocation, side by side in ABBA/BAAB blocks of
+fresh processes, so the machine's drift hits both alike; the verdict comes from paired
+ratios over the blocks (compare/paired.py). This is the comparison a CI gate on a noisy
+machine needs: `stackcost compare` of two stored runs cannot tell drift from change.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from stackcost.commands.axes import add_axis_args, axis_fields, number
+from stackcost.commands.run import add_model_args, machine_lock, model_from_args, retry_notice
+from stackcost.compare.paired import (
+    DEFAULT_ALPHA,
+    DEFAULT_MAX_BLOCKS,
+    DEFAULT_MIN_BLOCKS,
+    DEFAULT_THRESHOLD,
+)
+from stackcost.errors import SpecError
+from stackcost.measure.disturbance import POLICIES
+from stackcost.outputs import check_output_file
+
+SIDE_HELP = (
+    "a Python interpreter with stackcost installed (another venv), or git:REF (the "
+    "project of --repo at REF, installed into its own venv over this one's packages); "
+    "default: this environment"
+)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "ab",
+        help="interleaved A/B of a base and a candidate; exit 1 when something regressed",
+        description=__doc__.split("\n", 2)[2] if __doc__ else None,
+    )
+    p.add_argument("model", nargs="?", help="zoo name (see `stackcost list models`)")
+    p.add_argument("--model", dest="model_opt", metavar="MODEL", help="zoo name or module:factory")
+    add_model_args(p)
+    add_axis_args(p, defaults=True)
+    for side, what in (("base", "the baseline"), ("cand", "the candidate")):
+        p.add_argument(f"--{side}", metavar="SIDE", help=f"{what}: {SIDE_HELP}")
+        p.add_argument(
+            f"--{side}-env",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"an environment variable {what}'s workers get (repeatable)",
+        )
+        p.add_argument(
+            f"--{side}-option",
+            action="append",
+            default=[],
+            metavar="BACKEND.KEY=VALUE",
+            help=f"a backend option for {what} only (repeatable)",
+        )
+    p.add_argument("--repo", default=".", help="git repository of git:REF sides (default .)")
+    p.add_argument(
+        "--threshold",
+        default=str(DEFAULT_THRESHOLD),
+        help=f"relative latency change that counts (default {DEFAULT_THRESHOLD})",
+    )
+    p.add_argument(
+        "--alpha",
+        default=str(DEFAULT_ALPHA),
+        help=f"error budget over all looks (default {DEFAULT_ALPHA})",
+    )
+    p.add_argument(
+        "--min-blocks",
+        default=str(DEFAULT_MIN_BLOCKS),
+        help=f"blocks before the first look (default {DEFAULT_MIN_BLOCKS})",
+    )
+    p.add_argument(
+        "--max-blocks",
+        default=str(DEFAULT_MAX_BLOCKS),
+        help=f"cap on blocks of 4 repetitions per cell (default {DEFAULT_MAX_BLOCKS})",
+    )
+    p.add_argument("--seed-order", default="0", help="seed of the block orders (default 0)")
+    p.add_argument("--on-disturbed", default="retry", help="retry (default), keep or fail")
+    p.add_argument("--no-wait", action="store_true", help="refuse (exit 75) if the machine is busy")
+    p.add_argument("--no-reuse", action="store_true", help="cold workers, no artifact cache")
+    p.add_argument("--markdown", metavar="FILE", help="also write a summary for a PR comment")
+    p.add_argument("--json", metavar="FILE", help="also write the pair's verdicts as JSON")
+
+
+def _design(args: argparse.Namespace):
+    from stackcost.compare.ab import Design
+
+    threshold = number(args.threshold, "--threshold")
+    alpha = number(args.alpha, "--alpha")
+    if not 0 < alpha < 1:
+        raise SpecError(f"--alpha {args.alpha!r} must be between 0 and 1")
+    lo = int(number(args.min_blocks, "--min-blocks", int, 1))
+    hi = int(number(args.max_blocks, "--max-blocks", int, 1))
+    if lo > hi:
+        raise SpecError(f"--min-blocks {lo} is more than --max-blocks {hi}")
+    seed = int(number(args.seed_order, "--seed-order", int, -1))
+    return Design(threshold=threshold, alpha=alpha, min_blocks=lo, max_blocks=hi, seed=seed)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from stackcost.backends import REGISTRY
+    from stackcost.compare.sides import resolve
+    from stackcost.spec.run import db_problem, validate
+
+    name = args.model_opt or args.model
+    if not name:
+        raise SpecError("no model given: stackcost ab MODEL --base SIDE --cand SIDE")
+    if args.on_disturbed not in POLICIES:
+        raise SpecError(
+            f"--on-disturbed {args.on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
+        )
+    design = _design(args)
+    fields = axis_fields(args)
+    if fields.get("repeats", 1) != 1:
+        raise SpecError(
+            f"--repeats {args.repeats} does not apply to ab: it measures blocks of 4 "
+            "repetitions until the verdict is clear (--min-blocks, --max-blocks)"
+        )
+    if fields["backends"] == "all":
+        fields["backends"] = list(REGISTRY)
+    for flag in ("markdown", "json"):
+        if path := getattr(args, flag):
+            check_output_file(Path(path), f"--{flag}", [Path(args.db)])
+    if problem := db_problem(args.db):
+        raise SpecError(problem)
+    model = model_from_args(name, args)
+    err = Console(stderr=True)
+    cache = Path.home() / ".cache" / "stackcost" / "ab-venvs"
+    sides = {
+        side: resolve(
+            side,
+            getattr(args, side),
+            getattr(args, f"{side}_env"),
+            getattr(args, f"{side}_option"),
+            repo=Path(args.repo),
+            cache=cache,
+            log=lambda line: err.print(Text(line)),
+        )
+        for side in ("base", "cand")
+    }
+    specs = {}
+    for side, s in sides.items():
+        options = {b: dict(kv) for b, kv in fields.get("backend_options", {}).items()}
+        for backend, kv in s.options.items():
+            options.setdefault(backend, {}).update(kv)
+        specs[side] = validate({**fields, "backend_options": options, "models": [model]})
+    return _measure(args, console, err, sides, specs, design)
+
+
+def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
+    from stackcost.commands.run import this_command
+    from stackcost.compare.ab import interleave
+    from stackcost.compare.ab_render import as_json, markdown, sides_lines, summary_line, table
+    from stackcost.execute.local import LocalExecutor
+    from stackcost.execute.runner import Runner, prepare
+    from stackcost.store.database import Store
+
+    prepared = {side: prepare(spec) for side, spec in specs.items()}  # before the store
+    for line in sides_lines(sides):
+        err.print(Text(line))
+    lock = machine_lock(args, err)
+    executors = {
+        side: LocalExecutor(
+            python=s.python,
+            lock=lock,
+            worker_start="cold" if args.no_reuse else "warm",
+            extra_env=s.env,
+        )
+        for side, s in sides.items()
+    }
+
+    def shown(block, pair, side, r) -> None:
+        if args.quiet:
+            return
+        value = f"{r.stats.median_ms:.4g} ms " if r.stats else ""
+        err.print(
+            Text(f"block {block + 1}/{design.max_blocks} {pair.label} {side}: {value}{r.status}")
+        )
+
+    with (
+        Store(args.db) as store,
+        executors["base"].session(),
+        executors["cand"].session(),
+    ):
+        runners = {
+            side: Runner(
+                prepared[side],
+                store,
+                executors[side],
+                None,
+                None,
+                on_disturbed=args.on_disturbed,
+                on_retry=retry_notice(err),
+                reuse_artifacts=not args.no_reuse,
+            )
+            for side in sides
+        }
+        ab = interleave(runners, sides, design, command=this_command(), on_repetition=shown)
+    for line in sides_lines(ab.sides):
+        console.print(line, markup=False, highlight=False)
+    console.print(table(ab))
+    console.print(summary_line(ab), markup=False)
+    for c in ab.cells:  # one plain line per failing cell: greppable in CI logs
+        if c.verdict in ("regressed", "newly failing"):
+            console.print(f"{c.verdict}: {c.label}", markup=False, highlight=False)
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(ab), encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(as_json(ab), encoding="utf-8")
+    console.print(Text.assemble("stored pair ", (ab.pair_id, "bold"), f" in {args.db}"))
+    return 1 if ab.failed else 0

@@ -1,0 +1,114 @@
+"""An interleaved A/B as a terminal table, as markdown for a pull request, and as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from rich.table import Table
+from rich.text import Text
+
+from stackcost.compare.ab import ABResult, CellPair
+from stackcost.compare.paired import look_points
+from stackcost.compare.sides import Side
+
+STYLE = {
+    "regressed": "red",
+    "newly failing": "red",
+    "improved": "green",
+    "fixed": "green",
+    "noisy": "yellow",
+    "failing": "magenta",
+}
+ICON = {"regressed": "🔴", "newly failing": "❌", "improved": "🟢", "fixed": "✅", "noisy": "🟡"}
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.4g}"
+
+
+def _ratio(c: CellPair) -> str:
+    r = c.result
+    if r is None or not c.blocks:
+        return "—"
+    return f"{r.change:+.1%} [{r.ci_low - 1:+.1%}, {r.ci_high - 1:+.1%}]"
+
+
+def sides_lines(sides: Mapping[str, Side]) -> list[str]:
+    """Who is on each side, and whether this is an A/A test."""
+    lines = [f"{name}: {side.describe()}" for name, side in sides.items()]
+    if sides["base"].same_as(sides["cand"]):
+        lines.append(
+            "A/A test: both sides are the same environment, so any `regressed` or `improved` "
+            "here is a false alarm (what the gate's error budget allows)."
+        )
+    return lines
+
+
+def design_line(ab: ABResult) -> str:
+    d = ab.design
+    looks = look_points(d.min_blocks, d.max_blocks)
+    return (
+        f"{ab.blocks} block(s) of 4 repetitions, ABBA/BAAB at random (seed {d.seed}), each "
+        f"repetition its own process; a cell regresses when the ratio's interval lies above "
+        f"1 and the change is beyond ±{d.threshold:.0%}; looks at {', '.join(map(str, looks))} "
+        f"blocks share α = {d.alpha:g} (Bonferroni: {1 - d.alpha / len(looks):.2%} intervals)"
+    )
+
+
+def table(ab: ABResult) -> Table:
+    t = Table(
+        title=f"A/B pair {ab.pair_id}: base {ab.run_ids['base']} vs cand {ab.run_ids['cand']}",
+        title_justify="left",
+        caption=design_line(ab),
+        caption_justify="left",
+    )
+    for col in ("cell", "verdict", "base (ms)", "cand (ms)", "change [interval]", "blocks", "note"):
+        t.add_column(col, justify="right" if "ms" in col or col == "blocks" else "left")
+    for c in ab.cells:
+        t.add_row(
+            Text(c.label),
+            Text(c.verdict, style=STYLE.get(c.verdict, "")),
+            _ms(c.median_ms("base")),
+            _ms(c.median_ms("cand")),
+            _ratio(c),
+            str(len(c.blocks)),
+            Text(c.note()),
+        )
+    return t
+
+
+def summary_line(ab: ABResult) -> str:
+    counts: dict[str, int] = {}
+    for c in ab.cells:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    return ", ".join(f"{n} {v}" for v, n in counts.items()) or "no cells"
+
+
+def markdown(ab: ABResult) -> str:
+    head = "❌ **Performance regression**" if ab.failed else "✅ **No performance regression**"
+    lines = [
+        f"{head} (interleaved A/B): {summary_line(ab)}",
+        "",
+        *[f"- {line}" for line in sides_lines(ab.sides)],
+        "",
+        design_line(ab) + ".",
+        "",
+        "| | cell | verdict | base (ms) | cand (ms) | change [interval] | blocks |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for c in ab.cells:
+        verdict = c.verdict + (f" ({c.note()})" if c.note() else "")
+        lines.append(
+            f"| {ICON.get(c.verdict, '')} | `{c.label}` | {verdict.replace('|', '/')} | "
+            f"{_ms(c.median_ms('base'))} | {_ms(c.median_ms('cand'))} | {_ratio(c)} | "
+            f"{len(c.blocks)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def as_json(ab: ABResult) -> str:
+    return json.dumps(ab.as_dict(), indent=2, default=str)
+
+
+__all__ = ["as_json", "design_line", "markdown", "sides_lines", "summary_line", "table"]

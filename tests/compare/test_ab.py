@@ -1,0 +1,135 @@
+"""`stackcost ab` end to end: a real interleaved A/B of a step with a busy-wait knob.
+
+The candidate's workers get a longer busy-wait through --cand-env (no --inherit-env:
+a side's variables are the point of the side); an A/A of the same step says it is an
+A/A and does not regress; bad input is refused in one line before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+
+import pytest
+
+from stackcost.cli import main
+from tests.conftest import ROOT
+
+BUSY = "tests.execute.fake_backends:BusyBackend"
+FAST = ["--min-time", "0.05", "--max-time", "0.5", "--threads", "1", "--batch-size", "2"]
+
+
+def ab(tmp_path, *extra: str) -> list[str]:
+    return [
+        "ab",
+        "mlp",
+        "--backends",
+        BUSY,
+        "--resolution",
+        "4",
+        *FAST,
+        "--db",
+        str(tmp_path / "ab.db"),
+        "--quiet",
+        *extra,
+    ]
+
+
+@pytest.fixture(autouse=True)
+def importable_backend(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+
+
+def test_a_slowed_candidate_regresses_and_both_runs_are_stored_as_a_pair(tmp_path, capsys):
+    md, js = tmp_path / "pr.md", tmp_path / "ab.json"
+    argv = ab(
+        tmp_path,
+        "--base",
+        sys.executable,  # an interpreter side: the same venv, named explicitly
+        "--base-env",
+        "STACKCOST_TEST_BUSY_US=2000",
+        "--cand-env",
+        "STACKCOST_TEST_BUSY_US=4000",
+        "--min-blocks",
+        "2",
+        "--max-blocks",
+        "3",
+        "--markdown",
+        str(md),
+        "--json",
+        str(js),
+    )
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "regressed: mlp" in out and "A/A" not in out
+    verdict = json.loads(js.read_text())
+    (cell,) = verdict["cells"]
+    assert cell["verdict"] == "regressed"
+    assert 1.6 < cell["result"]["ratio"] < 2.4  # 2 ms -> 4 ms of busy-wait, plus eager
+    assert "Performance regression" in md.read_text()
+    db = sqlite3.connect(tmp_path / "ab.db")
+    base, cand = db.execute("SELECT base_run, cand_run FROM pairs").fetchone()
+    envs = dict(db.execute("SELECT id, env_json FROM runs").fetchall())
+    assert json.loads(envs[cand])["ab"]["env"] == {"STACKCOST_TEST_BUSY_US": "4000"}
+    assert json.loads(envs[base])["worker_environ"]["STACKCOST_TEST_BUSY_US"] == "2000"
+    # Each block: two repetitions a side, each its own process, stored in its side's run.
+    reps = db.execute(
+        "SELECT c.run_id, COUNT(*) FROM repetitions r JOIN cells c ON r.cell_id = c.id"
+        " GROUP BY c.run_id"
+    ).fetchall()
+    assert {n for _, n in reps} == {2 * verdict["blocks"]}
+
+
+def test_an_aa_test_says_so_and_does_not_regress(tmp_path, capsys):
+    code = main(ab(tmp_path, "--min-blocks", "2", "--max-blocks", "2"))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "A/A test" in out and "regressed" not in out.replace("`regressed`", "")
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--repeats", "3"], "--repeats 3"),
+        (["--base", "/nonexistent/python"], "/nonexistent/python"),
+        (["--cand", "git:"], "git:"),
+        (["--cand-env", "1BAD=x"], "1BAD=x"),
+        (["--cand-option", "nodot=1"], "nodot=1"),
+        (["--min-blocks", "5", "--max-blocks", "3"], "--min-blocks 5"),
+        (["--alpha", "1.5"], "--alpha"),
+        (["--threshold", "-0.1"], "--threshold"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, extra, named):
+    assert main(ab(tmp_path, *extra)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("stackcost: error:") and "\n" not in err and named in err
+    assert not (tmp_path / "ab.db").exists()
+
+
+def test_a_git_side_installs_that_commit_over_this_environment(tmp_path):
+    import subprocess
+
+    from stackcost.compare.sides import resolve
+
+    repo = tmp_path / "proj"
+    (repo / "abprobe").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(
+        '[project]\nname = "abprobe"\nversion = "0"\n[tool.setuptools]\npackages = ["abprobe"]\n'
+    )
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git[:3], "init", "-q"], check=True)
+    for value in (1, 2):
+        (repo / "abprobe" / "__init__.py").write_text(f"VALUE = {value}\n")
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"v{value}"], check=True)
+    side = resolve("base", "git:HEAD~1", [], [], repo=repo, cache=tmp_path / "cache")
+    probe = "import abprobe, stackcost.execute.worker; print(abprobe.VALUE)"
+    out = subprocess.run([side.python, "-c", probe], capture_output=True, text=True)
+    assert out.stdout.strip() == "1", out.stderr  # that commit, and this env's stackcost
+    assert side.origin.startswith("git:HEAD~1 (")
+    # Built once per commit: the second resolve reuses the venv.
+    again = resolve("base", "git:HEAD~1", [], [], repo=repo, cache=tmp_path / "cache")
+    assert again.python == side.python
