@@ -19,7 +19,13 @@ from stackcost.compare.stats import (
     worst,
 )
 from stackcost.errors import SpecError
-from stackcost.result import MEASURED_STATUSES, VALID_STATUSES, RepetitionResult, headline
+from stackcost.result import (
+    MEASURED_STATUSES,
+    TRUSTED_STATUSES,
+    VALID_STATUSES,
+    RepetitionResult,
+    headline,
+)
 from stackcost.store.runs import CellResult, RunResult
 
 # metric -> (values of one valid repetition, higher is better, drifts between runs)
@@ -146,9 +152,10 @@ REMEDY = {
 
 
 def status_reason(cell: CellResult) -> str:
-    """Why the cell has its status: the headline of a repetition's reason that gave it."""
+    """Why the cell has its status: the headline of a repetition's reason that gave it,
+    or the disagreement of its repetitions' medians."""
     reasons = [r.reason for r in cell.repetitions if r.status == cell.status and r.reason]
-    return headline(reasons[0]) if reasons else ""
+    return headline(reasons[0]) if reasons else cell.spread_reason
 
 
 def _status(side: str, cell: CellResult) -> str:
@@ -162,14 +169,18 @@ def _untrusted(side: str, cell: CellResult) -> str:
 
 def _trust_verdict(base: CellResult, cand: CellResult) -> tuple[str | None, str]:
     """A verdict the sides' statuses decide before any metric, and a note that marks an
-    untrusted side. Only an `ok` base may be a baseline; an `unstable` candidate is still
-    compared (its timings are valid, only wider than asked), a `disturbed` one is not."""
-    if not base.trusted:
+    untrusted side. Only a base whose every repetition is `ok` may be a baseline; an
+    `unstable` candidate is still compared (its timings are valid, only wider than
+    asked), a `disturbed` one is not. Repetitions that settled but disagree with each
+    other (spread_reason) are no reason to distrust a side here: the verdict already
+    asks for the repetitions to be apart, and the note says they disagree."""
+    if base.repetition_status not in TRUSTED_STATUSES:
         return "untrusted base", _untrusted("base", base)
     if cand.status == "disturbed":
         return "untrusted candidate", _untrusted("candidate", cand)
-    if not cand.trusted:
-        return None, _status("candidate", cand)
+    if not cand.trusted or not base.trusted:
+        notes = [_status(n, c) for n, c in (("base", base), ("candidate", cand)) if not c.trusted]
+        return None, "; ".join(notes)
     return None, ""
 
 
