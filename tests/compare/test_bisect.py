@@ -58,7 +58,7 @@ def test_git_bisect_finds_commit_7(repo, capsys):
 
 def test_failing_points_are_skipped_and_near_middle_points_remeasured():
     calls: dict[str, int] = {}
-    flaky = iter([5.4, 9.0, 9.0])  # first reading of "c" near the middle, then clearly bad
+    flaky = iter([5.4, 9.0])  # first reading of "c" near the middle, then clearly bad
 
     def measure(p: str) -> float | None:
         calls[p] = calls.get(p, 0) + 1
@@ -70,7 +70,24 @@ def test_failing_points_are_skipped_and_near_middle_points_remeasured():
 
     res = bisect(["a", "b", "c", "d", "e"], measure)
     assert res.first_bad is None and res.candidates == ["b", "c"]  # b failed: ambiguous
-    assert calls["c"] == 3 and any(p.verdict == "skipped" for p in res.probes)
+    assert calls["c"] == 2 and any(p.verdict == "skipped" for p in res.probes)
+    # The good endpoint is measured beside every pair: never judged against an old number.
+    assert calls["a"] == sum(len(p.values) for p in res.probes if p.point != "b") + 1
+
+
+def test_a_point_is_judged_by_its_ratio_to_good_measured_beside_it():
+    # The machine gets 1.5x slower after the endpoints: good point "c" then reads 1.5, near
+    # the bad endpoint's 1.6 read before; judged against those old numbers it would be
+    # bad. Beside the good endpoint, measured as slow, its ratio is 1.0: good.
+    clock = {"n": 0}
+
+    def measure(p: str) -> float:
+        clock["n"] += 1
+        machine = 1.5 if clock["n"] > 2 else 1.0
+        return machine * {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.6, "e": 1.6}[p]
+
+    res = bisect(["a", "b", "c", "d", "e"], measure)
+    assert res.first_bad == "d"
 
 
 def test_endpoints_must_differ():

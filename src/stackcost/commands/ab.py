@@ -2,7 +2,7 @@
 
 Base and candidate are measured in one invocation, side by side in ABBA/BAAB blocks of
 fresh processes, so the machine's drift hits both alike; the verdict comes from paired
-ratios over the blocks (compare/paired.py). This is the comparison a CI gate on a noisy
+ratios over the blocks (measure/paired.py). This is the comparison a CI gate on a noisy
 machine needs: `stackcost compare` of two stored runs cannot tell drift from change.
 """
 
@@ -17,14 +17,14 @@ from rich.text import Text
 
 from stackcost.commands.axes import add_axis_args, axis_fields, number
 from stackcost.commands.run import add_model_args, machine_lock, model_from_args, retry_notice
-from stackcost.compare.paired import (
+from stackcost.errors import SpecError
+from stackcost.measure.disturbance import POLICIES
+from stackcost.measure.paired import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_BLOCKS,
     DEFAULT_MIN_BLOCKS,
     DEFAULT_THRESHOLD,
 )
-from stackcost.errors import SpecError
-from stackcost.measure.disturbance import POLICIES
 from stackcost.outputs import check_output_file
 
 SIDE_HELP = (
@@ -90,7 +90,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _design(args: argparse.Namespace):
-    from stackcost.compare.ab import Design
+    from stackcost.execute.interleave import Design
 
     threshold = number(args.threshold, "--threshold")
     alpha = number(args.alpha, "--alpha")
@@ -106,7 +106,7 @@ def _design(args: argparse.Namespace):
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.backends import REGISTRY
-    from stackcost.compare.sides import resolve
+    from stackcost.execute.sides import resolve
     from stackcost.spec.run import db_problem, validate
 
     name = args.model_opt or args.model
@@ -156,8 +156,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
     from stackcost.commands.run import this_command
-    from stackcost.compare.ab import interleave
     from stackcost.compare.ab_render import as_json, markdown, sides_lines, summary_line, table
+    from stackcost.execute.interleave import interleave
     from stackcost.execute.local import LocalExecutor
     from stackcost.execute.runner import Runner, prepare
     from stackcost.store.database import Store

@@ -40,7 +40,12 @@ def add_parser(sub: Any) -> None:
         "installed with pip into its own venv (needs a package index or --pip-arg)",
     )
     p.add_argument("--pip-arg", action="append", default=[], help="extra pip install argument")
-    p.add_argument("--repeats", type=int, default=1, help="measurements per point (median)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="pairs per point, each the point and the good endpoint beside it (median ratio)",
+    )
     p.add_argument("--max-remeasure", type=int, default=2, help="extra runs of an unclear point")
     p.add_argument("--higher-is-better", action="store_true", help="e.g. a throughput")
     p.add_argument("--timeout", type=float, default=600, help="seconds per command run")
@@ -89,13 +94,19 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         raise SpecError(str(exc)) from None
 
     t = Table(title="probes (in order)", title_justify="left")
-    for col in ("point", "value", "verdict", "note"):
+    for col in ("point", "value", "× good beside it", "verdict", "note"):
         t.add_column(col)
     for p in result.probes:
         value = "—" if p.value is None else f"{p.value:.4g}"
-        t.add_row(p.point[:12] if args.git else p.point, value, p.verdict, p.note)
+        ratio = "—" if p.ratio is None else f"{p.ratio:.3f}"
+        t.add_row(p.point[:12] if args.git else p.point, value, ratio, p.verdict, p.note)
     console.print(t)
-    console.print(f"good {result.good_value:.4g}, bad {result.bad_value:.4g}", markup=False)
+    console.print(
+        f"good {result.good_value:.4g}, bad {result.bad_value:.4g}: bad is "
+        f"{result.gap_ratio:.3f}x good, each point measured beside the good endpoint "
+        "(alternating order); a point past the geometric middle is bad",
+        markup=False,
+    )
     if result.first_bad:
         console.print(f"first bad: {result.first_bad}", markup=False)
         return 0

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from rich.table import Table
 from rich.text import Text
 
-from stackcost.compare.ab import ABResult, CellPair
-from stackcost.compare.paired import look_points
-from stackcost.compare.sides import Side
+from stackcost.execute.interleave import ABResult, CellPair
+from stackcost.execute.sides import Side
+from stackcost.measure.paired import look_points
 
 STYLE = {
     "regressed": "red",

@@ -3,12 +3,19 @@
 The measurement contract is deliberately small: a shell command that exits 0 and
 prints a line `value=<float>` (the last such line counts; lower is better unless told
 otherwise). A point whose build, install or command fails is skipped, as `git bisect
-skip` would. A point whose value lands near the middle between good and bad is
-measured again before it is called, and its median decides.
+skip` would.
+
+Interleaved: a machine drifts 10-20% over minutes, so a point is never judged against a
+number taken earlier. The good endpoint is measured again beside every point, in
+alternating order (good, point; then point, good; ...), and the point is judged by its
+ratio to that good measured beside it: bad when the ratio is past the middle (geometric)
+of the good-to-bad ratio, which the endpoints gave measured the same way. A point whose
+ratio lands near the middle is measured again, another pair, and the median decides.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import statistics
@@ -32,12 +39,26 @@ class BisectError(Exception):
 class Probe:
     point: str
     values: list[float] = field(default_factory=list)
+    good_values: list[float] = field(default_factory=list)  # the good endpoint beside it
     verdict: str = ""  # good, bad, skipped (failed to build/install/measure)
     note: str = ""
 
     @property
     def value(self) -> float | None:
         return statistics.median(self.values) if self.values else None
+
+    @property
+    def log_ratio(self) -> float | None:
+        """Median over pairs of log(point / good measured beside it)."""
+        pairs = list(zip(self.values, self.good_values, strict=False))
+        if not pairs or any(v <= 0 or g <= 0 for v, g in pairs):
+            return None
+        return statistics.median(math.log(v / g) for v, g in pairs)
+
+    @property
+    def ratio(self) -> float | None:
+        r = self.log_ratio
+        return None if r is None else math.exp(r)
 
 
 @dataclass
@@ -48,6 +69,7 @@ class BisectResult:
     probes: list[Probe]
     good_value: float
     bad_value: float
+    gap_ratio: float  # bad / good, measured interleaved
 
 
 def parse_value(stdout: str) -> float | None:
@@ -78,34 +100,50 @@ def bisect(
     higher_is_better: bool = False,
     log: Callable[[str], None] = lambda s: None,
 ) -> BisectResult:
-    """Find the first bad point in `points` (first known good, last known bad)."""
+    """Find the first bad point in `points` (first known good, last known bad).
+    `repeats`: pairs (point and good beside it) per probe; their median ratio decides."""
     if len(points) < 2:
         raise BisectError("need a good and a bad point")
     sign = -1.0 if higher_is_better else 1.0
+    good_point = points[0]
     probes: list[Probe] = []
+    pairs = 0  # alternates the order of each pair: good first, then point first
+
+    def pair(p: Probe) -> bool:
+        """Measure the point and the good endpoint beside it; False if either fails."""
+        nonlocal pairs
+        order = (good_point, p.point) if pairs % 2 == 0 else (p.point, good_point)
+        pairs += 1
+        got = {name: measure(name) for name in order}
+        if got[p.point] is None or got[good_point] is None:
+            failed = p.point if got[p.point] is None else good_point
+            p.verdict, p.note = "skipped", f"{failed[:12]} failed to build, install or measure"
+            return False
+        p.values.append(got[p.point])  # type: ignore[arg-type]
+        p.good_values.append(got[good_point])  # type: ignore[arg-type]
+        return True
 
     def probe(i: int, n: int) -> Probe:
         p = Probe(points[i])
         for _ in range(n):
-            v = measure(points[i])
-            if v is None:
-                p.verdict, p.note = "skipped", "failed to build, install or measure"
+            if not pair(p):
                 break
-            p.values.append(v)
         probes.append(p)
-        log(f"{points[i]}: {p.value if p.value is not None else p.note}")
+        shown = f"{p.value:.4g}, {p.ratio:.3f}x good beside it" if p.ratio else p.note
+        log(f"{points[i]}: {shown}")
         return p
 
-    good, bad = probe(0, repeats), probe(len(points) - 1, repeats)
-    if good.value is None or bad.value is None:
-        raise BisectError(
-            f"cannot measure the endpoints ({good.point}: {good.value}, {bad.point}: {bad.value})"
-        )
-    gap = sign * (bad.value - good.value)
+    bad = probe(len(points) - 1, repeats)
+    if bad.log_ratio is None:
+        raise BisectError(f"cannot measure the endpoints ({good_point}: {bad.note or 'failed'})")
+    gap = sign * bad.log_ratio
     if gap <= 0:
-        raise BisectError(f"bad ({bad.value:.4g}) is not worse than good ({good.value:.4g})")
-    good.verdict, bad.verdict = "good", "bad"
-    middle = (good.value + bad.value) / 2
+        raise BisectError(
+            f"bad ({bad.value:.4g}) is not worse than good measured beside it "
+            f"({statistics.median(bad.good_values):.4g})"
+        )
+    bad.verdict = "bad"
+    middle = gap / 2
 
     lo, hi, skipped = 0, len(points) - 1, set[int]()
     while hi - lo > 1:
@@ -114,22 +152,23 @@ def bisect(
             break
         m = min(inside, key=lambda i: abs(i - (lo + hi) / 2))
         p = probe(m, repeats)
-        # Too close to the middle to call: measure again, the median decides.
+        # Too close to the middle to call: another pair, the median decides.
         extra = 0
         while (
-            p.value is not None and abs(p.value - middle) < margin * gap and extra < max_remeasure
+            p.log_ratio is not None
+            and abs(sign * p.log_ratio - middle) < margin * gap
+            and extra < max_remeasure
         ):
-            v = measure(points[m])
-            if v is None:
+            if not pair(p):
                 break
-            p.values.append(v)
             extra += 1
         if extra:
             p.note = f"re-measured {extra}x (near the middle)"
-        if p.value is None:
+        if p.log_ratio is None or p.verdict == "skipped":
+            p.verdict = "skipped"
             skipped.add(m)
             continue
-        if sign * (p.value - middle) > 0:
+        if sign * p.log_ratio > middle:
             p.verdict, hi = "bad", m
         else:
             p.verdict, lo = "good", m
@@ -139,8 +178,9 @@ def bisect(
         candidates[0] if len(candidates) == 1 else None,
         candidates,
         probes,
-        good.value,
-        bad.value,
+        statistics.median(bad.good_values),
+        statistics.median(bad.values),
+        math.exp(bad.log_ratio),
     )
 
 

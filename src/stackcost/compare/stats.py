@@ -12,7 +12,7 @@ is large (beyond a relative threshold), significant, and beyond the between-run 
 * Repetitions of one run share that run's moment on the machine, so two runs minutes
   apart differ by their drift, which no number of repetitions removes: identical runs
   here differed by up to BETWEEN_RUN_SPREAD. A change within it is `noisy`, never a
-  verdict: compare interleaved (compare/paired.py, `stackcost ab`) to see below it.
+  verdict: compare interleaved (measure/paired.py, `stackcost ab`) to see below it.
 * With 3 repetitions a side (3 vs 3 can never reach p < 0.05 two-sided in an exact
   Mann-Whitney test), significance over repetitions is complete separation: every
   candidate repetition beyond every baseline one. With 4 or more, the exact test.

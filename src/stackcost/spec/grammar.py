@@ -139,7 +139,6 @@ def parse_options(items: list[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-
 def check_env_names(names: Iterable[str]) -> str | None:
     """Why a --inherit-env name is not a variable name; None when all are."""
     for name in names:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from stackcost.compare.paired import (
+from stackcost.measure.paired import (
     block_log_ratio,
     decide,
     look_points,

@@ -3,7 +3,7 @@
 Each block runs, for every cell still undecided, four repetitions in the order ABBA or
 BAAB (chosen at random per block, seeded): each one its own process, as in `run`. The
 block's log ratio of the cell's repetition medians is one paired sample
-(compare/paired.py). After each look the cells with a clear verdict stop; the rest go
+(measure/paired.py). After each look the cells with a clear verdict stop; the rest go
 on until the cap. Both sides are ordinary runs in the store, linked as a pair, and
 the pair's verdicts are stored after every block, so an interrupted A/B keeps what it
 measured.
@@ -23,7 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from stackcost.cell import Cell
-from stackcost.compare.paired import (
+from stackcost.execute import scratch
+from stackcost.execute.runner import Runner
+from stackcost.execute.sides import Side
+from stackcost.measure.paired import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_BLOCKS,
     DEFAULT_MIN_BLOCKS,
@@ -32,9 +35,6 @@ from stackcost.compare.paired import (
     block_log_ratio,
     decide,
 )
-from stackcost.compare.sides import Side
-from stackcost.execute import scratch
-from stackcost.execute.runner import Runner
 from stackcost.result import FAILED_STATUSES, VALID_STATUSES, RepetitionResult
 
 ORDERS = (("base", "cand", "cand", "base"), ("cand", "base", "base", "cand"))

@@ -112,7 +112,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, extra, named
 def test_a_git_side_installs_that_commit_over_this_environment(tmp_path):
     import subprocess
 
-    from stackcost.compare.sides import resolve
+    from stackcost.execute.sides import resolve
 
     repo = tmp_path / "proj"
     (repo / "abprobe").mkdir(parents=True)
