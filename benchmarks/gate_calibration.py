@@ -78,7 +78,7 @@ def stackcost(argv: list[str]) -> subprocess.CompletedProcess:
 def interleaved(args, work: Path, slowdown: float, i: int) -> dict[str, Any]:
     out = work / f"ab-{slowdown}-{i}.json"
     argv = ["ab", *model_args(args), "--db", str(work / "ab.db"), "--json", str(out)]
-    argv += ["--seed-order", str(i)]
+    argv += ["--seed-order", str(i), "--max-blocks", str(args.max_blocks)]
     if slowdown:
         argv += ["--cand-env", f"{KNOB}={slowdown}"]
     t0 = time.perf_counter()
@@ -235,6 +235,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--min-time", type=float, default=0.2)
+    p.add_argument("--max-blocks", type=int, default=8, help="ab's cap on blocks per cell")
     p.add_argument("--json", type=Path, help="write every try and the summary here")
     args = p.parse_args()
     console = Console()

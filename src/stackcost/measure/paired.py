@@ -37,7 +37,7 @@ PairedVerdict = Literal["regressed", "improved", "unchanged", "noisy", "undecide
 DEFAULT_THRESHOLD = 0.03
 DEFAULT_ALPHA = 0.05
 DEFAULT_MIN_BLOCKS = 4
-DEFAULT_MAX_BLOCKS = 12
+DEFAULT_MAX_BLOCKS = 8
 # Looks at the verdict between min and max blocks (each costs alpha / LOOKS): few looks
 # keep each one's interval narrow; three allow a clear case to stop at a third of the cap.
 LOOKS = 3
