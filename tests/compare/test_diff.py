@@ -45,7 +45,7 @@ def test_presence_status_and_metric_verdicts():
         cell_result("inductor", mem=100),
     )
     cand = side(
-        cell_result("eager", ms=1.3),
+        cell_result("eager", ms=1.8),
         cell_result("torchscript", status="failed"),
         cell_result("onnxruntime"),
         cell_result("export_aot"),

@@ -97,7 +97,7 @@ def test_two_repetitions_a_side_with_a_large_pooled_shift_do_not_regress(tmp_pat
 
 def test_three_repetitions_a_side_with_a_real_shift_regress(tmp_path, capsys):
     store_run(tmp_path / "k.db", [1.00, 0.99, 1.01])
-    store_run(tmp_path / "k2.db", [1.40, 1.41, 1.39])
+    store_run(tmp_path / "k2.db", [1.70, 1.71, 1.69])
     code, out, md = compare_cli(tmp_path, capsys)
     assert code == 1, out
     assert "regressed: " in out and md.startswith("❌")
@@ -120,7 +120,7 @@ def test_an_untrusted_base_is_marked_never_judged(tmp_path, capsys, status):
 
 def test_a_disturbed_candidate_is_untrusted_not_failing(tmp_path, capsys):
     store_run(tmp_path / "k.db", [1.00, 0.99, 1.01])
-    store_run(tmp_path / "k2.db", [1.40, 1.41, 1.39], ["disturbed"] * 3)
+    store_run(tmp_path / "k2.db", [1.70, 1.71, 1.69], ["disturbed"] * 3)
     code, out, md = compare_cli(tmp_path, capsys)
     assert code == 0, out
     assert "untrusted candidate" in out and "newly failing" not in out
@@ -130,7 +130,7 @@ def test_a_disturbed_candidate_is_untrusted_not_failing(tmp_path, capsys):
 
 def test_an_unstable_candidate_is_still_judged_and_marked(tmp_path, capsys):
     store_run(tmp_path / "k.db", [1.00, 0.99, 1.01])
-    store_run(tmp_path / "k2.db", [1.40, 1.41, 1.39], ["unstable", "ok", "ok"])
+    store_run(tmp_path / "k2.db", [1.70, 1.71, 1.69], ["unstable", "ok", "ok"])
     code, out, md = compare_cli(tmp_path, capsys)
     assert code == 1, out
     assert "regressed (candidate unstable: stopped by max_time" in md

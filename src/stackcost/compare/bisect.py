@@ -47,17 +47,18 @@ class Probe:
     def value(self) -> float | None:
         return statistics.median(self.values) if self.values else None
 
-    @property
-    def log_ratio(self) -> float | None:
-        """Median over pairs of log(point / good measured beside it)."""
+    def change(self, log: bool) -> float | None:
+        """Median over pairs of the point against the good measured beside it: the log
+        ratio, or the difference where values may be zero or negative (`log` False)."""
         pairs = list(zip(self.values, self.good_values, strict=False))
-        if not pairs or any(v <= 0 or g <= 0 for v, g in pairs):
+        if not pairs or (log and any(v <= 0 or g <= 0 for v, g in pairs)):
             return None
-        return statistics.median(math.log(v / g) for v, g in pairs)
+        return statistics.median(math.log(v / g) if log else v - g for v, g in pairs)
 
     @property
     def ratio(self) -> float | None:
-        r = self.log_ratio
+        """The point over the good beside it (median over pairs); None where not positive."""
+        r = self.change(log=True)
         return None if r is None else math.exp(r)
 
 
@@ -69,7 +70,7 @@ class BisectResult:
     probes: list[Probe]
     good_value: float
     bad_value: float
-    gap_ratio: float  # bad / good, measured interleaved
+    gap_ratio: float | None  # bad / good, measured interleaved (None: not positive values)
 
 
 def parse_value(stdout: str) -> float | None:
@@ -129,14 +130,18 @@ def bisect(
             if not pair(p):
                 break
         probes.append(p)
-        shown = f"{p.value:.4g}, {p.ratio:.3f}x good beside it" if p.ratio else p.note
+        shown = p.note if p.value is None else f"{p.value:.4g}"
+        if p.ratio is not None:
+            shown += f", {p.ratio:.3f}x good beside it"
         log(f"{points[i]}: {shown}")
         return p
 
     bad = probe(len(points) - 1, repeats)
-    if bad.log_ratio is None:
-        raise BisectError(f"cannot measure the endpoints ({good_point}: {bad.note or 'failed'})")
-    gap = sign * bad.log_ratio
+    if not bad.values:
+        raise BisectError(f"cannot measure the endpoints ({bad.note})")
+    # Ratios where every value is positive (a time); differences otherwise.
+    in_logs = min(*bad.values, *bad.good_values) > 0
+    gap = sign * (bad.change(in_logs) or 0.0)
     if gap <= 0:
         raise BisectError(
             f"bad ({bad.value:.4g}) is not worse than good measured beside it "
@@ -155,8 +160,8 @@ def bisect(
         # Too close to the middle to call: another pair, the median decides.
         extra = 0
         while (
-            p.log_ratio is not None
-            and abs(sign * p.log_ratio - middle) < margin * gap
+            (c := p.change(in_logs)) is not None
+            and abs(sign * c - middle) < margin * gap
             and extra < max_remeasure
         ):
             if not pair(p):
@@ -164,11 +169,12 @@ def bisect(
             extra += 1
         if extra:
             p.note = f"re-measured {extra}x (near the middle)"
-        if p.log_ratio is None or p.verdict == "skipped":
+        c = p.change(in_logs)
+        if c is None or p.verdict == "skipped":
             p.verdict = "skipped"
             skipped.add(m)
             continue
-        if sign * p.log_ratio > middle:
+        if sign * c > middle:
             p.verdict, hi = "bad", m
         else:
             p.verdict, lo = "good", m
@@ -180,7 +186,7 @@ def bisect(
         probes,
         statistics.median(bad.good_values),
         statistics.median(bad.values),
-        math.exp(bad.log_ratio),
+        bad.ratio,
     )
 
 

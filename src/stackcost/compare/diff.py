@@ -78,6 +78,7 @@ class Comparison:
     baseline: str
     candidate: str
     cells: list[CellComparison]
+    spread: float = BETWEEN_RUN_SPREAD  # the between-run drift a timing must exceed
 
     def count(self, verdict: str) -> int:
         return sum(c.verdict == verdict for c in self.cells)
@@ -195,6 +196,7 @@ def compare_cells(
     cand: CellResult | None,
     thresholds: Mapping[str, float],
     alpha: float,
+    spread: float = BETWEEN_RUN_SPREAD,
 ) -> CellComparison:
     cell = (cand or base).cell  # type: ignore[union-attr]
     early = status_verdict(_measured(base), _measured(cand))
@@ -216,7 +218,7 @@ def compare_cells(
                     higher_is_better=higher,
                     threshold=t,
                     alpha=alpha,
-                    spread=BETWEEN_RUN_SPREAD if drifts else 0.0,
+                    spread=spread if drifts else 0.0,
                 )
             )
     trust, note = _trust_verdict(base, cand)
@@ -231,8 +233,11 @@ def compare_sides(
     cand: Side,
     thresholds: Mapping[str, float] | None = None,
     alpha: float = DEFAULT_ALPHA,
+    spread: float = BETWEEN_RUN_SPREAD,
 ) -> Comparison:
     thresholds = dict(thresholds or {})
     keys = list(base.cells) + [k for k in cand.cells if k not in base.cells]
-    cells = [compare_cells(base.cells.get(k), cand.cells.get(k), thresholds, alpha) for k in keys]
-    return Comparison(base.label, cand.label, cells)
+    cells = [
+        compare_cells(base.cells.get(k), cand.cells.get(k), thresholds, alpha, spread) for k in keys
+    ]
+    return Comparison(base.label, cand.label, cells, spread)

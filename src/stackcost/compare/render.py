@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stackcost.compare.diff import CellComparison, Comparison
-from stackcost.compare.stats import BETWEEN_RUN_SPREAD, MIN_REPETITIONS, MetricComparison
+from stackcost.compare.stats import MIN_REPETITIONS, MetricComparison
 
 ORDER = (
     "regressed",
@@ -68,12 +68,17 @@ ADVICE = {
         "session to see below that: stackcost ab MODEL --base ... --cand ..."
     ),
 }
-# Said under every stored-run comparison: what it cannot do, and what can.
-STORED_RUNS = (
-    "Two stored runs were measured at different times: a timing change within "
-    f"±{BETWEEN_RUN_SPREAD:.0%} may be the machine's drift, which this comparison cannot "
-    "separate from a change. For a gate, measure interleaved: stackcost ab."
-)
+
+
+def stored_runs_line(spread: float) -> str:
+    """Said under every stored-run comparison: what it cannot do, and what can."""
+    return (
+        "Two stored runs were measured at different times: a timing change within "
+        f"±{spread:.0%} may be the machine's drift, which this comparison cannot separate "
+        "from a change. For a gate, measure interleaved: stackcost ab."
+    )
+
+
 UNITS = {"latency": "ms", "throughput": "/s", "peak_memory": "MiB", "cold_start": "ms"}
 
 
@@ -107,7 +112,7 @@ def summary_line(cmp: Comparison) -> str:
 def advice(cmp: Comparison) -> list[str]:
     """One sentence per kind of cell left without a verdict, saying what to do."""
     return [
-        text.format(n=n, min=MIN_REPETITIONS, spread=BETWEEN_RUN_SPREAD)
+        text.format(n=n, min=MIN_REPETITIONS, spread=cmp.spread)
         for verdict, text in ADVICE.items()
         if (n := cmp.count(verdict))
     ]
@@ -160,9 +165,9 @@ def markdown(cmp: Comparison, thresholds: dict[str, float], alpha: float) -> str
         f"repetitions are significantly apart (exact Mann-Whitney U over repetition "
         f"medians, α = {alpha:g}, or complete separation at {MIN_REPETITIONS} a side; at "
         f"least {MIN_REPETITIONS} repetitions a side), and a timing moved by more than "
-        f"the ±{BETWEEN_RUN_SPREAD:.0%} between-run spread, over an `ok` baseline.",
+        f"the ±{cmp.spread:.0%} between-run spread, over an `ok` baseline.",
         "",
-        f"> {STORED_RUNS}",
+        f"> {stored_runs_line(cmp.spread)}",
         "",
         *[part for line in advice(cmp) for part in (f"> ⚠️ {line}", "")],
         header,
