@@ -185,7 +185,6 @@ def main() -> None:
             f"{sc / b:.3f}" if sc and b else "—",
             f"{e['stackcost'] / sc:.2f}x" if e.get("stackcost") and sc else "—",
             f"{e['bare'] / b:.2f}x" if e.get("bare") and b else "—",
-            json.dumps(seen.get(r, {})),
         )
     console.print(t)
     if args.json:
