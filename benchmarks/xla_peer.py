@@ -190,7 +190,12 @@ def main() -> None:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"args": vars(args) | {"json": str(args.json)}, "results": results, "medians": med},
+                {
+                    "args": vars(args) | {"json": str(args.json)},
+                    "results": results,
+                    "medians": med,
+                    "stackcost_threads": seen,
+                },
                 indent=1,
             )
         )
