@@ -48,13 +48,13 @@ def test_a_slowed_candidate_regresses_and_both_runs_are_stored_as_a_pair(tmp_pat
         "--base",
         sys.executable,  # an interpreter side: the same venv, named explicitly
         "--base-env",
-        "STACKCOST_TEST_BUSY_US=2000",
+        "STACKCOST_TEST_BUSY_US=1000",
         "--cand-env",
-        "STACKCOST_TEST_BUSY_US=4000",
+        "STACKCOST_TEST_BUSY_US=8000",
         "--min-blocks",
         "2",
         "--max-blocks",
-        "3",
+        "4",
         "--markdown",
         str(md),
         "--json",
@@ -67,13 +67,13 @@ def test_a_slowed_candidate_regresses_and_both_runs_are_stored_as_a_pair(tmp_pat
     verdict = json.loads(js.read_text())
     (cell,) = verdict["cells"]
     assert cell["verdict"] == "regressed"
-    assert 1.6 < cell["result"]["ratio"] < 2.4  # 2 ms -> 4 ms of busy-wait, plus eager
+    assert cell["result"]["ratio"] > 3  # 1 ms -> 8 ms of busy-wait, plus eager
     assert "Performance regression" in md.read_text()
     db = sqlite3.connect(tmp_path / "ab.db")
     base, cand = db.execute("SELECT base_run, cand_run FROM pairs").fetchone()
     envs = dict(db.execute("SELECT id, env_json FROM runs").fetchall())
-    assert json.loads(envs[cand])["ab"]["env"] == {"STACKCOST_TEST_BUSY_US": "4000"}
-    assert json.loads(envs[base])["worker_environ"]["STACKCOST_TEST_BUSY_US"] == "2000"
+    assert json.loads(envs[cand])["ab"]["env"] == {"STACKCOST_TEST_BUSY_US": "8000"}
+    assert json.loads(envs[base])["worker_environ"]["STACKCOST_TEST_BUSY_US"] == "1000"
     # Each block: two repetitions a side, each its own process, stored in its side's run.
     reps = db.execute(
         "SELECT c.run_id, COUNT(*) FROM repetitions r JOIN cells c ON r.cell_id = c.id"
