@@ -14,6 +14,7 @@ from torch import nn
 from stackcost.backends import PrepareContext, load_backend
 from stackcost.cell import Cell, ModelRef
 from stackcost.workload import Example
+from tests.conftest import tiny_cell
 
 FP32_TOL = 1e-4
 BF16_REL_TOL = 5e-2  # relative to max |reference|
@@ -272,8 +273,15 @@ def test_unknown_options_rejected(name):
     backend = load_backend(name)
     assert backend.name == name
     assert backend.check_options({}) is None
-    for key in backend.options:
-        assert backend.check_options({key: backend.options[key]}) is None
+    for key, option in backend.options.items():
+        assert backend.check_options({key: option.default}) is None
+        for value in option.choices:
+            assert (
+                backend.option(tiny_cell(backend=name, backend_options={key: value}), key) == value
+            )
+        message = backend.check_options({key: "<nonsense>"})
+        assert message is not None and f"{name}.{key}='<nonsense>'" in message, message
+        assert ", ".join(option.choices) in message
     message = backend.check_options({"bogus": "1"})
     assert message is not None and "bogus" in message
 

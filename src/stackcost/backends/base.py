@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from stackcost.clip import shown
+
 if TYPE_CHECKING:  # torch is imported only inside worker processes
     import torch
 
@@ -74,6 +76,33 @@ class Capabilities:
                     return f"cannot train: inference only (modes: {', '.join(sorted(allowed))})"
                 return f"{axis} {value} not supported (supported: {', '.join(sorted(allowed))})"
         return None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option a backend reads from cell.backend_options (`-o BACKEND.KEY=VALUE`): its
+    default and the values it takes, checked where the spec is validated, not in a cell.
+    Empty `choices`: any value (a custom backend that declares only a default)."""
+
+    default: str
+    choices: tuple[str, ...] = ()
+    help: str = ""
+
+    def problem(self, backend: str, key: str, value: str) -> str | None:
+        if self.choices and value not in self.choices:
+            return (
+                f"option {backend}.{key}={shown(value)} is not allowed "
+                f"(allowed: {', '.join(self.choices)})"
+            )
+        return None
+
+
+FLAG = ("true", "false")  # the choices of an on/off option
+
+
+def as_option(declared: Option | str) -> Option:
+    """A declared option; a bare default string (custom backends) takes any value."""
+    return declared if isinstance(declared, Option) else Option(default=declared)
 
 
 @dataclass(frozen=True)
@@ -198,8 +227,9 @@ class Backend(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     capabilities: ClassVar[Capabilities] = Capabilities()
-    # Option names this backend reads from cell.backend_options, with their defaults.
-    options: ClassVar[dict[str, str]] = {}
+    # The options this backend reads from cell.backend_options, by name: each an Option
+    # (default and allowed values), or a bare default that takes any value.
+    options: ClassVar[dict[str, Option | str]] = {}
     # Whether torch.profiler sees this backend's work (its kernels are aten ops): read by
     # the default `breakdown` only. A backend whose work runs elsewhere overrides
     # `breakdown` with its own profiler, or sets this False and gets a note instead.
@@ -328,11 +358,17 @@ class Backend(ABC):
         return None
 
     def option(self, cell: Cell, key: str) -> str:
-        return cell.backend_options.get(key, self.options[key])
+        return cell.backend_options.get(key, as_option(self.options[key]).default)
 
     def check_options(self, given: dict[str, str]) -> str | None:
+        """Why the options `given` cannot run, or None: names the backend reads, values
+        among each option's choices. A backend whose options constrain each other extends
+        this (and calls it first)."""
         unknown = sorted(set(given) - set(self.options))
         if unknown:
             allowed = ", ".join(sorted(self.options)) or "none"
             return f"unknown option {unknown[0]!r} for backend {self.name} (allowed: {allowed})"
+        for key, value in given.items():
+            if problem := as_option(self.options[key]).problem(self.name, key, value):
+                return problem
         return None

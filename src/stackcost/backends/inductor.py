@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import shutil
 
-from stackcost.backends.base import Availability, Backend, Capabilities, Prepared, TrainPrepared
+from stackcost.backends.base import (
+    FLAG,
+    Availability,
+    Backend,
+    Capabilities,
+    Option,
+    Prepared,
+    TrainPrepared,
+)
 from stackcost.backends.torch_common import cast, evaluator, train_step
 
 
@@ -18,7 +26,13 @@ class InductorBackend(Backend):
     )
     # freezing=true folds weights into the graph as constants (what TorchBench's CPU
     # inference runs use); torch's default is false, so that is ours too.
-    options = {"mode": "default", "freezing": "false"}
+    options = {
+        # torch._inductor.list_mode_options' modes.
+        "mode": Option(
+            "default", ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+        ),
+        "freezing": Option("false", FLAG),
+    }
 
     def available(self) -> Availability:
         if shutil.which("g++") is None and shutil.which("c++") is None:

@@ -12,7 +12,7 @@ the correct count, so no second forward is run for it.
 
 from __future__ import annotations
 
-from stackcost.backends.base import TrainPrepared
+from stackcost.backends.base import Option, TrainPrepared
 from stackcost.backends.keras_common import KerasRung
 
 CALLS = ("predict_on_batch", "__call__")
@@ -21,13 +21,7 @@ CALLS = ("predict_on_batch", "__call__")
 class KerasBackend(KerasRung):
     name = "keras"
     description = "Keras 3 on TensorFlow, predict_on_batch (or __call__), no XLA"
-    options = {"call": "predict_on_batch"}
-
-    def check_options(self, given):
-        problem = super().check_options(given)
-        if problem is None and given.get("call", CALLS[0]) not in CALLS:
-            return f"{self.name}.call={given['call']!r} is not a call (allowed: {', '.join(CALLS)})"
-        return problem
+    options = {"call": Option(CALLS[0], CALLS)}
 
     def compile_step(self, keras_model, x, cell):
         import keras

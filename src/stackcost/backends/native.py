@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from stackcost.backends.base import (
+    FLAG,
     Availability,
     Backend,
     Capabilities,
     NoBreakdown,
+    Option,
     PrepareContext,
     Run,
     TrainRun,
@@ -307,7 +309,13 @@ class TorchScriptCppBackend(LibTorchProgram):
     )
     capabilities = Capabilities(devices=frozenset({"cpu", "cuda"}))
     # The Python torchscript rung's defaults, so the two differ only by the language.
-    options = {"freeze": "true", "optimize": "true"}
+    options = {"freeze": Option("true", FLAG), "optimize": Option("true", FLAG)}
+
+    def check_options(self, given):
+        from stackcost.backends.torchscript import graph_flags_problem
+
+        return super().check_options(given) or graph_flags_problem(self.name, given)
+
     needs_definition = False  # runs whatever traces, any inputs and outputs
 
     def export(self, model, example, cell, workdir):

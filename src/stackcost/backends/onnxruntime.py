@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
-from stackcost.backends.ort_options import PROVIDERS, opt_levels, session_options
+from stackcost.backends.base import Availability, Backend, Capabilities, Option, Prepared
+from stackcost.backends.onnx_export import EXPORTERS
+from stackcost.backends.ort_options import OPT_LEVELS, PROVIDERS, opt_levels, session_options
 
 
 class OnnxRuntimeBackend(Backend):
@@ -14,7 +15,12 @@ class OnnxRuntimeBackend(Backend):
     description = "ONNX export + ONNX Runtime InferenceSession (fp32 only)"
     # fp32 only: a bf16/fp16 rung would need a converted graph, a different model to compare.
     capabilities = Capabilities(devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32"}))
-    options = {"exporter": "dynamo", "opt_level": "all"}
+    # opt_level: ORT's graph optimization levels ("layout" needs ORT >= 1.22, checked
+    # against the installed one when the session is made).
+    options = {
+        "exporter": Option("dynamo", EXPORTERS),
+        "opt_level": Option("all", tuple(OPT_LEVELS)),
+    }
 
     def available(self) -> Availability:
         return Availability.needs_modules(

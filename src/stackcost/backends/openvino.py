@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
+from stackcost.backends.base import Availability, Backend, Capabilities, Option, Prepared
+from stackcost.backends.onnx_export import EXPORTERS
 
 _HINTS = {"fp32": "f32", "bf16": "bf16"}
 
@@ -11,7 +12,7 @@ class OpenVINOBackend(Backend):
     name = "openvino"
     description = "ONNX export + OpenVINO CPU plugin (explicit inference precision, LATENCY hint)"
     capabilities = Capabilities(precisions=frozenset({"fp32", "bf16"}))
-    options = {"exporter": "dynamo"}
+    options = {"exporter": Option("dynamo", EXPORTERS)}
     # PERF_COUNT's per-node times did not add up to the wall time (averaged, not per call).
     torch_profiled = False
 

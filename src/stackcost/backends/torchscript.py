@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
-from stackcost.backends.base import Availability, Backend, Capabilities, Prepared, TrainPrepared
+from stackcost.backends.base import (
+    FLAG,
+    Availability,
+    Backend,
+    Capabilities,
+    Option,
+    Prepared,
+    TrainPrepared,
+)
 from stackcost.backends.torch_common import cast, evaluator, train_step
 
 _FLAGS = {"true": True, "false": False}
+
+
+def graph_flags_problem(name: str, given: dict[str, str]) -> str | None:
+    """optimize_for_inference works on a frozen module only: asking for both optimize=true
+    and freeze=false is a contradiction, refused rather than resolved silently."""
+    if given.get("optimize") == "true" and given.get("freeze") == "false":
+        return f"option {name}.optimize=true needs {name}.freeze=true (optimizing needs a frozen graph)"
+    return None
 
 
 def graph_flags(backend: Backend, cell) -> tuple[bool, bool]:
@@ -48,7 +64,14 @@ class TorchScriptBackend(Backend):
         devices=frozenset({"cpu", "cuda"}),
         precisions=frozenset({"fp32", "bf16"}),
     )
-    options = {"variant": "trace", "freeze": "true", "optimize": "true"}
+    options = {
+        "variant": Option("trace", ("trace", "script")),
+        "freeze": Option("true", FLAG),
+        "optimize": Option("true", FLAG),
+    }
+
+    def check_options(self, given):
+        return super().check_options(given) or graph_flags_problem(self.name, given)
 
     def available(self) -> Availability:
         return Availability.needs_modules("torch", install="pip install torch")

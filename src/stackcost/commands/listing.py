@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             "modes",
             "devices",
             "precisions",
-            "description / reason",
+            "description / reason; options (-o BACKEND.KEY=VALUE, default first)",
         ):
             table.add_column(col)
         for name in REGISTRY:
@@ -84,7 +84,20 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 ",".join(sorted(caps.modes)),
                 ",".join(sorted(caps.devices)),
                 ",".join(sorted(caps.precisions)),
-                Text(b.description if a.ok else a.reason),
+                Text(b.description if a.ok else a.reason)
+                + (Text(f"\noptions: {options_line(b.options)}", style="dim") if b.options else ""),
             )
     console.print(table)
     return 0
+
+
+def options_line(options: dict) -> str:
+    """'mode=default|max-autotune; freezing=false|true': each option's values, default first."""
+    from stackcost.backends.base import as_option
+
+    parts = []
+    for key, declared in options.items():
+        option = as_option(declared)
+        rest = [c for c in option.choices if c != option.default]
+        parts.append(f"{key}={'|'.join([option.default, *rest])}{'' if option.choices else '|…'}")
+    return "; ".join(parts)
