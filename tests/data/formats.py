@@ -34,12 +34,16 @@ def write_mnist(root: Path, split: str, images: np.ndarray, labels: np.ndarray, 
     write_idx(root / f"{prefix}-labels-idx1-ubyte", labels, 2049, gz)
 
 
-def write_cifar_batch(path: Path, images: np.ndarray, labels: list[int]) -> None:
+def write_cifar_batch(
+    path: Path, images: np.ndarray, labels: list[int], protocol: int | None = None
+) -> None:
     # Row = 1024 red, 1024 green, 1024 blue bytes, each plane row by row.
     rows = np.stack([np.concatenate([img[c].ravel(order="C") for c in range(3)]) for img in images])
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as f:
-        pickle.dump({b"batch_label": b"test", b"data": rows, b"labels": labels}, f)
+    blob = pickle.dumps({b"batch_label": b"test", b"data": rows, b"labels": labels}, protocol)
+    if protocol == 2:  # the archive's Python 2 pickle names numpy 1's module
+        blob = blob.replace(b"numpy._core.multiarray\n", b"numpy.core.multiarray\n")
+    path.write_bytes(blob)
 
 
 def write_cifar_meta(path: Path, names: list[str]) -> None:

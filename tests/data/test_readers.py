@@ -84,11 +84,12 @@ def test_idx_bad_magic_and_count_mismatch(tmp_path: Path) -> None:
 # ---- CIFAR-10 (pickle batches) ------------------------------------------------------------
 
 
-def test_cifar10_reads_exactly_what_was_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", [2, None], ids=["python2-archive", "default"])
+def test_cifar10_reads_exactly_what_was_written(tmp_path: Path, protocol: int | None) -> None:
     root = tmp_path / "cifar-10-batches-py"
     images = RNG.integers(0, 256, (4, 3, 32, 32), dtype=np.uint8)
     images[0, 1, 3, 5] = 255  # green, row 3, column 5: byte 1024 + 3 * 32 + 5 of the row
-    write_cifar_batch(root / "test_batch", images, [3, 1, 4, 1])
+    write_cifar_batch(root / "test_batch", images, [3, 1, 4, 1], protocol)
     names = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"]
     write_cifar_meta(root / "batches.meta", names)
     ds = read_cifar10(tmp_path, "test")

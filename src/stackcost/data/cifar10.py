@@ -3,17 +3,18 @@
 Each batch is a pickled dict: b"data" is (N, 3072) uint8, each row the red, green then blue
 32x32 plane, each plane row-major, so a plain reshape to (N, 3, 32, 32) is already CHW.
 b"labels" is a list of N ints 0..9; batches.meta holds b"label_names".
-Note: unpickling runs code from the file; only point this at a copy of the real archive.
+The pickles are read by a restricted unpickler (data/restricted_pickle.py) that resolves
+numpy's array and dtype constructors only: a crafted file cannot run code.
 """
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from stackcost.data import restricted_pickle
 from stackcost.data.base import Dataset, DatasetCorrupt, check_limit, find_file, missing
 
 __all__ = ["CLASSES", "LAYOUT", "URL", "read_cifar10"]
@@ -36,10 +37,10 @@ def _roots(data_dir: Path) -> list[Path]:
 
 def _unpickle(path: Path) -> dict[Any, Any]:
     try:
-        with path.open("rb") as f:
-            obj = pickle.load(f, encoding="bytes")
-    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise DatasetCorrupt(f"{path}: not a CIFAR pickle ({exc})") from exc
+        obj = restricted_pickle.load(path, encoding="bytes")
+    except Exception as exc:  # nothing of the file ran: whatever broke, it is not a batch
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DatasetCorrupt(f"{path}: not a CIFAR pickle ({why})") from None
     if not isinstance(obj, dict):
         raise DatasetCorrupt(f"{path}: expected a pickled dict, got {type(obj).__name__}")
     return obj
