@@ -13,6 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from stackcost.clip import shown
+from stackcost.errors import SpecError
+
 if TYPE_CHECKING:
     import torch
 
@@ -69,6 +72,11 @@ def show_sizes(sizes: Mapping[str, int]) -> str:
 
 
 Kind = Literal["normal", "ids", "mask"]
+# What an input may be: its dtypes and how its values are drawn, and the ModelRef fields
+# a dimension may name besides "batch" and the workload's own size axes.
+DTYPES = ("float32", "int64", "int32", "bool")
+KINDS = ("normal", "ids", "mask")
+MODEL_DIMS = ("in_channels",)
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,34 @@ class Input:
     dtype: Literal["float32", "int64", "int32", "bool"] = "float32"
     kind: Kind = "normal"
     high: int | None = None  # exclusive upper bound of ids (the vocabulary size)
+
+    def __post_init__(self) -> None:
+        """Refused where it is declared (a user's Workload file, as it is imported), not
+        as a KeyError in a worker."""
+        name = shown(self.name)
+        if self.dtype not in DTYPES:
+            raise SpecError(
+                f"input {name}: dtype {shown(self.dtype)} is not supported (allowed: {', '.join(DTYPES)})"
+            )
+        if self.kind not in KINDS:
+            raise SpecError(
+                f"input {name}: kind {shown(self.kind)} is not one of {', '.join(KINDS)}"
+            )
+        if self.kind == "ids" and not (isinstance(self.high, int) and self.high >= 1):
+            raise SpecError(
+                f"input {name} draws ids: give high, their exclusive upper bound (the vocabulary "
+                f"size), a positive integer (got {shown(self.high)})"
+            )
+        for d in self.shape:
+            if (
+                isinstance(d, bool)
+                or not isinstance(d, (int, str))
+                or (isinstance(d, int) and d < 1)
+            ):
+                raise SpecError(
+                    f"input {name}: dimension {shown(d)} must be a positive integer or the name "
+                    "of a size (batch, a size axis, in_channels)"
+                )
 
     def resolve(self, batch: int, sizes: Mapping[str, int], ref: ModelFields) -> tuple[int, ...]:
         dims = []
@@ -122,6 +158,30 @@ class Workload:
     # depths). The rungs that re-define models (Keras, the C++ programs) build from these
     # two, so a new depth of a family is one zoo entry. None: nothing re-defines it.
     family: str | None = None
+
+    def __post_init__(self) -> None:
+        """Every size axis is one stackcost knows, and every named dimension of an input is
+        one the workload declares: refused here, before any run exists."""
+        for axis in self.sizes:
+            if axis not in SIZE_AXES:
+                raise SpecError(
+                    f"workload {shown(self.name)}: size axis {shown(axis)} is not one stackcost "
+                    f"knows (allowed: {', '.join(SIZE_AXES)})"
+                )
+        for i in self.inputs:
+            for d in i.shape:
+                if (
+                    isinstance(d, str)
+                    and d != "batch"
+                    and d not in self.sizes
+                    and d not in MODEL_DIMS
+                ):
+                    declared = ", ".join(["batch", *self.sizes, *MODEL_DIMS])
+                    raise SpecError(
+                        f"workload {shown(self.name)}: input {shown(i.name)} names dimension "
+                        f"{shown(d)}, which it does not declare (declared: {declared}; "
+                        "a size axis is declared by giving its default in sizes=)"
+                    )
 
     @property
     def axes(self) -> tuple[str, ...]:

@@ -18,6 +18,10 @@ SQLITE_INT_MAX = 2**63 - 1  # every integer lands in a SQLite INTEGER column
 MAX_AXIS_VALUES = 10_000  # values one axis (a range, a list) may expand to
 MAX_CELLS = 100_000  # cells one spec may expand to
 MAX_REPEATS = 1_000  # independent processes per cell
+# A head or an input this wide is a typo, and its weights alone would not fit: ImageNet-21k
+# has 21,841 classes, hyperspectral images a few hundred bands.
+MAX_CLASSES = 100_000
+MAX_CHANNELS = 1_024
 
 
 def parse_range(text: str, what: str) -> list[int]:
@@ -65,6 +69,16 @@ def check_int(value: int, what: str) -> int:
     return value
 
 
+def check_widths(num_classes: int | None, in_channels: int | None) -> None:
+    """A model's head and input widths, bounded before any weight is allocated."""
+    for flag, value, most in (
+        ("--num-classes", num_classes, MAX_CLASSES),
+        ("--in-channels", in_channels, MAX_CHANNELS),
+    ):
+        if value is not None and not 0 <= value <= most:
+            raise SpecError(f"{flag} {value} is out of range (allowed: 1..{most:,})")
+
+
 def parse_positive_ints(text: str, what: str) -> list[int]:
     """A comma list of positive integers and ranges: '1,8', '8..1024x2', '1,2,16..64x2'."""
     values: list[int] = []
@@ -86,6 +100,33 @@ def parse_positive_ints(text: str, what: str) -> list[int]:
         if len(values) > MAX_AXIS_VALUES:
             raise SpecError(f"{what} list has more than {MAX_AXIS_VALUES:,} values")
     return values
+
+
+def parse_float(
+    text: str | float,
+    what: str,
+    low: float = 0.0,
+    high: float = math.inf,
+    *,
+    low_closed: bool = False,
+    high_closed: bool = False,
+) -> float:
+    """A finite number in the interval from `low` to `high` (open ends unless closed):
+    NaN passes no comparison and infinity no bound, so both are refused here, once."""
+    if high == math.inf:
+        allowed = f"{'>=' if low_closed else '>'} {low:g}"
+    else:
+        allowed = f"in {'[' if low_closed else '('}{low:g}, {high:g}{']' if high_closed else ')'}"
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise SpecError(f"{what} {shown(text)} is not a number (allowed: {allowed})") from None
+    inside = (value >= low if low_closed else value > low) and (
+        value <= high if high_closed else value < high
+    )
+    if not (math.isfinite(value) and inside):
+        raise SpecError(f"{what} {shown(text)} must be a finite number {allowed}")
+    return value
 
 
 def parse_choices(text: str, what: str, allowed: tuple[str, ...]) -> list[str]:

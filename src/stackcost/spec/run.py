@@ -29,10 +29,12 @@ from stackcost.spec.grammar import (
     SQLITE_INT_MAX,
     check_env_names,
     check_int,
+    check_widths,
     parse_choices,
 )
 from stackcost.verify import DEFAULT_TOLERANCE
 from stackcost.workload import SIZE_AXES, Workload
+from stackcost.zoo.hf import size_problem as hf_size_problem
 
 
 class RunSpec(BaseModel):
@@ -165,12 +167,16 @@ def model_ref(
     if init not in zoo.INIT_SCHEMES:
         raise SpecError(f"unknown init {init!r} (allowed: {', '.join(zoo.INIT_SCHEMES)})")
     check_int(seed, "seed")
+    check_widths(num_classes, in_channels)
     if head is not None and head not in HEADS:
         raise SpecError(f"unknown head {head!r} (allowed: {', '.join(HEADS)})")
     hf = name.startswith(HF_PREFIX) or zoo.is_hf_entry(name)
     if (config or head) and not hf:
         flag = "-c/--config" if config else "--head"
         raise SpecError(f"{flag} applies to Hugging Face models (hf:TYPE, {zoo.hf_entries()})")
+    for key, value in (config or {}).items():  # before the probe: no transformers needed
+        if problem := hf_size_problem(key, value):
+            raise SpecError(f"{name}: {problem}")
     if name.startswith(HF_PREFIX):
         if not HF_NAME.fullmatch(name):
             raise SpecError(f"model {name!r} is not of the form hf:<model_type>, e.g. hf:bert")
@@ -238,8 +244,7 @@ def _check_sizes(spec: RunSpec) -> None:
                 raise SpecError(f"{what} {v} must be a positive integer (>= 1)")
     for model in spec.models:
         check_int(model.seed, "seed")
-        for what, v in (("num-classes", model.num_classes), ("in-channels", model.in_channels)):
-            check_int(v, what)
+        check_widths(model.num_classes, model.in_channels)
         for v in model.input_shape or ():
             check_int(v, "input shape dimension")
     axes = (

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from stackcost.errors import SpecError
 from stackcost.workload import Input, Workload
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ def load_factory(path: str) -> Callable[[], Any]:
     importlib.invalidate_caches()  # the file may have been written since the last import
     try:
         obj: Any = importlib.import_module(module_name)
+    except SpecError as exc:  # a Workload it declares is refused (stackcost's own words)
+        raise ZooError(f"model {path!r}: {exc}") from None
     except Exception as exc:  # anything the module raises while importing
         raise ZooError(
             f"model factory {path!r}: cannot import {module_name!r} ({_one_line(exc)})"

@@ -50,6 +50,22 @@ OWNED = {
 }
 # Settable config properties a user may reasonably override (the rest are internals).
 EXTRA_KEYS = ("attn_implementation", "output_attentions")
+# Config fields that are sizes (widths, depths, counts of heads): an override must be a
+# positive integer. Matched on the name: hidden_size, num_hidden_layers, n_embd, d_model...
+SIZE_KEY = re.compile(
+    r"(^(n|num|d)_)|(^|_)(size|dim|layers|heads|channels|positions|embd|embeddings|experts|"
+    r"width|depth|ctx|inner|ff|model|groups)($|_)"
+)
+BYTES_PER_PARAMETER = 4  # fp32, as every model is built
+
+
+def size_problem(key: str, value: Any) -> str | None:
+    """Why a -c override of a size field is not one (a width of -4, zero layers); None
+    otherwise. Needs no transformers: the parent asks it as the spec is validated."""
+    integer = isinstance(value, int) and not isinstance(value, bool)
+    if SIZE_KEY.search(key) and integer and value < 1:
+        return f"config {key}={value}: a size must be a positive integer"
+    return None
 
 
 # -- the type: modality, config, head -------------------------------------------------------
@@ -141,6 +157,8 @@ def make_config(
             close = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ZooError(f"{label} has no config field {key!r}{hint}")
+        if problem := size_problem(key, ref.config[key]):
+            raise ZooError(f"{label}: {problem}")
     defaults = _defaults(config_class)
     given = {k: _as_field(label, k, v, defaults.get(k)) for k, v in ref.config.items()}
     merged = {**config, **given, "use_cache": False, "return_dict": True}
@@ -219,6 +237,45 @@ def _describe(ref: ModelRef, model_type: str, cfg: Any, entry: Workload | None) 
     )
 
 
+def check_buildable(ref: ModelRef, model_type: str, cfg: Any, label: str) -> int:
+    """The model built on torch's meta device (shapes only, nothing allocated): a config
+    it cannot be built from is refused here, in the probe, not as a failed cell, and its
+    weights must fit this machine's memory. Returns the parameter count."""
+    import psutil
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = _head_class(model_type, ref.head).from_config(cfg)
+    except Exception as exc:  # transformers or torch on a config that builds nothing
+        text = " ".join(str(exc).split())
+        raise ZooError(
+            f"{label}: cannot be built from its config: {type(exc).__name__}: {text}"
+        ) from None
+    count = sum(p.numel() for p in model.parameters())
+    need, have = count * BYTES_PER_PARAMETER, psutil.virtual_memory().total
+    if need > have:
+        raise ZooError(
+            f"{label}: {count:.3g} parameters, {need / 2**30:.3g} GiB of fp32 weights, more "
+            f"than this machine's {have / 2**30:.1f} GiB of memory"
+        )
+    return count
+
+
+def _one_modality(model_type: str, kind: str, cfg: Any) -> None:
+    """A dual encoder (CLIP, SigLIP ...) fed pixels or audio alone still wants its text
+    tower's input_ids; stackcost feeds one modality, so it names the towers instead."""
+    if kind == "text" or "text_config" not in (getattr(cfg, "sub_configs", None) or {}):
+        return
+    configs, _ = _mappings()
+    towers = sorted(t for t in configs.CONFIG_MAPPING_NAMES if t.startswith(f"{model_type}_"))
+    hint = f": try {' or '.join('hf:' + t for t in towers[:2])}" if towers else ""
+    raise ZooError(
+        f"hf:{model_type} pairs a text tower with its {kind} one and needs both inputs; "
+        f"stackcost feeds one modality{hint}"
+    )
+
+
 def hf_workload(ref: ModelRef) -> Workload:
     """What an "hf:<model_type>" model, or a zoo Hugging Face entry with -c/--head, is fed
     and how big it may be, from its config; ZooError (one line) on a bad type or key."""
@@ -233,6 +290,10 @@ def hf_workload(ref: ModelRef) -> Workload:
     cfg = make_config(ref, model_type, base_config, None)
     _head_class(model_type, ref.head)  # a head the type lacks is refused here, not in a cell
     kind = modality(model_type)
+    _one_modality(model_type, kind, cfg)
+    check_buildable(
+        ref, model_type, cfg, ref.name if ref.is_hf else f"{ref.name} (hf:{model_type})"
+    )
     num_classes = (ref.num_classes or 2) if ref.head == "classification" else 0
     minimum: dict[str, int] = {}
     maximum: dict[str, int] = {}

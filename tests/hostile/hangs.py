@@ -1,0 +1,5 @@
+"""A module whose import never finishes."""
+
+import time
+
+time.sleep(3600)
