@@ -14,6 +14,8 @@ from rich.text import Text
 from stackcost.errors import SpecError
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.machine_lock import MachineLock
+from stackcost.execute.ray_executor import CONNECT_TIMEOUT_S  # Ray is imported on connecting
+from stackcost.spec.grammar import parse_float
 
 EXECUTORS = ("local", "ray")
 HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:\d{1,5}")
@@ -30,6 +32,12 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
         "--ray-address",
         metavar="auto|HOST:PORT",
         help="the Ray cluster to use with --executor ray (default: start one here)",
+    )
+    p.add_argument(
+        "--ray-connect-timeout",
+        metavar="SECONDS",
+        help=f"with --ray-address: how long the cluster may take to answer before it is "
+        f"called unreachable (default {CONNECT_TIMEOUT_S:g})",
     )
     p.add_argument(
         "--ray-share-cores",
@@ -49,6 +57,7 @@ def check_executor_args(args: argparse.Namespace) -> None:
         flag
         for flag, given in (
             ("--ray-address", args.ray_address),
+            ("--ray-connect-timeout", args.ray_connect_timeout),
             ("--ray-share-cores", args.ray_share_cores),
         )
         if given
@@ -60,6 +69,12 @@ def check_executor_args(args: argparse.Namespace) -> None:
         if address is not None and address != "auto" and not HOST_PORT.fullmatch(address):
             raise SpecError(
                 f"--ray-address {address!r} is not auto or HOST:PORT (e.g. 10.0.0.5:6379)"
+            )
+        if args.ray_connect_timeout is not None:
+            if address is None:
+                raise SpecError("--ray-connect-timeout applies with --ray-address")
+            parse_float(
+                args.ray_connect_timeout, "--ray-connect-timeout", 0.0, 3600.0, high_closed=True
             )
         if args.no_wait:
             raise SpecError(
@@ -99,9 +114,12 @@ def executor_for(
     from stackcost.execute.ray_executor import RayExecutor, connected
 
     address = args.ray_address
+    timeout = CONNECT_TIMEOUT_S
+    if args.ray_connect_timeout is not None:
+        timeout = parse_float(args.ray_connect_timeout, "--ray-connect-timeout", 0.0, 3600.0)
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(connected(address))
+            stack.enter_context(connected(address, timeout))
         except (ConnectionError, RuntimeError) as exc:
             where = f"at {address}" if address else "started here"
             raise SpecError(f"--executor ray: no Ray cluster {where}: {exc}") from None

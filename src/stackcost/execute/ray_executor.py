@@ -273,18 +273,81 @@ def _interrupted(task: RepetitionTask) -> RepetitionResult:
     return _failed(task, "interrupted", "interrupted by Ctrl-C")
 
 
+# How long connecting to a cluster may take before it is called unreachable.
+CONNECT_TIMEOUT_S = 30.0
+
+
 @contextlib.contextmanager
-def connected(address: str | None) -> Iterator[None]:
+def connected(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> Iterator[None]:
     """Connected to the cluster at `address` ("auto" or HOST:PORT) or, with None, to a Ray
-    instance started here; left as found when this process was already connected."""
+    instance started here; left as found when this process was already connected.
+    ConnectionError when a cluster does not answer within `timeout_s`."""
     import ray
 
     if ray.is_initialized():
         yield
         return
-    # "local": a new instance even where ray_current_cluster names an old (maybe dead) one.
-    ray.init(address=address or "local", logging_level=logging.WARNING, log_to_driver=False)
+    if address is None:
+        # "local": a new instance even where ray_current_cluster names an old (maybe dead) one.
+        ray.init(address="local", logging_level=logging.WARNING, log_to_driver=False)
+    else:
+        _join(ray, address, timeout_s)
     try:
         yield
     finally:
         ray.shutdown()
+
+
+def _join(ray: Any, address: str, timeout_s: float) -> None:
+    """ray.init(address), bounded. Ray retries an address that does not answer for minutes,
+    in C++ that no signal interrupts, printing a warning a second. So: a plain TCP connect
+    first (a refused or unrouted address fails at once), then one throwaway child that
+    connects and leaves, killed at the deadline (and with this process), its warnings
+    kept off the terminal; only then this process connects."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    if address != "auto":
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            raise ConnectionError(f"nothing answers there within {timeout_s:g} s ({why})") from None
+    try:
+        tried = subprocess.run(
+            [sys.executable, "-c", _TRY_CONNECT, address],
+            capture_output=True,
+            text=True,
+            timeout=max(deadline - time.monotonic(), 0.1),
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+    except subprocess.TimeoutExpired:
+        raise ConnectionError(
+            f"it did not answer as a Ray cluster within {timeout_s:g} s"
+        ) from None
+    if tried.returncode != 0:
+        lines = [line for line in tried.stderr.splitlines() if "Error" in line] or [""]
+        raise ConnectionError(lines[-1].strip() or f"connecting exited with {tried.returncode}")
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+
+
+_TRY_CONNECT = (
+    "import logging, sys, ray\n"
+    "ray.init(address=sys.argv[1], logging_level=logging.ERROR, log_to_driver=False)\n"
+    "ray.shutdown()\n"
+)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: killed when stackcost is (Linux's PR_SET_PDEATHSIG), so
+    a SIGTERM to stackcost leaves no connection attempt retrying behind it."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(AttributeError, OSError):  # not Linux: it ends at its timeout
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
