@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
+import torch
 
+from stackcost.cli import main
 from stackcost.env import cores
 from stackcost.store.database import Store
 from tests.test_refusals_files import refused, state
@@ -85,6 +89,50 @@ CASES = [
     (["train", "mlp", "--dataset", "imagenet"], "unknown dataset 'imagenet'"),
     (["train", "mlp", "--dataset", "digits", "--num-classes", "3"],
      "--num-classes 3: digits has 10 classes"),
+    # values checked where they enter, not in a worker: backend options by their schema
+    (run("--backends", "onnxruntime", "-o", "onnxruntime.opt_level=<nonsense>"),
+     "option onnxruntime.opt_level='<nonsense>' is not allowed (allowed: disable, basic,"),
+    (run("--backends", "inductor", "-o", "inductor.mode=fastest"), "inductor.mode='fastest'"),
+    (run("--backends", "torchscript", "-o", "torchscript.optimize=true", "-o",
+         "torchscript.freeze=false"), "torchscript.optimize=true needs torchscript.freeze=true"),
+    # Hugging Face overrides: sizes positive, weights that fit, inputs stackcost can feed
+    (["run", "hf:bert", "-c", "hidden_size=-4"],
+     "hf:bert: config hidden_size=-4: a size must be a positive integer"),
+    (["run", "bert-base", "-c", "hidden_size=999999996"],
+     "bert-base (hf:bert): 4.9e+19 parameters, 1.83e+11 GiB of fp32 weights, more than"),
+    (["run", "hf:clip"], "hf:clip pairs a text tower with its image one and needs both inputs"),
+    # Workloads: dtypes from the supported set, dimensions it declares
+    (["run", "tests.hostile.unknown_dtype:WORKLOAD"],
+     "input 'x': dtype 'float8' is not supported (allowed: float32, int64, int32, bool)"),
+    (["run", "tests.hostile.undeclared_axis:WORKLOAD"],
+     "input 'ids' names dimension 'seq_len', which it does not declare"),
+    # scenario bounds: a unit required, a range, a negative value after a space
+    (run("--scenario", "server", "--latency-bound", "0.05"),
+     "latency-bound '0.05' needs a unit: 0.05ms or 0.05s"),
+    (run("--scenario", "server", "--loadgen-min-duration", "2"), "needs a unit: 2ms or 2s"),
+    (run("--scenario", "server", "--latency-bound", "1e30ms"),
+     "latency-bound '1e30ms' must be a positive duration of at most 3600s"),
+    (run("--scenario", "server", "--latency-bound", "-5ms"),
+     "latency-bound '-5ms' must be a positive duration"),
+    # training options bounded before anything is allocated
+    ([*TRAIN, "--num-classes", "1000000000"], "--num-classes 1000000000 is out of range"),
+    (["train", "bert-base", "--num-classes", "1000000000"], "out of range (allowed: 1..100,000)"),
+    (run("--in-channels", "100000000"), "--in-channels 100000000 is out of range"),
+    # thresholds finite, relative ones in (0, 1): NaN counts everything, inf nothing
+    (["compare", "a", "b", "--threshold", "nan"], "--threshold 'nan' must be a finite number in (0, 1)"),
+    (["compare", "a", "b", "--threshold", "0"], "--threshold '0' must be a finite number in (0, 1)"),
+    (["compare", "a", "b", "--threshold-metric", "latency=1e309"],
+     "--threshold-metric latency '1e309' must be a finite number in (0, 1)"),
+    (["compare", "a", "b", "--alpha", "inf"], "--alpha 'inf' must be a finite number"),
+    (["compare", "a", "b", "--between-run-spread", "nan"], "--between-run-spread 'nan'"),
+    (["history", "--min-change", "inf"], "--min-change 'inf' must be a finite number in [0, 10)"),
+    (["history", "--alpha", "nan"], "--alpha 'nan' must be a finite number in (0, 1)"),
+    (["ab", "mlp", "--base", "python", "--cand", "python", "--threshold", "inf"],
+     "--threshold 'inf' must be a finite number in (0, 1)"),
+    (run("--import-timeout", "nan"), "--import-timeout 'nan' must be a finite number"),
+    ([*TRAIN, "--batch-size", "128"],
+     "--batch-size 128 is more than the 64 training samples --limit 64 keeps: no full batch"),
+    (["report", "--baseline", "eagr"], "unknown backend 'eagr' (allowed: eager,"),
 ]  # fmt: skip
 
 
@@ -129,6 +177,57 @@ def test_a_corrupt_mnist_file_is_one_line(capsys, tmp_path):
     argv = ["train", "mnist-cnn", "--dataset", "mnist", "--data-dir", str(data)]
     err = refused([*argv, "--db", str(tmp_path / "out" / "s.db")], capsys, tmp_path / "out")
     assert "mnist" in err.lower()
+
+
+def test_a_bisect_timeout_must_be_finite(capsys, store_dir):
+    argv = ["bisect", "--versions", "a==1,a==2", "--command", "true", "--timeout", "nan"]
+    err = refused(argv, capsys, store_dir)
+    assert "--timeout 'nan' must be a finite number in (0, 604800]" in err, err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="here a CUDA cell can run")
+def test_a_run_where_no_cell_can_run_is_refused_before_a_run_exists(capsys, store_dir):
+    argv = run(
+        "--device", "cuda", "--backends", "eager,onnxruntime", "--db", str(store_dir / "s.db")
+    )
+    err = refused(argv, capsys, store_dir)
+    assert "no cell can run here (2 cells): 2 unavailable: no CUDA device here" in err, err
+
+
+def test_a_hanging_import_is_refused_at_the_import_timeout_naming_the_flag(capsys, store_dir):
+    started = time.monotonic()
+    argv = ["run", "tests.hostile.hangs:WORKLOAD", "--import-timeout", "2"]
+    err = refused([*argv, "--db", str(store_dir / "s.db")], capsys, store_dir)
+    assert "did not finish in 2 s" in err and "--import-timeout SECONDS" in err, err
+    assert time.monotonic() - started < 10
+
+
+def test_report_to_a_file_that_fails_on_write_is_one_line(capsys, store_dir):
+    argv = ["report", "--db", str(store_dir / "s.db"), "-o", "/dev/full"]
+    err = refused(argv, capsys, store_dir)
+    assert "-o '/dev/full' could not be written (No space left on device)" in err, err
+
+
+def test_an_unexpected_exception_is_one_line_and_says_where_to_report_it(
+    capsys, store_dir, monkeypatch
+):
+    """The guard for bugs: exit 1, the type, where the traceback went; no store touched.
+    The hostile cases above never reach it: `refused` wants "stackcost: error:"."""
+    from stackcost.commands import env
+
+    def broken(args, console):
+        raise RuntimeError("a bug\nover two lines")
+
+    monkeypatch.setattr(env, "run", broken)
+    before = state(store_dir)
+    assert main(["env"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("stackcost: internal error: RuntimeError: a bug over two lines"), err
+    assert err.count("\n") == 1 and "Traceback" not in err and "report it" in err
+    crash = Path(err.split("traceback in ")[1].split(")")[0])
+    assert "RuntimeError: a bug" in crash.read_text()
+    crash.unlink()
+    assert state(store_dir) == before
 
 
 def test_no_traceback_reaches_the_terminal_from_the_real_entry_point(tmp_path):

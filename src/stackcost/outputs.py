@@ -64,3 +64,22 @@ def check_output_dir(path: Path, flag: str) -> None:
             os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".stackcost-probe-"))
     except OSError as exc:
         raise SpecError(f"{flag} {name} cannot be written ({exc.strerror})") from None
+
+
+def write_output(path: Path, content: str | bytes, flag: str) -> None:
+    """Write `content` to `path`, as -o and its kin do; SpecError when the write itself
+    fails after the checks passed (/dev/full, a /proc file root may open but not fill, a
+    disk that filled meanwhile). A file this call created is removed again, so a failed
+    write leaves nothing behind."""
+    created = not path.exists()
+    try:
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    except OSError as exc:
+        if created:
+            path.unlink(missing_ok=True)
+        raise SpecError(
+            f"{flag} {shown(str(path))} could not be written ({exc.strerror or exc})"
+        ) from None

@@ -111,12 +111,18 @@ def test_planned_numbers_follow_the_calibration() -> None:
 def test_parsing() -> None:
     assert parse_scenarios("all") == ["single-stream", "multi-stream", "server", "offline"]
     assert parse_scenarios("timed-loop,server") == ["timed-loop", "server"]
-    assert parse_duration_ms("50ms", "x", "ms") == 50
-    assert parse_duration_ms("0.1s", "x", "ms") == 100
-    assert parse_duration_ms("2", "x", "s") == 2000
-    for bad in ("fast", "-1ms", "0"):
-        with pytest.raises(SpecError):
-            parse_duration_ms(bad, "latency-bound", "ms")
+    assert parse_duration_ms("50ms", "x", 1e6) == 50
+    assert parse_duration_ms("0.1s", "x", 1e6) == 100
+    assert parse_duration_ms("2s", "x", 1e6) == 2000
+    for bad, why in (
+        ("fast", "is not a duration"),
+        ("-1ms", "must be a positive duration of at most 1000s"),
+        ("0s", "must be a positive"),
+        ("2", "needs a unit: 2ms or 2s"),  # ms to one flag, s to another: refused for both
+        ("1e30ms", "at most 1000s"),
+    ):
+        with pytest.raises(SpecError, match=why):
+            parse_duration_ms(bad, "latency-bound", 1e6)
     with pytest.raises(SpecError, match="unknown scenario 'servr'"):
         parse_scenarios("servr")
 

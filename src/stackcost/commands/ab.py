@@ -16,7 +16,14 @@ from rich.console import Console
 from rich.text import Text
 
 from stackcost.commands.axes import add_axis_args, axis_fields, number
-from stackcost.commands.run import add_model_args, machine_lock, model_from_args, retry_notice
+from stackcost.commands.run import (
+    add_import_timeout_arg,
+    add_model_args,
+    import_timeout,
+    machine_lock,
+    model_from_args,
+    retry_notice,
+)
 from stackcost.errors import SpecError
 from stackcost.measure.disturbance import POLICIES
 from stackcost.measure.paired import (
@@ -25,7 +32,8 @@ from stackcost.measure.paired import (
     DEFAULT_MIN_BLOCKS,
     DEFAULT_THRESHOLD,
 )
-from stackcost.outputs import check_output_file
+from stackcost.outputs import check_output_file, write_output
+from stackcost.spec.grammar import parse_float
 
 SIDE_HELP = (
     "a Python interpreter with stackcost installed (another venv), or git:REF (the "
@@ -85,19 +93,25 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--on-disturbed", default="retry", help="retry (default), keep or fail")
     p.add_argument("--no-wait", action="store_true", help="refuse (exit 75) if the machine is busy")
     p.add_argument("--no-reuse", action="store_true", help="cold workers, no artifact cache")
+    add_import_timeout_arg(p)
     p.add_argument("--markdown", metavar="FILE", help="also write a summary for a PR comment")
     p.add_argument("--json", metavar="FILE", help="also write the pair's verdicts as JSON")
+
+
+MAX_BLOCKS = 1_000
 
 
 def _design(args: argparse.Namespace):
     from stackcost.execute.interleave import Design
 
-    threshold = number(args.threshold, "--threshold")
-    alpha = number(args.alpha, "--alpha")
-    if not 0 < alpha < 1:
-        raise SpecError(f"--alpha {args.alpha!r} must be between 0 and 1")
+    threshold = parse_float(args.threshold, "--threshold", 0.0, 1.0)
+    alpha = parse_float(args.alpha, "--alpha", 0.0, 1.0)
     lo = int(number(args.min_blocks, "--min-blocks", int, 1))
     hi = int(number(args.max_blocks, "--max-blocks", int, 1))
+    if hi > MAX_BLOCKS:
+        raise SpecError(
+            f"--max-blocks {hi} is more than {MAX_BLOCKS} (each block is 4 processes a cell)"
+        )
     if lo > hi:
         raise SpecError(f"--min-blocks {lo} is more than --max-blocks {hi}")
     seed = int(number(args.seed_order, "--seed-order", int, -1))
@@ -162,7 +176,8 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
     from stackcost.execute.runner import Runner, prepare
     from stackcost.store.database import Store
 
-    prepared = {side: prepare(spec) for side, spec in specs.items()}  # before the store
+    timeout = import_timeout(args)
+    prepared = {side: prepare(spec, import_timeout_s=timeout) for side, spec in specs.items()}
     for line in sides_lines(sides):
         err.print(Text(line))
     lock = machine_lock(args, err)
@@ -211,8 +226,8 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         if c.verdict in ("regressed", "newly failing"):
             console.print(f"{c.verdict}: {c.label}", markup=False, highlight=False)
     if args.markdown:
-        Path(args.markdown).write_text(markdown(ab), encoding="utf-8")
+        write_output(Path(args.markdown), markdown(ab), "--markdown")
     if args.json:
-        Path(args.json).write_text(as_json(ab), encoding="utf-8")
+        write_output(Path(args.json), as_json(ab), "--json")
     console.print(Text.assemble("stored pair ", (ab.pair_id, "bold"), f" in {args.db}"))
     return 1 if ab.failed else 0

@@ -12,7 +12,13 @@ from typing import Any
 from stackcost.axes import GRID_AXES, PRECISIONS
 from stackcost.env import cores
 from stackcost.errors import SpecError
-from stackcost.scenarios.settings import SCENARIO_CHOICES, parse_duration_ms, parse_scenarios
+from stackcost.scenarios.settings import (
+    MAX_LATENCY_BOUND_MS,
+    MAX_MIN_DURATION_MS,
+    SCENARIO_CHOICES,
+    parse_duration_ms,
+    parse_scenarios,
+)
 from stackcost.spec.grammar import check_int, parse_choices, parse_options, parse_positive_ints
 from stackcost.workload import SIZE_AXES
 
@@ -130,10 +136,14 @@ def scenario_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["scenarios"] = parse_scenarios(args.scenario)
     loadgen: dict[str, Any] = {}
     if args.latency_bound is not None:
-        loadgen["latency_bound_ms"] = parse_duration_ms(args.latency_bound, "latency-bound", "ms")
+        loadgen["latency_bound_ms"] = parse_duration_ms(
+            args.latency_bound, "latency-bound", MAX_LATENCY_BOUND_MS
+        )
     if args.loadgen_min_duration is not None:
         loadgen["min_duration_ms"] = round(
-            parse_duration_ms(args.loadgen_min_duration, "loadgen-min-duration", "s")
+            parse_duration_ms(
+                args.loadgen_min_duration, "loadgen-min-duration", MAX_MIN_DURATION_MS
+            )
         )
     for key, flag, value in (
         ("samples_per_query", "samples-per-query", args.samples_per_query),

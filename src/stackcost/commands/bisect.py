@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from stackcost.errors import SpecError
+from stackcost.spec.grammar import parse_float
 
 
 def add_parser(sub: Any) -> None:
@@ -48,14 +49,17 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--max-remeasure", type=int, default=2, help="extra runs of an unclear point")
     p.add_argument("--higher-is-better", action="store_true", help="e.g. a throughput")
-    p.add_argument("--timeout", type=float, default=600, help="seconds per command run")
+    p.add_argument("--timeout", default="600", help="seconds per command run (default 600)")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     if bool(args.git) == bool(args.versions):
         raise SpecError("give exactly one of --git REPO or --versions PKG==v1,PKG==v2,...")
     if args.repeats < 1:
-        raise SpecError("--repeats must be >= 1")
+        raise SpecError(f"--repeats {args.repeats} must be >= 1")
+    if args.max_remeasure < 0:
+        raise SpecError(f"--max-remeasure {args.max_remeasure} must be >= 0")
+    args.timeout = parse_float(args.timeout, "--timeout", 0.0, 7 * 86400.0, high_closed=True)
     with contextlib.ExitStack() as stack:
         return _bisect(args, console, stack)
 

@@ -8,9 +8,11 @@ from typing import Any
 
 from rich.console import Console
 
+from stackcost.clip import shown
 from stackcost.compare.stats import BETWEEN_RUN_SPREAD, DEFAULT_ALPHA, DEFAULT_THRESHOLD
 from stackcost.errors import SpecError
-from stackcost.outputs import check_output_file
+from stackcost.outputs import check_output_file, write_output
+from stackcost.spec.grammar import parse_float
 
 METRIC_NAMES = ("latency", "throughput", "peak_memory", "cold_start")
 
@@ -30,9 +32,10 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--threshold",
-        type=float,
-        default=DEFAULT_THRESHOLD,
-        help=f"relative change that counts, for every metric (default {DEFAULT_THRESHOLD})",
+        default=str(DEFAULT_THRESHOLD),
+        metavar="REL",
+        help="relative change that counts, for every metric, in (0, 1) "
+        f"(default {DEFAULT_THRESHOLD})",
     )
     p.add_argument(
         "--threshold-metric",
@@ -41,11 +44,10 @@ def add_parser(sub: Any) -> None:
         metavar="METRIC=REL",
         help=f"per-metric threshold, e.g. latency=0.05 ({', '.join(METRIC_NAMES)})",
     )
-    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="significance level")
+    p.add_argument("--alpha", default=str(DEFAULT_ALPHA), help="significance level, in (0, 1)")
     p.add_argument(
         "--between-run-spread",
-        type=float,
-        default=BETWEEN_RUN_SPREAD,
+        default=str(BETWEEN_RUN_SPREAD),
         metavar="REL",
         help="how far identical stored runs drift apart on your machine (measure it with "
         "benchmarks/gate_calibration.py); a timing change within it is noisy "
@@ -54,20 +56,21 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--markdown", metavar="FILE", help="also write a summary for a PR comment")
 
 
-def thresholds(default: float, items: list[str]) -> dict[str, float]:
-    out = {"default": default}
+def thresholds(default: float | str, items: list[str]) -> dict[str, float]:
+    """Relative thresholds, each finite and in (0, 1): NaN would make every significant
+    change count, infinity would let nothing fail the gate."""
+    out = {"default": parse_float(default, "--threshold", 0.0, 1.0)}
     for item in items:
-        name, _, value = item.partition("=")
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise SpecError(
+                f"--threshold-metric {shown(item)}: expected METRIC=REL, e.g. latency=0.05"
+            )
         if name not in METRIC_NAMES:
             raise SpecError(
-                f"--threshold-metric: unknown metric {name!r} ({', '.join(METRIC_NAMES)})"
+                f"--threshold-metric: unknown metric {shown(name)} (allowed: {', '.join(METRIC_NAMES)})"
             )
-        try:
-            out[name] = float(value)
-        except ValueError:
-            raise SpecError(f"--threshold-metric {item!r}: expected METRIC=NUMBER") from None
-    if any(v < 0 for v in out.values()):
-        raise SpecError("thresholds must be >= 0")
+        out[name] = parse_float(value, f"--threshold-metric {name}", 0.0, 1.0)
     return out
 
 
@@ -75,13 +78,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.compare.diff import compare_sides, load_side
     from stackcost.compare.render import markdown, stored_runs_line, summary_line, table
 
-    if not 0 < args.alpha < 1:
-        raise SpecError(f"--alpha must be in (0, 1), got {args.alpha}")
+    alpha = parse_float(args.alpha, "--alpha", 0.0, 1.0)
     limits = thresholds(args.threshold, args.threshold_metric)
-    if not 0 <= args.between_run_spread < 10:
-        raise SpecError(
-            f"--between-run-spread {args.between_run_spread!r} must be a relative change in [0, 10)"
-        )
+    spread = parse_float(
+        args.between_run_spread, "--between-run-spread", 0.0, 10.0, low_closed=True
+    )
     if args.markdown:  # before the sides are loaded and compared
         inputs = [Path(args.baseline), Path(args.candidate), Path(args.db)]
         check_output_file(Path(args.markdown), "--markdown", inputs)
@@ -89,8 +90,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         load_side(args.baseline, args.db),
         load_side(args.candidate, args.db),
         limits,
-        args.alpha,
-        args.between_run_spread,
+        alpha,
+        spread,
     )
     console.print(table(cmp))
     console.print(summary_line(cmp))
@@ -101,6 +102,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 f"{c.verdict}: {c.cell.label()}", highlight=False, soft_wrap=True, markup=False
             )
     if args.markdown:
-        Path(args.markdown).write_text(markdown(cmp, limits, args.alpha), encoding="utf-8")
+        write_output(Path(args.markdown), markdown(cmp, limits, alpha), "--markdown")
         console.print(f"wrote {args.markdown}", markup=False)
     return 1 if cmp.failed else 0

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from stackcost.clip import shown
 from stackcost.errors import SpecError
-from stackcost.outputs import check_output_file
+from stackcost.outputs import check_output_file, write_output
+from stackcost.spec.grammar import parse_float
 
 
 def add_parser(sub: Any) -> None:
@@ -29,8 +30,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--label", default="commit", help="x labels: commit (default), run, or version:PKG"
     )
-    p.add_argument("--alpha", type=float, default=0.01, help="step significance (Bonferroni)")
-    p.add_argument("--min-change", type=float, default=0.02, help="ignore smaller steps")
+    p.add_argument(
+        "--alpha", default="0.01", help="step significance (Bonferroni), in (0, 1) (default 0.01)"
+    )
+    p.add_argument(
+        "--min-change",
+        default="0.02",
+        metavar="REL",
+        help="ignore smaller relative steps, in [0, 10) (default 0.02)",
+    )
     p.add_argument("-o", "--output", help="write a self-contained HTML page")
     p.add_argument("--figure", help="write the plot as an image (PNG, PDF, SVG)")
 
@@ -50,6 +58,8 @@ def check_figure_format(path: Path) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.compare.history import figure, html, load_history, untrusted_summary
 
+    alpha = parse_float(args.alpha, "--alpha", 0.0, 1.0)
+    min_change = parse_float(args.min_change, "--min-change", 0.0, 10.0, low_closed=True)
     if not Path(args.db).is_file():
         raise SpecError(f"no database at {shown(args.db)}")
     if not (args.label in ("commit", "run") or args.label.startswith("version:")):
@@ -68,7 +78,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
 
     series = load_history(
-        args.db, args.metric, where, args.label, alpha=args.alpha, min_change=args.min_change
+        args.db, args.metric, where, args.label, alpha=alpha, min_change=min_change
     )
     if not series:
         raise SpecError(f"no valid cells in {args.db!r} match the filters")
@@ -96,9 +106,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     for line in untrusted_summary(series):  # unstable / disturbed points, marked
         console.print(line, markup=False, style="yellow")
     if args.output:
-        Path(args.output).write_text(html(series, args.metric), encoding="utf-8")
+        write_output(Path(args.output), html(series, args.metric), "-o")
         console.print(f"wrote {args.output}", markup=False)
     if args.figure:
-        figure(series, args.metric, Path(args.figure))
+        try:
+            figure(series, args.metric, Path(args.figure))
+        except OSError as exc:
+            raise SpecError(
+                f"--figure {shown(args.figure)} could not be written ({exc.strerror or exc})"
+            ) from None
         console.print(f"wrote {args.figure}", markup=False)
     return 0

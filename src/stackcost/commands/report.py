@@ -8,9 +8,10 @@ from typing import Any
 
 from rich.console import Console
 
-from stackcost.backends import BASELINE
+from stackcost.backends import BASELINE, check_name
+from stackcost.clip import shown
 from stackcost.errors import SpecError
-from stackcost.outputs import check_output_dir, check_output_file
+from stackcost.outputs import check_output_dir, check_output_file, write_output
 
 
 def add_parser(sub: Any) -> None:
@@ -47,6 +48,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.api import load_runs
 
+    check_name(args.baseline)  # a typo would leave every ratio blank, silently
     default = "report.html" if args.format == "html" else None  # else stdout
     output = args.output or default
     # Before the store is read and the report rendered: a bad output costs nothing.
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         out = Path(output or "report.html")
         html = render_html(runs, baseline=args.baseline, suite=suite, reference=args.reference)
-        out.write_text(html, encoding="utf-8")
+        write_output(out, html, "-o")
         console.print(
             f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB), open it in a browser",
             markup=False,
@@ -83,14 +85,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
         else:
             text = export(runs, args.format, args.baseline, args.reference)
         if args.output:
-            Path(args.output).write_text(text, encoding="utf-8")
+            write_output(Path(args.output), text, "-o")
             console.print(f"wrote {args.output}", markup=False)
         else:
             print(text)
     if args.figures:
         from stackcost.report.figures import write_figures
 
-        paths = write_figures(runs, Path(args.figures), baseline=args.baseline)
+        try:
+            paths = write_figures(runs, Path(args.figures), baseline=args.baseline)
+        except OSError as exc:  # the directory passed its check, the disk then filled
+            raise SpecError(
+                f"--figures {shown(args.figures)} could not be written ({exc.strerror or exc})"
+            ) from None
         console.print(f"wrote {len(paths)} figure files to {args.figures}", markup=False)
     return 0
 

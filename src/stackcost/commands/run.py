@@ -21,9 +21,10 @@ from stackcost.commands.executor import (
 )
 from stackcost.errors import SpecError
 from stackcost.execute.machine_lock import MachineBusy, MachineLock
+from stackcost.execute.probe import TIMEOUT_S as IMPORT_TIMEOUT_S
 from stackcost.measure.disturbance import POLICIES
 from stackcost.result import VALID_STATUSES, headline
-from stackcost.spec.grammar import parse_config, parse_positive_ints, parse_shape
+from stackcost.spec.grammar import parse_config, parse_float, parse_positive_ints, parse_shape
 from stackcost.spec.run import db_problem, model_ref, validate
 
 
@@ -41,8 +42,23 @@ def add_parser(sub: Any) -> None:
     add_session_args(p)
 
 
+def add_import_timeout_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--import-timeout",
+        default=f"{IMPORT_TIMEOUT_S:g}",
+        metavar="SECONDS",
+        help="how long importing your model or backend code (and transformers, for hf: "
+        f"models) may take before it is called a hang (default {IMPORT_TIMEOUT_S:g})",
+    )
+
+
+def import_timeout(args: argparse.Namespace) -> float:
+    return parse_float(args.import_timeout, "--import-timeout", 0.0, 3600.0, high_closed=True)
+
+
 def add_session_args(p: argparse.ArgumentParser) -> None:
     """How a measuring command shares the machine: run, sweep and train."""
+    add_import_timeout_arg(p)
     p.add_argument(
         "--on-disturbed",
         default="retry",
@@ -167,7 +183,9 @@ def measure_and_show(
     problem = db_problem(args.db)
     if problem:
         raise SpecError(problem)
-    prepared = prepare(spec)  # user code asked once, before the lock and the store
+    # User code asked once, before the lock and the store; a spec `train` prepared already
+    # comes back as it is.
+    prepared = prepare(spec, import_timeout_s=import_timeout(args))
     err = Console(stderr=True)
     progress = LiveProgress(err, enabled=not args.quiet)
     executor = executor_for(args, lambda: machine_lock(args, err), cluster_line(progress, err))

@@ -19,7 +19,13 @@ from rich.console import Console
 from rich.text import Text
 
 from stackcost.commands.executor import check_executor_args, cluster_line, executor_for
-from stackcost.commands.run import add_session_args, machine_lock, retry_notice, this_command
+from stackcost.commands.run import (
+    add_session_args,
+    import_timeout,
+    machine_lock,
+    retry_notice,
+    this_command,
+)
 from stackcost.errors import SpecError
 from stackcost.measure.disturbance import POLICIES
 from stackcost.result import VALID_STATUSES
@@ -113,7 +119,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
     from stackcost.store.database import Store
 
     # User code asked once per model, every entry before the lock and the store.
-    prepared = [prepare(spec) for spec in suite.specs]
+    prepared = [prepare(spec, import_timeout_s=import_timeout(args)) for spec in suite.specs]
     err = Console(stderr=True)
     totals = [len(p.spec.cells()) * p.spec.repeats for p in prepared]
     # With the workloads learned: an entry that leaves a size out gets the model's default.

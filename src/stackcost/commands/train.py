@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from stackcost.commands.axes import number
-from stackcost.commands.run import add_hf_args, add_session_args
+from stackcost.commands.run import add_hf_args, add_session_args, import_timeout
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.execute import scratch
@@ -121,7 +121,7 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
     check_backend_names(backends)
     asked = model_to_train(args, seed)
     environ = worker_environ(os.environ, {}, args.inherit_env)
-    answers = ask([asked], {name: {} for name in backends}, environ)
+    answers = ask([asked], {name: {} for name in backends}, environ, import_timeout(args))
     model, workload = trained_model(args, asked, answers.workloads)
     dataset = args.dataset or ("digits" if workload.image_input else "synthetic")
     if workload.image_input is None and dataset != "synthetic":
@@ -153,7 +153,26 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
         data_dir=str(Path(args.data_dir).resolve()) if args.data_dir else None,
         inherit_env=args.inherit_env,
     )
+    check_full_batch(spec)
     return prepare(spec, answers)
+
+
+def check_full_batch(spec: Any) -> None:
+    """A training split smaller than one batch trains on nothing (every epoch drops its
+    last partial batch): refused here, not as a failed cell. Known before reading the data
+    where --limit bounds the split, or the split is drawn (synthetic)."""
+    from stackcost.data.synthetic import DEFAULT_SIZES
+
+    cfg = spec.train
+    most = [cfg.limit] if cfg.limit is not None else []
+    if cfg.dataset == "synthetic":
+        most.append(DEFAULT_SIZES["train"])
+    if most and spec.batch_size > min(most):
+        kept = f"--limit {cfg.limit} keeps" if min(most) == cfg.limit else f"{cfg.dataset} has"
+        raise SpecError(
+            f"--batch-size {spec.batch_size} is more than the {min(most)} training samples "
+            f"{kept}: no full batch to train on"
+        )
 
 
 def _classes(args: argparse.Namespace) -> tuple[int | None, Any]:

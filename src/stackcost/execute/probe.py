@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from stackcost.backends.base import Backend
     from stackcost.cell import ModelRef
 
-# Importing a user's module may import torch (seconds); anything longer is a hang.
-TIMEOUT_S = 120.0
+# Importing a user's module may import torch and transformers (seconds on a slow machine);
+# anything longer is most likely a hang. Commands raise it with --import-timeout.
+TIMEOUT_S = 30.0
 
 
 class ProbeError(SpecError):
@@ -43,6 +44,7 @@ def probe(
     models: list[ModelRef],
     backends: Mapping[str, Mapping[str, str]],
     environ: Mapping[str, str] | None = None,
+    timeout_s: float = TIMEOUT_S,
 ) -> tuple[dict[str, BackendFacts], dict[str, dict[str, Any]]]:
     """Learn user models' workloads (and check they import) and custom backends' facts in
     one child; ProbeError on a model or backend that cannot be used."""
@@ -61,12 +63,15 @@ def probe(
                 [sys.executable, "-m", __name__, str(req), str(ans)],
                 capture_output=True,
                 text=True,
-                timeout=TIMEOUT_S,
+                timeout=timeout_s,
                 env=dict(environ) if environ is not None else None,
                 stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired:
-            raise ProbeError(f"importing {names} did not finish in {TIMEOUT_S:g} s") from None
+            raise ProbeError(
+                f"importing {names} did not finish in {timeout_s:g} s "
+                "(if it is only slow, raise the limit with --import-timeout SECONDS)"
+            ) from None
         if not ans.exists():
             how = (
                 f"died on signal {-out.returncode}"
@@ -104,6 +109,7 @@ def ask(
     models: list[ModelRef],
     backends: Mapping[str, Mapping[str, str]],
     environ: Mapping[str, str] | None = None,
+    timeout_s: float = TIMEOUT_S,
 ) -> Answers:
     """Facts of every backend named (with the options given to it) and workloads of the
     models that need a child: stackcost's own backends are asked here, user code and
@@ -111,7 +117,7 @@ def ask(
     from stackcost.backends import is_import_path, load_backend
 
     custom = {name: opts for name, opts in backends.items() if is_import_path(name)}
-    facts, workloads = probe([m for m in models if m.needs_probe], custom, environ)
+    facts, workloads = probe([m for m in models if m.needs_probe], custom, environ, timeout_s)
     for name, options in backends.items():
         if name not in custom:
             facts[name] = BackendFacts(**_facts_of(load_backend(name), options))

@@ -22,6 +22,7 @@ from stackcost.execute import scratch
 from stackcost.execute.environ import recorded, worker_environ
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.plan import Plan
+from stackcost.execute.probe import TIMEOUT_S as IMPORT_TIMEOUT_S
 from stackcost.execute.probe import Answers, ask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RepetitionResult
@@ -86,7 +87,11 @@ class Prepared:
     facts: dict[str, BackendFacts]  # every backend's, by name
 
 
-def prepare(spec: RunSpec | TrainSpec | Prepared, answers: Answers | None = None) -> Prepared:
+def prepare(
+    spec: RunSpec | TrainSpec | Prepared,
+    answers: Answers | None = None,
+    import_timeout_s: float = IMPORT_TIMEOUT_S,
+) -> Prepared:
     """The one place a run asks about user code, before anything is written: one child at
     most (execute/probe.py) learns user models' workloads, then checked against the spec's
     sizes, and custom backends' facts, their options included. Validation spawns nothing,
@@ -95,7 +100,8 @@ def prepare(spec: RunSpec | TrainSpec | Prepared, answers: Answers | None = None
     `answers`: what that one ask already learned of this spec's models and backends (with
     the options it gives them), where building the spec needed them first (`train`: the
     model sets the sizes and data); they are checked here, not asked again. A spec already
-    prepared is returned as it is."""
+    prepared is returned as it is. `import_timeout_s` bounds the child's import of user
+    code (--import-timeout)."""
     from stackcost.spec.run import check_sizes
 
     if isinstance(spec, Prepared):
@@ -104,7 +110,8 @@ def prepare(spec: RunSpec | TrainSpec | Prepared, answers: Answers | None = None
         backends = {name: spec.backend_options.get(name, {}) for name in spec.backends}
         # A TrainSpec's model is asked as its spec is built (it sets the sizes): `answers`.
         models = spec.models if isinstance(spec, RunSpec) else []
-        answers = ask(models, backends, worker_environ(os.environ, {}, spec.inherit_env))
+        environ = worker_environ(os.environ, {}, spec.inherit_env)
+        answers = ask(models, backends, environ, import_timeout_s)
     for fact in answers.facts.values():
         if fact.options_problem:
             raise SpecError(fact.options_problem)
@@ -112,7 +119,28 @@ def prepare(spec: RunSpec | TrainSpec | Prepared, answers: Answers | None = None
         # Part of the spec (and its digest), as when validation learned them.
         spec = spec.model_copy(update={"learned": {**spec.learned, **answers.workloads}})
         check_sizes(spec.sizes, [spec.workload(m) for m in spec.models])
+    check_runnable(spec.cells(), answers.facts)
     return Prepared(spec, answers.facts)
+
+
+def check_runnable(cells: list[Cell], facts: dict[str, BackendFacts]) -> None:
+    """SpecError when no cell can run here: a run of nothing but unavailable and
+    unsupported cells measures nothing, so it is said in one line and nothing is stored.
+    A run where some cell can run stores the others with their reasons."""
+    from stackcost.result import headline
+
+    reasons: dict[str, int] = {}
+    for cell in cells:
+        blocked = why_not_runnable(cell, facts)
+        if blocked is None:
+            return
+        line = f"{blocked[0]}: {headline(blocked[1])}"
+        reasons[line] = reasons.get(line, 0) + 1
+    if reasons:
+        first, n = next(iter(reasons.items()))
+        more = f"; and {len(reasons) - 1} other reason(s)" if len(reasons) > 1 else ""
+        cells_n = f"{len(cells)} cell{'s' if len(cells) != 1 else ''}"
+        raise SpecError(f"no cell can run here ({cells_n}): {n} {first}{more}")
 
 
 class Runner:

@@ -41,6 +41,11 @@ OFFLINE_OVERESTIMATE = 1.25
 SERVER_RELATIVE_PRECISION = 0.01
 
 
+# Bounds of the durations LoadGen is given (it takes them as integer ns and ms).
+MAX_LATENCY_BOUND_MS = 3_600_000.0  # an hour
+MAX_MIN_DURATION_MS = 86_400_000  # a day
+
+
 class LoadGenSettings(BaseModel):
     """The LoadGen knobs of a run (flags or a spec's `loadgen:`); each applies to the
     scenarios that read it. None: not given, so DEFAULTS holds (a knob given without a
@@ -48,10 +53,10 @@ class LoadGenSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    latency_bound_ms: float | None = Field(None, gt=0)  # server: the p99 bound
+    latency_bound_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_BOUND_MS)  # server: p99
     samples_per_query: int | None = Field(None, ge=1, le=1_000_000)  # multi-stream
     instances: int | None = Field(None, ge=1, le=64)  # server, offline
-    min_duration_ms: int | None = Field(None, ge=0, le=86_400_000)
+    min_duration_ms: int | None = Field(None, ge=0, le=MAX_MIN_DURATION_MS)
     # None: the scenario's early-stopping minimum, so a clean run can be VALID.
     min_query_count: int | None = Field(None, ge=1, le=1_000_000_000)
 
@@ -96,14 +101,20 @@ def parse_scenarios(text: str) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def parse_duration_ms(text: str, what: str, default_unit: str) -> float:
-    """'50ms', '0.05s', '2s' or a bare number in `default_unit` ('ms' or 's'), as ms."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)?\s*", str(text))
+def parse_duration_ms(text: str, what: str, maximum_ms: float) -> float:
+    """'50ms', '0.05s' or '2s', as ms, in (0, maximum_ms]. The unit is required: a bare
+    number is ms to one reader and seconds to another."""
+    shown = repr(str(text)[:40])
+    match = re.fullmatch(r"\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)?\s*", str(text))
     if not match:
-        raise SpecError(f"{what} {str(text)[:40]!r} is not a duration (e.g. 50ms, 0.5s)")
-    value = float(match[1]) * (1000.0 if (match[2] or default_unit) == "s" else 1.0)
-    if not math.isfinite(value) or value <= 0:
-        raise SpecError(f"{what} {str(text)[:40]!r} must be a positive, finite duration")
+        raise SpecError(f"{what} {shown} is not a duration (e.g. 50ms, 0.5s)")
+    if match[2] is None:
+        raise SpecError(f"{what} {shown} needs a unit: {match[1]}ms or {match[1]}s")
+    value = float(match[1]) * (1000.0 if match[2] == "s" else 1.0)
+    if not (math.isfinite(value) and 0 < value <= maximum_ms):
+        raise SpecError(
+            f"{what} {shown} must be a positive duration of at most {maximum_ms / 1000:g}s"
+        )
     return value
 
 
