@@ -208,6 +208,20 @@ def test_report_to_a_file_that_fails_on_write_is_one_line(capsys, store_dir):
     assert "-o '/dev/full' could not be written (No space left on device)" in err, err
 
 
+def test_an_export_to_a_stdout_that_fails_on_write_is_one_line(store_dir):
+    before = state(store_dir)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "stackcost.cli", "report", "--format", "json", "--db", "s.db"],
+            stdout=full, stderr=subprocess.PIPE, text=True, cwd=store_dir, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert (
+        done.stderr == "stackcost: error: stdout could not be written (No space left on device)\n"
+    )
+    assert state(store_dir) == before
+
+
 def test_an_unexpected_exception_is_one_line_and_says_where_to_report_it(
     capsys, store_dir, monkeypatch
 ):

@@ -33,6 +33,7 @@ from stackcost.execute.machine_lock import MachineBusy
 
 # sysexits' EX_TEMPFAIL: not bad input, try again later (another stackcost is measuring).
 EXIT_BUSY = 75
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 COMMANDS = {
     "run": run,
@@ -117,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("stackcost: interrupted; completed repetitions are stored", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `stackcost report --format csv | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # quiet at exit
+        return EXIT_BROKEN_PIPE
     except Exception as exc:  # a bug, not bad input: one line, and the traceback kept aside
         print(internal_error(exc), file=sys.stderr)
         return 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
             write_output(Path(args.output), text, "-o")
             console.print(f"wrote {args.output}", markup=False)
         else:
-            print(text)
+            try:
+                sys.stdout.write(text + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as exc:  # stdout is a full disk or /dev/full
+                raise SpecError(f"stdout could not be written ({exc.strerror or exc})") from None
     if args.figures:
         from stackcost.report.figures import write_figures
 
