@@ -9,9 +9,10 @@ nothing behind: an existing file is opened without truncating, probes are remove
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from stackcost.clip import shown
@@ -66,20 +67,30 @@ def check_output_dir(path: Path, flag: str) -> None:
         raise SpecError(f"{flag} {name} cannot be written ({exc.strerror})") from None
 
 
+@contextlib.contextmanager
+def writing(what: str) -> Iterator[None]:
+    """SpecError naming `what` ("-o 'r.html'", "stdout") when a write inside fails after the
+    checks passed (/dev/full, a /proc file root may open but not fill, a disk that filled
+    meanwhile). A reader that left (BrokenPipeError) is not bad input: it passes through."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise SpecError(f"{what} could not be written ({exc.strerror or exc})") from None
+
+
 def write_output(path: Path, content: str | bytes, flag: str) -> None:
-    """Write `content` to `path`, as -o and its kin do; SpecError when the write itself
-    fails after the checks passed (/dev/full, a /proc file root may open but not fill, a
-    disk that filled meanwhile). A file this call created is removed again, so a failed
-    write leaves nothing behind."""
+    """Write `content` to `path`, as -o and its kin do (see `writing`). A file this call
+    created is removed again when the write fails, so it leaves nothing behind."""
     created = not path.exists()
     try:
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    except OSError as exc:
+        with writing(f"{flag} {shown(str(path))}"):
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content, encoding="utf-8")
+    except SpecError:
         if created:
             path.unlink(missing_ok=True)
-        raise SpecError(
-            f"{flag} {shown(str(path))} could not be written ({exc.strerror or exc})"
-        ) from None
+        raise

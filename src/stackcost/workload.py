@@ -116,7 +116,7 @@ class Input:
             ):
                 raise SpecError(
                     f"input {name}: dimension {shown(d)} must be a positive integer or the name "
-                    "of a size (batch, a size axis, in_channels)"
+                    f"of a size (batch, a size axis, {', '.join(MODEL_DIMS)})"
                 )
 
     def resolve(self, batch: int, sizes: Mapping[str, int], ref: ModelFields) -> tuple[int, ...]:

@@ -70,12 +70,9 @@ def check_executor_args(args: argparse.Namespace) -> None:
             raise SpecError(
                 f"--ray-address {address!r} is not auto or HOST:PORT (e.g. 10.0.0.5:6379)"
             )
-        if args.ray_connect_timeout is not None:
-            if address is None:
-                raise SpecError("--ray-connect-timeout applies with --ray-address")
-            parse_float(
-                args.ray_connect_timeout, "--ray-connect-timeout", 0.0, 3600.0, high_closed=True
-            )
+        if args.ray_connect_timeout is not None and address is None:
+            raise SpecError("--ray-connect-timeout applies with --ray-address")
+        connect_timeout(args)
         if args.no_wait:
             raise SpecError(
                 "--no-wait applies to --executor local (a Ray repetition waits for its cores on its node)"
@@ -84,6 +81,15 @@ def check_executor_args(args: argparse.Namespace) -> None:
             import ray  # noqa: F401
         except ImportError:
             raise SpecError("--executor ray needs Ray: pip install 'stackcost[ray]'") from None
+
+
+def connect_timeout(args: argparse.Namespace) -> float:
+    """--ray-connect-timeout in seconds, or the default when it was not given."""
+    if args.ray_connect_timeout is None:
+        return CONNECT_TIMEOUT_S
+    return parse_float(
+        args.ray_connect_timeout, "--ray-connect-timeout", 0.0, 3600.0, high_closed=True
+    )
 
 
 def cluster_line(progress: Any, err: Console) -> Callable[[Any], None]:
@@ -114,12 +120,9 @@ def executor_for(
     from stackcost.execute.ray_executor import RayExecutor, connected
 
     address = args.ray_address
-    timeout = CONNECT_TIMEOUT_S
-    if args.ray_connect_timeout is not None:
-        timeout = parse_float(args.ray_connect_timeout, "--ray-connect-timeout", 0.0, 3600.0)
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(connected(address, timeout))
+            stack.enter_context(connected(address, connect_timeout(args)))
         except (ConnectionError, RuntimeError) as exc:
             where = f"at {address}" if address else "started here"
             raise SpecError(f"--executor ray: no Ray cluster {where}: {exc}") from None

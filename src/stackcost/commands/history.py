@@ -12,7 +12,7 @@ from rich.table import Table
 
 from stackcost.clip import shown
 from stackcost.errors import SpecError
-from stackcost.outputs import check_output_file, write_output
+from stackcost.outputs import check_output_file, write_output, writing
 from stackcost.spec.grammar import parse_float
 
 
@@ -109,11 +109,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         write_output(Path(args.output), html(series, args.metric), "-o")
         console.print(f"wrote {args.output}", markup=False)
     if args.figure:
-        try:
+        with writing(f"--figure {shown(args.figure)}"):
             figure(series, args.metric, Path(args.figure))
-        except OSError as exc:
-            raise SpecError(
-                f"--figure {shown(args.figure)} could not be written ({exc.strerror or exc})"
-            ) from None
         console.print(f"wrote {args.figure}", markup=False)
     return 0

@@ -12,7 +12,7 @@ from rich.console import Console
 from stackcost.backends import BASELINE, check_name
 from stackcost.clip import shown
 from stackcost.errors import SpecError
-from stackcost.outputs import check_output_dir, check_output_file, write_output
+from stackcost.outputs import check_output_dir, check_output_file, write_output, writing
 
 
 def add_parser(sub: Any) -> None:
@@ -89,22 +89,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
             write_output(Path(args.output), text, "-o")
             console.print(f"wrote {args.output}", markup=False)
         else:
-            try:
+            with writing("stdout"):  # a full disk, /dev/full
                 sys.stdout.write(text + "\n")
                 sys.stdout.flush()
-            except BrokenPipeError:
-                raise
-            except OSError as exc:  # stdout is a full disk or /dev/full
-                raise SpecError(f"stdout could not be written ({exc.strerror or exc})") from None
     if args.figures:
         from stackcost.report.figures import write_figures
 
-        try:
+        with writing(f"--figures {shown(args.figures)}"):
             paths = write_figures(runs, Path(args.figures), baseline=args.baseline)
-        except OSError as exc:  # the directory passed its check, the disk then filled
-            raise SpecError(
-                f"--figures {shown(args.figures)} could not be written ({exc.strerror or exc})"
-            ) from None
         console.print(f"wrote {len(paths)} figure files to {args.figures}", markup=False)
     return 0
 

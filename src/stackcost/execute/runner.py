@@ -9,6 +9,7 @@ in flight.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,13 +130,12 @@ def check_runnable(cells: list[Cell], facts: dict[str, BackendFacts]) -> None:
     A run where some cell can run stores the others with their reasons."""
     from stackcost.result import headline
 
-    reasons: dict[str, int] = {}
+    reasons: Counter[str] = Counter()
     for cell in cells:
         blocked = why_not_runnable(cell, facts)
         if blocked is None:
             return
-        line = f"{blocked[0]}: {headline(blocked[1])}"
-        reasons[line] = reasons.get(line, 0) + 1
+        reasons[f"{blocked[0]}: {headline(blocked[1])}"] += 1
     if reasons:
         first, n = next(iter(reasons.items()))
         more = f"; and {len(reasons) - 1} other reason(s)" if len(reasons) > 1 else ""

@@ -138,6 +138,11 @@ def _as_field(label: str, key: str, value: Any, default: Any) -> Any:
         ) from None
 
 
+def _label(ref: ModelRef, model_type: str) -> str:
+    """How messages name the model: 'hf:bert', or a zoo entry with its type, 'bert-base (hf:bert)'."""
+    return ref.name if ref.is_hf else f"{ref.name} (hf:{model_type})"
+
+
 def make_config(
     ref: ModelRef, model_type: str, config: Mapping[str, Any], sizes: Mapping[str, int] | None
 ) -> Any:
@@ -149,7 +154,7 @@ def make_config(
     check_type(model_type)
     config_class = CONFIG_MAPPING[model_type]
     known = config_keys(config_class)
-    label = ref.name if ref.is_hf else f"{ref.name} (hf:{model_type})"
+    label = _label(ref, model_type)
     for key in ref.config:
         if key in OWNED:
             raise ZooError(f"{label}: -c {key} is not allowed ({OWNED[key]})")
@@ -237,10 +242,10 @@ def _describe(ref: ModelRef, model_type: str, cfg: Any, entry: Workload | None) 
     )
 
 
-def check_buildable(ref: ModelRef, model_type: str, cfg: Any, label: str) -> int:
+def check_buildable(ref: ModelRef, model_type: str, cfg: Any, label: str) -> None:
     """The model built on torch's meta device (shapes only, nothing allocated): a config
     it cannot be built from is refused here, in the probe, not as a failed cell, and its
-    weights must fit this machine's memory. Returns the parameter count."""
+    weights must fit this machine's memory."""
     import psutil
     import torch
 
@@ -259,7 +264,6 @@ def check_buildable(ref: ModelRef, model_type: str, cfg: Any, label: str) -> int
             f"{label}: {count:.3g} parameters, {need / 2**30:.3g} GiB of fp32 weights, more "
             f"than this machine's {have / 2**30:.1f} GiB of memory"
         )
-    return count
 
 
 def _one_modality(model_type: str, kind: str, cfg: Any) -> None:
@@ -291,9 +295,7 @@ def hf_workload(ref: ModelRef) -> Workload:
     _head_class(model_type, ref.head)  # a head the type lacks is refused here, not in a cell
     kind = modality(model_type)
     _one_modality(model_type, kind, cfg)
-    check_buildable(
-        ref, model_type, cfg, ref.name if ref.is_hf else f"{ref.name} (hf:{model_type})"
-    )
+    check_buildable(ref, model_type, cfg, _label(ref, model_type))
     num_classes = (ref.num_classes or 2) if ref.head == "classification" else 0
     minimum: dict[str, int] = {}
     maximum: dict[str, int] = {}
