@@ -4,7 +4,8 @@ declared once, as data.
 Each row says what the cell field, the store and table column, the spec's (and YAML's) key,
 the command-line flag, the allowed values and a report's label of the axis are; the cell,
 the spec validators, the flags, the store's columns and the report's lists read them from
-here. Adding a precision is one entry in PRECISION_TOLERANCE. Imports nothing of stackcost:
+here. Adding a precision is one entry in PRECISION_TOLERANCE (a quantized one, a rule in
+QUANTIZED too). Imports nothing of stackcost:
 the cell itself reads it.
 """
 
@@ -12,9 +13,56 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
+@dataclass(frozen=True)
+class QuantRule:
+    """What a quantized cell must keep of eager fp32's answer to be `ok` rather than `wrong`:
+    a quantized output is judged by what it decides, not by the fp32 tolerance.
+
+    - `min_top1`: the share of rows (samples; tokens for a sequence output) whose argmax over
+      the last axis agrees with fp32's; judged only over at least `min_rows` rows (one
+      image's argmax is a coin, not a rate), reported always.
+    - `max_kl`: the mean KL(fp32 || quantized) of the softmax over the last axis, in nats.
+    - `max_accuracy_drop`: held-out accuracy below fp32's on a trained model, in points.
+    The max relative error is gated too, by the precision's tolerance (a scale blown up
+    tenfold keeps every argmax but not the error)."""
+
+    what: str  # what is int8/int4, in words
+    min_top1: float
+    max_kl: float
+    max_accuracy_drop: float = 1.0
+    min_rows: int = 32
+
+    def text(self, tolerance: float) -> str:
+        return (
+            f"top-1 >= {self.min_top1:.0%} (over >= {self.min_rows} rows), "
+            f"KL <= {self.max_kl:g}, max rel err <= {tolerance:g}, "
+            f"held-out accuracy drop <= {self.max_accuracy_drop:g} pt"
+        )
+
+
 # Every precision a cell can ask for, with the relative output tolerance it is verified to
-# against eager fp32 (max|out - ref| / max|ref|): bf16 keeps 8 mantissa bits, fp16 11.
-PRECISION_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
+# against eager fp32 (max|out - ref| / max|ref|): bf16 keeps 8 mantissa bits, fp16 11. A
+# quantized precision's tolerance is loose (int8 rounds every weight to 1/255 of its range)
+# and its rule below decides with it.
+PRECISION_TOLERANCE: dict[str, float] = {
+    "fp32": 1e-4,
+    "bf16": 5e-2,
+    "fp16": 1e-2,
+    "int8-dyn": 0.15,
+    "int8": 0.15,
+    "w8": 0.15,
+    "w4": 0.35,
+}
+
+# The quantized precisions and their acceptance rules: each rung builds them with its own
+# framework's tooling (stackcost.quantize).
+QUANTIZED: dict[str, QuantRule] = {
+    "int8-dyn": QuantRule("int8 weights, activations quantized per call", 0.90, 0.02),
+    "int8": QuantRule("int8 weights, activations with calibrated static scales", 0.90, 0.02),
+    "w8": QuantRule("int8 weights only, activations stay float", 0.95, 0.01),
+    "w4": QuantRule("int4 weights only, in groups, activations stay float", 0.80, 0.10),
+}
 
 
 @dataclass(frozen=True)

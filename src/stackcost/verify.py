@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from stackcost.axes import PRECISION_TOLERANCE
+from stackcost.axes import PRECISION_TOLERANCE, QuantRule
 
 # Relative tolerance per precision; relative = max |out - ref| / max |ref|, a scale-free
 # error that does not explode on logits near zero the way an element-wise ratio does.
@@ -33,6 +33,17 @@ class OutputError(BaseModel):
     ok: bool
 
 
+class Agreement(BaseModel):
+    """What the first output (the logits) decides, against fp32's: per row (a sample; a
+    token of a sequence output), the argmax over the last axis and the softmax over it."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+    output: str
+    rows: int
+    top1: float  # share of rows whose argmax agrees with fp32's
+    kl: float  # mean KL(fp32 || this) of the softmax, nats
+
+
 class Verification(BaseModel):
     model_config = ConfigDict(ser_json_inf_nan="constants")  # inf error for NaN outputs
     reference: str = "eager-fp32"
@@ -42,6 +53,8 @@ class Verification(BaseModel):
     ok: bool
     detail: str = ""
     outputs: list[OutputError] = []  # per output tensor (empty in stores before issue 13)
+    agreement: Agreement | None = None  # None: stores before issue 28, or a shape mismatch
+    rule: str = ""  # a quantized precision's acceptance rule, as judged (axes.QuantRule)
 
 
 Named = list[tuple[str, np.ndarray]]
@@ -76,8 +89,50 @@ def to_numpy(output: Any) -> np.ndarray:
     return leaves(output)[0][1]
 
 
-def verify(output: Any, reference: Named | np.ndarray, tolerance: float) -> Verification:
-    """Compare every output tensor with the reference's, by position; the worst decides."""
+def agreement(name: str, out: np.ndarray, ref: np.ndarray) -> Agreement:
+    """Top-1 agreement and softmax KL over the last axis; every other axis is rows."""
+    if ref.ndim == 0 or ref.shape[-1] < 2:  # a scalar or one value per row decides nothing
+        return Agreement(output=name, rows=0, top1=math.nan, kl=math.nan)
+    out2 = out.reshape(-1, out.shape[-1])
+    ref2 = ref.reshape(-1, ref.shape[-1])
+    top1 = float(np.mean(np.argmax(out2, axis=1) == np.argmax(ref2, axis=1)))
+    if not np.all(np.isfinite(out2)):
+        return Agreement(output=name, rows=len(ref2), top1=top1, kl=math.inf)
+    log_p = _log_softmax(ref2)
+    kl = float(np.mean(np.sum(np.exp(log_p) * (log_p - _log_softmax(out2)), axis=1)))
+    return Agreement(output=name, rows=len(ref2), top1=top1, kl=max(kl, 0.0))
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    from scipy.special import log_softmax
+
+    return log_softmax(x, axis=1)
+
+
+def judge(v: Verification, rule: QuantRule) -> Verification:
+    """A quantized cell's verdict: its max relative error within the precision's tolerance
+    and its agreement within the rule; the detail names every number outside it."""
+    failed = [] if v.ok or v.detail else [f"max rel err {v.max_rel_err:.3g} > {v.tolerance:g}"]
+    a = v.agreement
+    if a is not None and a.rows:
+        if a.rows >= rule.min_rows and not a.top1 >= rule.min_top1:
+            failed.append(f"top-1 agreement {a.top1:.1%} < {rule.min_top1:.0%} ({a.rows} rows)")
+        if not a.kl <= rule.max_kl:
+            failed.append(f"KL {a.kl:.3g} > {rule.max_kl:g}")
+    detail = v.detail or "; ".join(failed)
+    return v.model_copy(update={"ok": not detail, "detail": detail, "rule": rule.text(v.tolerance)})
+
+
+def verify(
+    output: Any, reference: Named | np.ndarray, tolerance: float, rule: QuantRule | None = None
+) -> Verification:
+    """Compare every output tensor with the reference's, by position; the worst decides.
+    With a quantized precision's `rule`, the first output's agreement decides too."""
+    v = _verify(output, reference, tolerance)
+    return judge(v, rule) if rule is not None else v
+
+
+def _verify(output: Any, reference: Named | np.ndarray, tolerance: float) -> Verification:
     if isinstance(reference, np.ndarray):
         reference = [("output", reference)]
     got = leaves(output)
@@ -106,12 +161,14 @@ def verify(output: Any, reference: Named | np.ndarray, tolerance: float) -> Veri
             )
         )
     worst = max(errors, key=lambda e: e.max_rel_err)
+    first, (_, first_out) = reference[0], got[0]
     return Verification(
         max_abs_err=max(e.max_abs_err for e in errors),
         max_rel_err=worst.max_rel_err,
         tolerance=tolerance,
         ok=all(e.ok for e in errors),
         outputs=errors,
+        agreement=agreement(first[0], first_out, first[1]),
     )
 
 

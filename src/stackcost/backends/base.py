@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from stackcost.axes import QUANTIZED
 from stackcost.clip import shown
 
 if TYPE_CHECKING:  # torch is imported only inside worker processes
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # torch is imported only inside worker processes
     from stackcost.measure.counters import Window
     from stackcost.measure.protocol import Measurement, Protocol
     from stackcost.profile.breakdown import Breakdown
+    from stackcost.quantize import Calibration
     from stackcost.result import EpochRecord, Memory
     from stackcost.workload import Example
 
@@ -74,6 +76,11 @@ class Capabilities:
             if value not in allowed:
                 if axis == "mode" and value == "train":
                     return f"cannot train: inference only (modes: {', '.join(sorted(allowed))})"
+                if axis == "precision" and value in QUANTIZED:
+                    return (
+                        f"precision {value}: no quantization path on this rung "
+                        f"(supported: {', '.join(sorted(allowed))})"
+                    )
                 return f"{axis} {value} not supported (supported: {', '.join(sorted(allowed))})"
         return None
 
@@ -213,6 +220,8 @@ class PrepareContext:
     # this repetition makes its own, as every repetition did before the cache.
     cache: ArtifactCache | None = None
     weights_digest: str = ""  # the model's weights: part of every artifact's key
+    # A quantized precision's calibration inputs (stackcost.quantize); None for float cells.
+    calibration: Calibration | None = None
 
 
 def instance_context(ctx: PrepareContext, index: int) -> PrepareContext:

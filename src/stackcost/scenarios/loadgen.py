@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from stackcost.axes import QUANTIZED
 from stackcost.scenarios.base import Bench, Scenario, wrong
 from stackcost.scenarios.settings import LoadGenKind
 
@@ -64,7 +65,8 @@ class LoadGen(Scenario):
         if run.window is not None:  # the LoadGen test, peak search included
             phases.timed_s = (run.window.end_ns - run.window.start_ns) / 1e9
         s = run.result
-        checks = [verify(out, subject.reference, task.tolerance) for out in run.outputs]
+        rule = QUANTIZED.get(cell.precision)
+        checks = [verify(out, subject.reference, task.tolerance, rule) for out in run.outputs]
         verification = next((v for v in checks if not v.ok), checks[0])
         status, reason = _verdict(s, wrong(verification, task.tolerance))
         return RepetitionResult(

@@ -37,6 +37,7 @@ class Subject:
         from stackcost import zoo
         from stackcost.backends import PrepareContext
         from stackcost.backends.artifacts import ArtifactCache
+        from stackcost.quantize import calibration_set, is_quantized
         from stackcost.workload import make_example
 
         cell, task, phases = bench.cell, bench.task, bench.phases
@@ -54,6 +55,9 @@ class Subject:
 
         device = torch.device(cell.device)
         model, example = model.to(device), example.to(device)
+        calibration = None
+        if is_quantized(cell.precision):
+            calibration = calibration_set(workload, cell.model, cell.batch_size, cell.sizes)
         return cls(
             model=model,
             example=example,
@@ -61,7 +65,10 @@ class Subject:
             reference_from=reference_from,
             memory=bench.watch_memory(),
             ctx=PrepareContext(
-                workdir=Path(task.workdir), cache=cache, weights_digest=digest or ""
+                workdir=Path(task.workdir),
+                cache=cache,
+                weights_digest=digest or "",
+                calibration=calibration,
             ),
         )
 

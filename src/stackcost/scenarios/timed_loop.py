@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stackcost.axes import QUANTIZED
 from stackcost.scenarios.base import Bench, Scenario, wrong
 from stackcost.scenarios.settings import TIMED_LOOP
 
@@ -63,7 +64,9 @@ class TimedLoop(Scenario):
         notes: list[str] = []
         if sampler is not None:
             telemetry, energy, notes = profiling.telemetry(sampler, m, cell)
-        verification = verify(m.output, subject.reference, task.tolerance)
+        verification = verify(
+            m.output, subject.reference, task.tolerance, QUANTIZED.get(cell.precision)
+        )
         m.output = None  # the outputs are verified: free them before any profiled pass
         bench.phases.warmup_s, bench.phases.timed_s = m.warmup_s, m.timed_s
         assert m.stats is not None

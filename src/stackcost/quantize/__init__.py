@@ -1,0 +1,96 @@
+"""Quantized precisions (axes.QUANTIZED), built by each rung's own framework's tooling:
+torchao for the PyTorch rungs, onnxruntime.quantization for ONNX Runtime, NNCF for
+OpenVINO. Nothing here quantizes by hand; each module turns a precision into that tool's
+recipe and records what the tool actually built (`QuantRecord`), counted from the built
+graph or model, never assumed.
+
+A static precision (int8) calibrates on `Calibration`: inputs drawn like the measured ones
+but from other seeds, so the measured inputs never set their own scales.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stackcost.axes import QUANTIZED
+
+if TYPE_CHECKING:
+    from stackcost.workload import Example, ModelFields, Workload
+
+# Calibration batches for a static precision: enough for min/max and histogram observers to
+# settle on these tiny synthetic sets, few enough that calibration stays seconds.
+CALIBRATION_BATCHES = 8
+# Seeds of calibration batches start here, far from the measured inputs' (model seed + 1).
+CALIBRATION_SEED = 10_000
+
+
+def is_quantized(precision: str) -> bool:
+    return precision in QUANTIZED
+
+
+class Ops(BaseModel):
+    """Weighted (and matmul-like) ops of the built graph or model, by kind, counted."""
+
+    model_config = ConfigDict(frozen=True)
+    quantized: dict[str, int] = Field(default_factory=dict)
+    float: dict[str, int] = Field(default_factory=dict)
+
+
+class QuantRecord(BaseModel):
+    """What a rung actually built for a quantized precision: recorded with every repetition
+    (details["quantization"])."""
+
+    model_config = ConfigDict(frozen=True)
+    precision: str
+    tool: str  # "torchao 0.18.0 pt2e X86InductorQuantizer", "onnxruntime 1.32.0 quantize_static"
+    weights: str  # "int8 symmetric per-channel", "int4 asymmetric, groups of 32"
+    activations: str  # "float", "uint8 asymmetric per-tensor, dynamic (per call)", ...
+    group_size: int | None = None
+    calibration: dict[str, Any] | None = None  # Calibration.record(); None: not calibrated
+    ops: Ops
+    weight_bytes: int  # the quantized weights as the rung stores them
+    fp32_weight_bytes: int  # the same weights in fp32
+    notes: list[str] = Field(default_factory=list)  # fallbacks, deprecations, caveats
+
+    def details(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The inputs a static quantization sets its activation scales on."""
+
+    examples: list[Example]
+    source: str  # in words: where the inputs come from
+
+    def record(self) -> dict[str, Any]:
+        batch = int(self.examples[0].tensors[0].shape[0]) if self.examples else 0
+        return {
+            "set": self.source,
+            "batches": len(self.examples),
+            "samples": batch * len(self.examples),
+        }
+
+
+def calibration_set(
+    workload: Workload,
+    ref: ModelFields,
+    batch: int,
+    sizes: dict[str, int],
+    batches: int = CALIBRATION_BATCHES,
+) -> Calibration:
+    """`batches` batches of synthetic inputs, drawn as the measured ones are (same shapes,
+    same distributions) from seeds CALIBRATION_SEED.. of their own."""
+    from stackcost.workload import make_example
+
+    examples = [
+        make_example(workload, ref, batch, sizes, seed=CALIBRATION_SEED + i) for i in range(batches)
+    ]
+    return Calibration(
+        examples,
+        f"synthetic: drawn like the measured inputs, seeds {CALIBRATION_SEED}.."
+        f"{CALIBRATION_SEED + batches - 1}",
+    )
