@@ -1,20 +1,33 @@
-"""ONNX Runtime: the model exported to ONNX and run by ORT's CPU (or CUDA) provider."""
+"""ONNX Runtime: the model exported to ONNX and run by ORT's CPU (or CUDA) provider; a
+quantized precision runs that graph as onnxruntime.quantization rewrites it (CPU only)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from stackcost.axes import QUANTIZED
 from stackcost.backends.base import Availability, Backend, Capabilities, Option, Prepared
 from stackcost.backends.onnx_export import EXPORTERS
 from stackcost.backends.ort_options import OPT_LEVELS, PROVIDERS, opt_levels, session_options
 
+if TYPE_CHECKING:
+    from stackcost.backends.base import PrepareContext
+    from stackcost.cell import Cell
+    from stackcost.workload import Example
+
 
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
-    description = "ONNX export + ONNX Runtime InferenceSession (fp32 only)"
-    # fp32 only: a bf16/fp16 rung would need a converted graph, a different model to compare.
-    capabilities = Capabilities(devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32"}))
+    description = (
+        "ONNX export + ONNX Runtime InferenceSession (fp32; int8-dyn, int8, w8, w4 by "
+        "onnxruntime.quantization, CPU)"
+    )
+    # No bf16/fp16: that rung would need a converted graph, a different model to compare.
+    # The quantized graphs come from onnxruntime.quantization (stackcost.quantize.onnx).
+    capabilities = Capabilities(
+        devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", *QUANTIZED})
+    )
     # opt_level: ORT's graph optimization levels ("layout" needs ORT >= 1.22, checked
     # against the installed one when the session is made).
     options = {
@@ -26,6 +39,16 @@ class OnnxRuntimeBackend(Backend):
         return Availability.needs_modules(
             "onnxruntime", "onnx", "onnxscript", install="pip install 'stackcost[onnx]'"
         )
+
+    def why_not(self, cell: Cell) -> str | None:
+        if cell.precision in QUANTIZED and cell.device != "cpu":
+            # The CUDA provider runs few of these ops (MatMulInteger, ConvInteger, QDQ
+            # convolutions) and silently hands the rest to the CPU: not a CUDA cell.
+            return (
+                f"precision {cell.precision}: onnxruntime's quantized graphs run on the CPU "
+                f"provider only here (device {cell.device})"
+            )
+        return super().why_not(cell)
 
     def prepare(self, model, example, cell, ctx):
         import time
@@ -49,6 +72,8 @@ class OnnxRuntimeBackend(Backend):
         exporter = self.option(cell, "exporter")
         chosen = "exporter" in cell.backend_options
         path, details = onnx_for(model, example, cell, ctx, exporter, fallback=not chosen)
+        if cell.precision in QUANTIZED:
+            path, details = _quantized(path, details, cell, ctx)
 
         so = session_options(ort, cell.threads, opt_level)
         start = time.perf_counter()
@@ -103,3 +128,56 @@ class OnnxRuntimeBackend(Backend):
             s["path"], s["feeds"], options, s["profile_dir"], iters=iters,
             providers=(s["provider"],),
         )  # fmt: skip
+
+
+def _quantized(
+    src: Path, export: dict[str, Any], cell: Cell, ctx: PrepareContext
+) -> tuple[Path, dict[str, Any]]:
+    """The fp32 graph `src` quantized to the cell's precision by onnxruntime.quantization,
+    and the details to record: made once per cell with the run's artifact cache, keyed by
+    the fp32 graph it came from, the precision, ORT's version and the calibration set."""
+    import time
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from stackcost.quantize.onnx import MODEL, quantize_onnx
+
+    names = export["onnx_inputs"]
+    precision, calibration = cell.precision, ctx.calibration
+
+    def feeds(ex: Example) -> dict[str, np.ndarray]:
+        given = ex.named()
+        return {n: np.ascontiguousarray(given[n].detach().cpu().numpy()) for n in names}
+
+    def make(home: Path) -> dict[str, Any]:
+        start = time.perf_counter()
+        record = quantize_onnx(src, home, precision, calibration, feeds)
+        return {
+            "quantization": record.details(),
+            "quantize_s": time.perf_counter() - start,
+            "quantized_onnx_bytes": sum(f.stat().st_size for f in home.iterdir() if f.is_file()),
+        }
+
+    exported = export.get("artifact")
+    if ctx.cache is None:
+        home = ctx.workdir / "onnx-quantized"
+        made = make(home)
+    else:
+        key = {
+            "artifact": "onnx-quantized",
+            # The fp32 graph's own key (its model, weights, shapes, exporter, torch).
+            "onnx": exported["key"] if exported else str(src),
+            "weights": ctx.weights_digest,
+            "precision": precision,
+            "onnxruntime": ort.__version__,
+            "calibration": calibration.record() if calibration and precision == "int8" else None,
+        }
+        home, made = ctx.cache.reuse_or_make(key, make)
+        # Startup is reported only when this prepare exported and quantized itself.
+        made["artifact"] = {
+            **made["artifact"],
+            "reused": bool(exported and exported["reused"]) and made["artifact"]["reused"],
+            "onnx": exported,
+        }
+    return home / MODEL, {**export, **made}
