@@ -30,6 +30,31 @@ FRAMEWORKS = (
     "scipy",
 )
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND")
+# The x86 ISA features that decide int8 (and bf16) speed, with their names in reports: VNNI
+# fuses the int8 multiply-add, AMX-INT8 runs int8 tiles, AVX2 is the fallback every int8
+# kernel has, AVX-512 BF16 decides the bf16 paths a quantized graph may keep.
+INT8_ISA: dict[str, str] = {
+    "avx2": "AVX2",
+    "avx512_vnni": "AVX-512 VNNI",
+    "avx_vnni": "AVX-VNNI",
+    "amx_int8": "AMX-INT8",
+    "avx512_bf16": "AVX-512 BF16",
+}
+# /proc/cpuinfo flags recorded with every run: the int8 ISA above and the float paths.
+CPU_FLAGS: tuple[str, ...] = (
+    "avx2",
+    "avx512f",
+    "avx512_bf16",
+    "amx_bf16",
+    "amx_tile",
+    "fma",
+    "avx512_vnni",
+    "avx_vnni",
+    "amx_int8",
+)
+# Flags stackcost read before avx_vnni and amx_int8 joined: in a store without
+# "flags_checked", only these can be said to be absent.
+LEGACY_CPU_FLAGS: tuple[str, ...] = CPU_FLAGS[:7]
 # What may name an environment variable: --inherit-env and a backend's own settings.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -61,10 +86,11 @@ def git_commit(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def cpu_info() -> dict[str, Any]:
+def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """The CPU's model, the CPU_FLAGS it has, and its cores (`cpuinfo`: for tests)."""
     model, flags = platform.processor() or "unknown", []
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in cpuinfo.read_text().splitlines():
             key, _, value = line.partition(":")
             if key.strip() == "model name" and model in ("unknown", "", platform.machine()):
                 model = value.strip()
@@ -72,10 +98,12 @@ def cpu_info() -> dict[str, Any]:
                 flags = value.split()
     except OSError:
         pass
-    interesting = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma", "avx512_vnni")
     return {
         "model": model,
-        "flags": [f for f in interesting if f in flags],
+        "flags": [f for f in CPU_FLAGS if f in flags],
+        # What was looked for: a flag checked and absent differs from one never checked
+        # (stores written before avx_vnni and amx_int8 were read).
+        "flags_checked": list(CPU_FLAGS),
         "logical_cores": psutil.cpu_count(logical=True),
         "physical_cores": psutil.cpu_count(logical=False),
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
