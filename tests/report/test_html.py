@@ -223,3 +223,19 @@ def test_selector_switches_the_visible_sweep(report):
     visible = o.page.evaluate("document.getElementById('sc-fig-0').data.map(t => t.visible)")
     assert visible == sorted(visible) and True in visible and False in visible
     assert o.problems == []
+
+
+def test_quantized_cells_render_with_the_pareto_figure(browser, tmp_path):
+    from tests.report.quant_fixtures import quant_run
+
+    path = tmp_path / "quant.html"
+    path.write_text(render_html([quant_run()]))
+    o = _open(browser, path)
+    assert o.problems == [] and o.blocked == []
+    section = o.page.locator("#quantization ~ div.sc-plot").first
+    assert section.locator(".main-svg").count() > 0
+    assert "slower than fp32" in " ".join(section.locator("text").all_text_contents())
+    slower = o.page.locator("table.quant-study td.slower")
+    assert slower.inner_text().replace("\n", " ") == "0.80× slower"
+    assert slower.evaluate("e => getComputedStyle(e).fontWeight") in ("700", "bold")
+    o.page.close()

@@ -20,6 +20,7 @@ import pandas as pd
 from stackcost.axes import GRID_AXES, GRID_COLUMNS
 from stackcost.backends import BASELINE
 from stackcost.measure.stats import repetition_interval, spread_reason
+from stackcost.report import quant
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, VALID_STATUSES
 from stackcost.store.runs import RunResult
 from stackcost.workload import SIZE_AXES
@@ -87,6 +88,18 @@ NUMERIC_COLUMNS = (
     "target_ci",
     *DISTURBED_COLUMNS,
 )
+# A quantized cell's accuracy readout and weight sizes (report/quant.py), per repetition and,
+# aggregated to the worst repetition, per cell. Only those some repetition recorded are
+# kept: a store from before quantization has none, and its views and exports are unchanged.
+QUANT_AGGREGATES = {
+    "top1": "min",  # share of rows whose argmax agrees with fp32's
+    "kl": "max",  # mean softmax KL(fp32 || this), nats
+    "agreement_rows": "min",
+    "weight_bytes": "max",
+    "fp32_weight_bytes": "max",
+    "accuracy_drop_pt": "max",  # held-out accuracy below fp32's, points
+}
+QUANT_COLUMNS: tuple[str, ...] = tuple(QUANT_AGGREGATES)
 CELL_TIMINGS = (
     "median_ms",
     "band_low_ms",
@@ -127,6 +140,7 @@ CELL_COLUMNS = (
     "allocator_peak_bytes",
     "max_rel_err",
     "tolerance",
+    *QUANT_COLUMNS,  # only those some repetition recorded (see cell_columns)
     "log_tail",
 )
 
@@ -148,10 +162,17 @@ def size_columns(df: pd.DataFrame) -> list[str]:
     return [a for a in SIZE_COLUMNS if a in df and df[a].notna().any()]
 
 
+def quant_columns(df: pd.DataFrame) -> list[str]:
+    """The QUANT_COLUMNS `df` has: none for a store from before quantization."""
+    return [c for c in QUANT_COLUMNS if c in df]
+
+
 def cell_columns(df: pd.DataFrame) -> list[str]:
-    """CELL_COLUMNS less the size axes no cell of `df` has: an image run's are as ever."""
-    present = set(size_columns(df))
-    return [c for c in CELL_COLUMNS if c not in SIZE_COLUMNS or c in present]
+    """CELL_COLUMNS less the size axes no cell of `df` has and the quantization readouts
+    no repetition recorded: an image run's are as ever."""
+    present = {*size_columns(df), *quant_columns(df)}
+    optional = {*SIZE_COLUMNS, *QUANT_COLUMNS}
+    return [c for c in CELL_COLUMNS if c not in optional or c in present]
 
 
 def _sort_axes(df: pd.DataFrame) -> list[str]:
@@ -205,6 +226,10 @@ def frame(runs: list[RunResult]) -> pd.DataFrame:
                 ],
             }
         )
+        readouts = pd.DataFrame(
+            [quant.rep_columns(r) for _, r in run.records], columns=list(QUANT_COLUMNS)
+        )
+        extra = pd.concat([extra, readouts], axis=1)
         extra = extra.drop(columns=[c for c in extra.columns if c in df.columns])
         parts.append(pd.concat([df.reset_index(drop=True), extra], axis=1))
     if not parts:
@@ -226,7 +251,9 @@ def frame(runs: list[RunResult]) -> pd.DataFrame:
             ]
         ).astype({"valid": bool, "trusted": bool})
     df = _int_sizes(pd.concat(parts, ignore_index=True))
-    for col in NUMERIC_COLUMNS:
+    # Readouts no repetition recorded leave the frame (older stores' exports stay as they were).
+    df = df.drop(columns=[c for c in QUANT_COLUMNS if df[c].isna().all()])
+    for col in (*NUMERIC_COLUMNS, *quant_columns(df)):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     df["reason"] = df["reason"].fillna("")
     df["valid"] = df["status"].map(is_valid)
@@ -309,6 +336,7 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
         tolerance=("tolerance", "max"),
         disturbed_median_ms=("disturbed_median_ms", "median"),
         disturbed_throughput_per_s=("disturbed_throughput_per_s", "median"),
+        **{c: (c, QUANT_AGGREGATES[c]) for c in quant_columns(df)},
     )
     worst = pd.DataFrame({k: _worst(grp) for k, grp in g}).T
     worst.index = pd.MultiIndex.from_tuples(worst.index, names=keys)
@@ -375,9 +403,68 @@ def with_ratios(cell_df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame
     return out
 
 
+def has_quantized(df: pd.DataFrame) -> bool:
+    """Whether some cell's precision is a quantized one (axes.QUANTIZED)."""
+    return bool(len(df)) and bool(df["precision"].map(quant.is_quantized).any())
+
+
+# A quantized cell's fp32 counterpart: the same rung (backend and options) on the same
+# workload and placement, every axis but the precision.
+FP32_KEYS = ("backend", "options", *(a for a in WORKLOAD_AXES if a != "precision"))
+
+
+def machine_of(env: dict[str, Any] | None) -> str:
+    """A machine's name: its host and its first GPU, else its CPU model (from a run's env)."""
+    env = env or {}
+    cpu = (env.get("cpu") or {}).get("model") or "unknown CPU"
+    gpus = [g.get("name") for g in env.get("gpus") or [] if isinstance(g, dict)]
+    host = env.get("hostname") or "unknown host"
+    return " · ".join([host, *(gpus[:1] or [cpu])])
+
+
+def with_fp32_speedup(
+    cell_df: pd.DataFrame, machines: dict[str, str] | None = None
+) -> pd.DataFrame:
+    """Add speedup_vs_fp32 (the fp32 cell's median / this cell's: below 1 is slower) and
+    fp32_status (that cell's status; the speedup is trusted only when it is ok) to the
+    quantized cells. The fp32 cell is a valid one, ok preferred, from the same run when it
+    has one, else from another run on the same machine (`machines`: run id -> machine_of;
+    without it, the same run only): int8 speed is the machine's ISA's, so another machine's
+    fp32 is never the divisor. '' and NaN where there is none or this cell is not valid."""
+    out = cell_df.copy()
+    out["speedup_vs_fp32"] = np.nan
+    out["fp32_status"] = ""
+    if out.empty:
+        return out
+    keys = list(FP32_KEYS)
+    machine = out["run_id"].map(machines or {}).fillna(out["run_id"])
+    mine = out.assign(_machine=machine)
+    fp32 = mine[mine["valid"] & (mine["precision"] == "fp32")]
+    fp32 = fp32.sort_values("trusted", ascending=False, kind="stable")
+    measures = ["median_ms", "status"]
+    merged = mine
+    for scope in (["run_id", *keys], ["_machine", *keys]):  # the same run first
+        found = fp32.drop_duplicates(scope).set_index(scope)[measures].add_suffix("_fp32")
+        joined = mine.join(found, on=scope)
+        if "status_fp32" not in merged:
+            merged = joined
+            continue
+        has = merged["status_fp32"].notna()
+        for col in found.columns:
+            merged[col] = merged[col].where(has, joined[col])
+    shown = out["valid"] & out["precision"].map(quant.is_quantized) & merged["status_fp32"].notna()
+    out["speedup_vs_fp32"] = (merged["median_ms_fp32"] / out["median_ms"]).where(shown)
+    out["fp32_status"] = merged["status_fp32"].where(shown).fillna("").astype(str)
+    return out
+
+
 def summary(runs: list[RunResult], baseline: str = BASELINE) -> pd.DataFrame:
-    """Per-cell aggregates with baseline ratios: the table every view starts from."""
-    return with_ratios(cells(runs), baseline)
+    """Per-cell aggregates with baseline ratios: the table every view starts from. Runs with
+    quantized cells get their speedup over fp32 too (with_fp32_speedup)."""
+    out = with_ratios(cells(runs), baseline)
+    if not has_quantized(out):
+        return out
+    return with_fp32_speedup(out, {r.run_id: machine_of(r.env) for r in runs})
 
 
 def varying(df: pd.DataFrame, axes: tuple[str, ...] = CONDITION_AXES) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from stackcost.backends import BASELINE
-from stackcost.report import data
+from stackcost.report import data, quant
 from stackcost.report.markdown import md_escape
 from stackcost.report.marks import (
     CI_NOTE,
@@ -39,6 +39,7 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
     what the marks mean when any is used."""
     multi_run = summ["run_id"].nunique() > 1
     sizes = data.size_columns(summ)  # a column per size axis, by name and unit
+    quantized = "speedup_vs_fp32" in summ  # data.summary adds it where a cell is quantized
     header = [
         *(["run"] if multi_run else []),
         "model",
@@ -61,10 +62,11 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
         "cold start (ms)",
         "startup (ms)",
         "max rel err",
+        *(quant.QUANT_HEADER if quantized else []),
         "reason",
     ]
     lines = ["| " + " | ".join(md_escape(h) for h in header) + " |"]
-    numeric = [h.endswith(")") or h in ("max rel err", "repeats") for h in header]
+    numeric = [h.endswith(")") or h in ("max rel err", "repeats", "vs fp32") for h in header]
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
     for r in summ.itertuples(index=False):
         band = f"{num(r.band_low_ms)}–{num(r.band_high_ms)}" if r.valid else "—"
@@ -90,9 +92,13 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
             num(r.cold_start_ms),
             num(r.startup_ms),
             _err(r.max_rel_err),
-            r.reason if r.status != "ok" else "",
         ]
-        lines.append("| " + " | ".join(md_escape(v) for v in row) + " |")
+        # A slower quantized cell's speedup in bold: escaped first, the ** added after.
+        quant_cols = [md_escape(v) for v in quant.quant_cells(r)] if quantized else []
+        if quantized and quant.is_slower(r.speedup_vs_fp32):
+            quant_cols[0] = f"**{quant_cols[0]}**"
+        tail = md_escape(r.reason if r.status != "ok" else "")
+        lines.append("| " + " | ".join([*map(md_escape, row), *quant_cols, tail]) + " |")
     notes = []
     if summ["valid"].any():
         notes.append(CI_NOTE)
@@ -100,8 +106,27 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
         notes.append(ratio_note(baseline))
     if (summ["status"] == "disturbed").any():
         notes.append(DISTURBED_NOTE)
+    if quantized:
+        notes += [quant.SPEEDUP_NOTE, quant.ACCURACY_NOTE, "weights in MB = 10^6 bytes"]
     footer = "".join(f"\n{md_escape(n)}\n" for n in notes)
     return "\n".join(lines) + "\n" + footer
+
+
+# The json export's units of the quantization columns, for those the cells have.
+QUANT_UNITS = {
+    "top1": "share of rows (0..1) whose argmax agrees with eager fp32's, worst repetition",
+    "kl": "mean KL(fp32 || this) of the softmax over the last axis, nats",
+    "agreement_rows": "rows (samples; tokens of a sequence) the agreement is over",
+    "accuracy_drop_pt": "held-out accuracy below fp32's, percentage points",
+    "speedup_vs_fp32": "the same rung's fp32 median / this median (below 1: slower)",
+    "fp32_status": "status of that fp32 cell; the speedup is trusted only when it is ok",
+}
+
+
+def quant_machine_note(runs: list[RunResult]) -> str:
+    """The int8 ISA of the machines the quantized cells ran on, one line each."""
+    lines = quant.isa_lines((r.run_id, r.env) for r in runs)
+    return "".join(f"{md_escape(line)}\n" for line in lines)
 
 
 def _jsonable(value: Any) -> Any:
@@ -134,10 +159,13 @@ def export(
         from stackcost.report import study
 
         tables = study.study_tables(runs, reference)
+        quantized = study.quant_tables(runs)
         loadgen = scenarios.scenario_markdown(every)
         return (
             markdown(summ, baseline)
+            + ("\n" + quant_machine_note(runs) if quantized else "")
             + ("\n" + study.markdown(tables) if tables else "")
+            + ("\n" + study.quant_markdown(quantized) if quantized else "")
             + ("\n" + loadgen if loadgen else "")
         )
     if fmt == "json":
@@ -157,6 +185,7 @@ def export(
                 "names it; null with fewer than 2 valid repetitions (one repetition's CI is "
                 "within-process only: the csv's within_ci_*)",
                 "max_rel_err": "max|out - ref| / max|ref|",
+                **{k: v for k, v in QUANT_UNITS.items() if k in summ},
                 # One per size axis of these cells (null where a model has no such axis).
                 **{a: SIZE_AXES[a].unit for a in data.size_columns(summ)},
             },

@@ -19,7 +19,7 @@ from plotly.offline import get_plotlyjs
 
 from stackcost.backends import BASELINE
 from stackcost.env import now
-from stackcost.report import costs, data, plots, study, training
+from stackcost.report import costs, data, plots, quant, study, training
 from stackcost.report.marks import (
     CI_NOTE,
     DISTURBED_NOTE,
@@ -131,6 +131,114 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix, text)]
 
 
+def _env_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
+    """The flattened record, with the int8 ISA features named and placed after the CPU's
+    flags: what a quantized cell's speed depends on, read at a glance."""
+    rows = _flatten(env)
+    isa = quant.isa_text(env)
+    if not isa:
+        return rows
+    keys = [k for k, _ in rows]
+    at = keys.index("cpu.flags") + 1 if "cpu.flags" in keys else 0
+    return [*rows[:at], (quant.ISA_LABEL, isa), *rows[at:]]
+
+
+def _quantization(
+    runs: list[RunResult], summ: pd.DataFrame, colors: dict[str, str], figs: _Figures
+) -> dict[str, Any] | None:
+    """The quantized precisions' section: the Pareto figure, the study's quantized table,
+    and per quantized cell what its rung built; None when no cell is quantized."""
+    if "speedup_vs_fp32" not in summ:
+        return None
+    fig, note = plots.pareto_figure(summ, colors)
+    built = {(r.run_id, c.cell.key()): c for r in runs for c in r.cells()}
+    q = summ[summ["precision"].map(quant.is_quantized)]
+    header = [
+        *_cell_header(summ, len(runs) > 1),
+        *quant.QUANT_HEADER,
+        "rows",
+        "max rel err",
+        "tool",
+        "weights as",
+        "activations as",
+        "ops quantized / float",
+        "calibration",
+        "acceptance rule",
+        "notes",
+    ]
+    rows = []
+    for r in q.itertuples(index=False):
+        c = built.get((r.run_id, r.cell_key))
+        rec = quant.cell_record(c) if c else None
+        verified = [x.verification for x in c.repetitions if x.verification] if c else []
+        n_rows = getattr(r, "agreement_rows", None)
+        rows.append(
+            {
+                "cols": [
+                    *_cell_cols(r, summ, len(runs) > 1),
+                    *quant.quant_cells(r),
+                    "—" if n_rows is None or pd.isna(n_rows) else int(n_rows),
+                    _err(r.max_rel_err),
+                    *(_record_cols(rec) if rec else ["— (not recorded)", *["—"] * 4]),
+                    next((v.rule for v in verified if v.rule), "—"),
+                    "; ".join(rec.get("notes") or []) if rec else "",
+                ],
+                "status": r.status,
+                "slower": quant.is_slower(r.speedup_vs_fp32),
+            }
+        )
+    return {
+        "plot": figs.add(fig, note),
+        "isa": quant.isa_lines((r.run_id, r.env) for r in runs),
+        "tables": [_quant_study_table(t) for t in study.quant_tables(runs)],
+        "table_note": study.QUANT_NOTE,
+        "header": header,
+        "rows": rows,
+        "slower_col": len(_cell_header(summ, len(runs) > 1)),
+        "notes": [quant.SPEEDUP_NOTE, quant.ACCURACY_NOTE, "weights in MB = 10^6 bytes"],
+    }
+
+
+def _record_cols(rec: dict[str, Any]) -> list[str]:
+    """Tool, weights, activations, ops and calibration of a QuantRecord, as text."""
+    ops = rec.get("ops") or {}
+
+    def counts(kind: str) -> str:
+        return ", ".join(f"{op} {n}" for op, n in (ops.get(kind) or {}).items()) or "none"
+
+    cal = rec.get("calibration")
+    calibration = (
+        f"{cal.get('set', '?')}: {cal.get('batches', '?')} batches, "
+        f"{cal.get('samples', '?')} samples"
+        if isinstance(cal, dict)
+        else "none (not calibrated)"
+    )
+    weights = str(rec.get("weights", "—"))
+    if rec.get("group_size") and "group" not in weights:  # the tool's text may say it already
+        weights += f", groups of {rec['group_size']}"
+    return [
+        str(rec.get("tool", "—")),
+        weights,
+        str(rec.get("activations", "—")),
+        f"quantized: {counts('quantized')}; float: {counts('float')}",
+        calibration,
+    ]
+
+
+def _quant_study_table(t: study.QuantTable) -> dict[str, Any]:
+    return {
+        "title": t.title,
+        "header": t.header,
+        "rows": [
+            {
+                "series": f,
+                "cells": [{"text": c, "slower": (f, i) in t.slower} for i, c in enumerate(cells)],
+            }
+            for f, cells in t.rows
+        ],
+    }
+
+
 def _size_header(summ: pd.DataFrame) -> list[str]:
     """A column per size axis some cell has, by name and unit: 'resolution (px)'."""
     return [SIZE_AXES[a].label for a in data.size_columns(summ)]
@@ -143,6 +251,7 @@ def _sizes(r: Any, summ: pd.DataFrame) -> list[Any]:
 
 def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str, Any]:
     text_cols = ["model", "backend", "mode", "precision", "device", "status"]
+    quantized = "speedup_vs_fp32" in summ  # data.summary adds it where a cell is quantized
     header = [
         *(["run"] if multi_run else []),
         *text_cols,
@@ -162,6 +271,7 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
         "max rel err",
         "tolerance",
         "valid / repeats",
+        *(quant.QUANT_HEADER if quantized else []),
     ]
     rows = []
     for r in summ.itertuples(index=False):
@@ -191,7 +301,10 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
             _err(r.tolerance),
             f"{r.n_valid} / {r.n_repetitions}",
         ]
-        rows.append({"cols": values, "status": r.status, "kind": _kind(r.status)})
+        # A quantized cell slower than its fp32: its speedup cell is marked, never hidden.
+        slower = len(values) if quantized and quant.is_slower(r.speedup_vs_fp32) else -1
+        values += quant.quant_cells(r) if quantized else []
+        rows.append({"cols": values, "status": r.status, "kind": _kind(r.status), "slower": slower})
     marks = []
     if len(summ) and summ["valid"].any():
         marks.append(CI_NOTE)
@@ -199,6 +312,8 @@ def _cell_table(summ: pd.DataFrame, baseline: str, multi_run: bool) -> dict[str,
         marks.append(ratio_note(baseline))
     if len(summ) and (summ["status"] == "disturbed").any():
         marks.append(DISTURBED_NOTE)
+    if quantized:
+        marks += [quant.SPEEDUP_NOTE, quant.ACCURACY_NOTE, "weights in MB = 10^6 bytes"]
     return {
         "cell_header": header,
         "cell_rows": rows,
@@ -411,6 +526,7 @@ def render_html(
         }
 
     cost_section = _costs(inference, summ, colors, figs) if len(summ) else None
+    quantization = _quantization(inference, summ, colors, figs) if len(summ) else None
 
     multi_run = len(runs) > 1
     search_runs = data.wants_batch_search(runs)
@@ -425,6 +541,7 @@ def render_html(
         ("ratios", "ratios"),
         ("startup", "startup"),
         ("verification", "verification"),
+        *([("quantization", "quantized precisions")] if quantization else []),
         ("failures", "failures"),
         ("untrusted", "unstable & disturbed"),
         *([("best-batch", "best batch")] if search_runs else []),
@@ -472,12 +589,13 @@ def render_html(
         "runs": [
             {
                 "run_id": r.run_id,
-                "env": _flatten(r.env),
+                "env": _env_rows(r.env),
                 "spec": json.dumps(r.spec, indent=2, sort_keys=True, default=str),
             }
             for r in runs
         ],
         "costs": cost_section,
+        "quantization": quantization,
         # Runs of several models (a `stackcost suite`): TorchBench's summary first.
         "suite": _suite(runs, suite, baseline),
         "figures": figs.items,

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from stackcost.backends import BASELINE
 from stackcost.cell import SIZE_TAGS
+from stackcost.report import quant
 from stackcost.report.data import (
     MIB,
     RATIO_METRICS,
@@ -370,5 +371,119 @@ def verification_figure(cell_df: pd.DataFrame) -> tuple[go.Figure | None, str]:
     note = (
         f"Errors of exactly 0 are drawn at {floor:.0e}; non-finite errors (NaN or inf outputs) "
         f"at {ceiling:.0e}."
+    )
+    return fig, note
+
+
+# Marker per quantized precision, so a rung's colour and a precision's shape read apart.
+PRECISION_SYMBOLS = {"int8-dyn": "circle", "int8": "square", "w8": "diamond", "w4": "triangle-up"}
+SLOWER_COLOR = "#D62728"
+
+
+def pareto_figure(summ: pd.DataFrame, colors: dict[str, str]) -> tuple[go.Figure | None, str]:
+    """Speedup over the same rung's fp32 against accuracy lost, one point per rung ×
+    precision, per model and held workload (a selector switches them); the Pareto front
+    from the fp32 reference; the side below 1× shaded and named as slower. Returns the
+    figure (None without a point) and pareto.note's account of what is not drawn."""
+    from stackcost.report import pareto
+
+    note = pareto.note(summ)
+    groups = pareto.panels(summ)
+    if not groups:
+        return None, note or "No quantized cell with a valid timing and an fp32 cell to divide by."
+    colors = _escaped_colors(colors)
+    fig = go.Figure()
+    owners: list[int] = []
+    for gi, p in enumerate(groups):
+        pts = p.points.assign(series=p.points["series"].map(escape_label))
+        unit = "pt" if p.metric == "heldout" else "% of rows"
+        for (series, precision), s in pts.groupby(["series", "precision"], sort=False):
+            color = colors.get(series, "#333")
+            texts = [
+                quant.speedup_text(v, "ok" if t else "unstable")
+                for v, t in zip(s["speedup"], s["trusted"], strict=True)
+            ]
+            fig.add_trace(
+                go.Scatter(
+                    x=s["speedup"].tolist(),
+                    y=s["drop"].tolist(),
+                    customdata=[[t] for t in texts],
+                    mode="markers",
+                    name=f"{series} · {precision}",
+                    visible=gi == 0,
+                    marker={
+                        "symbol": PRECISION_SYMBOLS.get(precision, "circle"),
+                        "size": 13,
+                        # Hollow over an fp32 cell that is not ok; a red rim when slower.
+                        "color": [color if t else "white" for t in s["trusted"]],
+                        "line": {
+                            "width": [3 if sl else 1.5 for sl in s["slower"]],
+                            "color": [SLOWER_COLOR if sl else color for sl in s["slower"]],
+                        },
+                    },
+                    hovertemplate=f"%{{customdata[0]}} than fp32<br>%{{y:.3g}} {unit} lost"
+                    f"<extra>{hover_literal(f'{series} · {precision}')}</extra>",
+                )
+            )
+            owners.append(gi)
+        xs, ys = pareto.front_line(p)
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                line={"color": "#444", "dash": "dot", "shape": "vh"},
+                name="Pareto front",
+                visible=gi == 0,
+                hoverinfo="skip",
+            )
+        )
+        owners.append(gi)
+        fig.add_trace(
+            go.Scatter(
+                x=[1.0],
+                y=[0.0],
+                mode="markers",
+                marker={"symbol": "star", "size": 14, "color": "#000"},
+                name=pareto.REFERENCE,
+                visible=gi == 0,
+                hovertemplate="fp32: 1×, nothing lost<extra></extra>",
+            )
+        )
+        owners.append(gi)
+    labels = [p.label for p in groups]
+    masks = [[o == gi for o in owners] for gi in range(len(groups))]
+    # The slower side, shaded and named: a point there costs accuracy and buys nothing.
+    fig.add_vrect(
+        x0=0,
+        x1=1,
+        fillcolor=SLOWER_COLOR,
+        opacity=0.08,
+        line_width=0,
+        layer="below",
+        annotation_text=pareto.SLOWER_SIDE,
+        annotation_position="top left",
+        annotation_font_color=SLOWER_COLOR,
+    )
+    fig.add_vline(x=1.0, line_dash="dash", line_color="#444")
+    top = max(float(p.points["speedup"].max()) for p in groups)
+    # Room around the points: a marker at exactly 0 lost must not sit half under the axis.
+    lo = min(0.0, *(float(p.points["drop"].min()) for p in groups))
+    hi = max(0.0, *(float(p.points["drop"].max()) for p in groups))
+    pad = 0.08 * (hi - lo) or 0.5
+    title = "speedup over fp32 vs accuracy lost (Pareto)"
+    metrics = {p.metric for p in groups}
+    ylabel = pareto.Y_LABEL["heldout" if metrics == {"heldout"} else "agreement"]
+    if len(metrics) > 1:
+        ylabel = "accuracy lost (held-out points where recorded, else % of rows top-1 differs)"
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHT,
+        title={"text": f"{title}: {escape_label(labels[0])}"},
+        xaxis={"title": {"text": pareto.X_LABEL}, "range": [0, max(2.0, top * 1.15)]},
+        yaxis={"title": {"text": ylabel}, "range": [lo - pad, hi + pad]},
+        updatemenus=dropdown([escape_label(lab) for lab in labels], masks, title),
+        margin={"t": 110},
+        hovermode="closest",
     )
     return fig, note

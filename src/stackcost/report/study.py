@@ -20,7 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from stackcost.report import data
+from stackcost.axes import QUANTIZED
+from stackcost.report import data, quant
+from stackcost.report.data import machine_of
 from stackcost.store.runs import RunResult
 
 
@@ -39,15 +41,6 @@ class StudyTable:
         if col.empty:
             return None
         return str(col.idxmax() if self.higher_is_better else col.idxmin())
-
-
-def machine_of(env: dict[str, Any] | None) -> str:
-    """A machine's name in a column: its host and CPU model (both from the run's env)."""
-    env = env or {}
-    cpu = (env.get("cpu") or {}).get("model") or "unknown CPU"
-    gpus = [g.get("name") for g in env.get("gpus") or [] if isinstance(g, dict)]
-    host = env.get("hostname") or "unknown host"
-    return " · ".join([host, *(gpus[:1] or [cpu])])
 
 
 def _frame(runs: list[RunResult]) -> pd.DataFrame:
@@ -267,5 +260,118 @@ def markdown(tables: list[StudyTable]) -> str:
                 text = md_escape(cell_text(t, series, c))
                 cells.append(f"**{text}**" if best[c] == series else text)
             out.append(f"| {md_escape(series)} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+# -- quantized precisions: the study's table gains a column pair per precision ------------
+
+
+@dataclass
+class QuantTable:
+    """Per workload, batch and machine: each framework's fp32 throughput, then per quantized
+    precision its speedup over that framework's own fp32 and its top-1 agreement."""
+
+    title: str
+    header: list[str]
+    rows: list[tuple[str, list[str]]]  # (framework, cells)
+    slower: set[tuple[str, int]] = field(default_factory=set)  # (framework, column index)
+
+
+QUANT_NOTE = (
+    "per framework: × its own fp32 (median latency ratio on the same batch, sizes and "
+    "threads; below 1× slower, marked) and top-1 agreement with eager fp32 (% of rows, "
+    "worst repetition); a status where the quantized cell has no valid timing"
+)
+
+
+def quant_tables(runs: list[RunResult]) -> list[QuantTable]:
+    """One table per workload, batch and machine (threads, device) with quantized cells."""
+    df = _frame(runs)
+    if df.empty or not data.has_quantized(df):
+        return []
+    machines = {r.run_id: machine_of(r.env) for r in runs}
+    df = data.with_fp32_speedup(df[df["mode"] == "infer"], machines)
+    listed = [b for r in runs for b in r.spec.get("backends", []) if isinstance(b, str)]
+    rank = {b: i for i, b in enumerate(dict.fromkeys(listed))}
+    sizes = data.size_columns(df)
+    vary = [a for a in ("threads", "device") if df[a].nunique() > 1]
+    tables = []
+    for key, grp in df.groupby(
+        ["model", *sizes, "batch_size", "machine", "threads", "device"], sort=False, dropna=False
+    ):
+        model, *size_values, batch, machine, threads, device = key
+        precisions = [p for p in QUANTIZED if p in set(grp["precision"])]
+        if not precisions:
+            continue
+        shown = [
+            data.size_text(a, v) for a, v in zip(sizes, size_values, strict=True) if not pd.isna(v)
+        ]
+        place = {"threads": f"{threads} thr", "device": str(device)}
+        title = " · ".join(
+            [str(model), *shown, f"batch {batch}", str(machine), *(place[a] for a in vary)]
+        )
+        header = ["fp32 throughput (samples/s)"]
+        for p in precisions:
+            header += [f"{p} vs fp32", f"{p} top-1 agreement (%)"]
+        seen = list(dict.fromkeys(grp["framework"]))
+        order = sorted(seen, key=lambda f: (rank.get(f.split(" [")[0], len(rank)), seen.index(f)))
+        t = QuantTable(title, header, [])
+        for framework in order:
+            mine = grp[grp["framework"] == framework]
+            fp32 = mine[(mine["precision"] == "fp32") & mine["valid"]]
+            cells = [_fp32_text(mine, fp32)]
+            for p in precisions:
+                speed, top1, slower = _quant_pair(mine[mine["precision"] == p])
+                if slower:
+                    t.slower.add((framework, len(cells)))
+                cells += [speed, top1]
+            t.rows.append((framework, cells))
+        tables.append(t)
+    return tables
+
+
+def _fp32_text(mine: pd.DataFrame, fp32: pd.DataFrame) -> str:
+    from stackcost.report.units import num
+
+    if len(fp32):
+        return num(float(fp32["throughput_per_s"].median()))
+    rows = mine[mine["precision"] == "fp32"]
+    return str(rows["status"].iloc[0]) if len(rows) else "—"
+
+
+def _quant_pair(rows: pd.DataFrame) -> tuple[str, str, bool]:
+    """The speedup text (or the cell's status), the top-1 agreement, and whether slower."""
+    if rows.empty:
+        return "—", "—", False
+    r = rows.iloc[0]
+    top1 = r["top1"] if "top1" in r else float("nan")
+    agree = "—" if pd.isna(top1) else f"{float(top1) * 100:.1f}"
+    if not r["valid"]:
+        return str(r["status"]), agree, False
+    value = r["speedup_vs_fp32"]
+    return quant.speedup_text(value, r["fp32_status"]), agree, quant.is_slower(value)
+
+
+def quant_markdown(tables: list[QuantTable]) -> str:
+    """The quantized tables in GitHub markdown, a slower speedup in bold."""
+    from stackcost.report.markdown import md_escape
+
+    out = []
+    for t in tables:
+        out += [
+            f"#### {md_escape(t.title)}: quantized precisions",
+            "",
+            f"_{md_escape(QUANT_NOTE)}_",
+            "",
+        ]
+        out.append("| framework | " + " | ".join(map(md_escape, t.header)) + " |")
+        out.append("| --- |" + " ---: |" * len(t.header))
+        for framework, cells in t.rows:
+            shown = [
+                f"**{md_escape(c)}**" if (framework, i) in t.slower else md_escape(c)
+                for i, c in enumerate(cells)
+            ]
+            out.append(f"| {md_escape(framework)} | " + " | ".join(shown) + " |")
         out.append("")
     return "\n".join(out)

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from stackcost.backends import BASELINE
 from stackcost.cell import Cell
+from stackcost.report import quant
 from stackcost.report.marks import (
     DISTURBED_MARK,
     DISTURBED_NOTE,
@@ -62,6 +63,47 @@ def speedups(cells: list[CellResult], baseline: str = BASELINE) -> dict[int, Rat
         if c.valid and speed and b is not None and (held := _speed(b)):
             out[i] = Ratio(speed / held, b.status)
     return out
+
+
+def fp32_speedups(cells: list[CellResult]) -> dict[int, Ratio]:
+    """A quantized cell's speed over the same rung's fp32 cell (same options, workload and
+    placement; every axis but the precision): above 1 faster, below 1 slower. Valid cells
+    on both sides; the ratio carries the fp32 cell's status, as speedups' do."""
+
+    def key(c: CellResult) -> tuple:
+        flat = {k: v for k, v in c.cell.flat().items() if k != "precision"}
+        return (tuple(flat.items()), tuple(sorted(c.cell.backend_options.items())))
+
+    fp32: dict[tuple, CellResult] = {}
+    for c in cells:
+        if c.cell.precision == "fp32" and c.valid and _speed(c):
+            held = fp32.get(key(c))
+            if held is None or (c.trusted and not held.trusted):
+                fp32[key(c)] = c
+    out = {}
+    for i, c in enumerate(cells):
+        if not quant.is_quantized(c.cell.precision):
+            continue
+        speed, f = _speed(c), fp32.get(key(c))
+        if c.valid and speed and f is not None and (held := _speed(f)):
+            out[i] = Ratio(speed / held, f.status)
+    return out
+
+
+def _quant_columns(c: CellResult, ratio: Ratio | None) -> list[Text]:
+    """vs fp32, weights, top-1 and KL of a quantized cell; '—' for a float one. A slower
+    cell's speedup is red: it is a result, not noise to average away."""
+    if not quant.is_quantized(c.cell.precision):
+        return [Text("—")] * 4
+    speed = quant.speedup_text(ratio.value, ratio.base_status) if ratio else "—"
+    style = "bold red" if ratio and quant.is_slower(ratio.value) else ""
+    q, a = quant.cell_record(c), quant.worst_agreement(c)
+    return [
+        Text(speed, style=style),
+        Text(quant.weights_text(q["weight_bytes"], q.get("fp32_weight_bytes")) if q else "—"),
+        Text(quant.top1_text(a.top1, a.rows) if a else "—"),
+        Text(quant.kl_text(a.kl) if a else "—"),
+    ]
 
 
 def _speed(c: CellResult) -> float | None:
@@ -144,6 +186,9 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         key=lambda c: (_group_key(c, WORKLOAD), given[_scenario_label(c)], ladder[c.cell.backend])
     )
     speed = speedups(cells, baseline)
+    # Quantized cells add what they buy and cost: speed over fp32, weights, agreement.
+    quantized = any(quant.is_quantized(c.cell.precision) for c in cells)
+    over_fp32 = fp32_speedups(cells) if quantized else {}
     varying, title = _shared(cells)
     # One column per size axis of the run, headed by name and unit; a model without that
     # axis leaves it blank. Numbers stay numbers (right-aligned, the unit said once, not
@@ -171,9 +216,10 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         "first call",
         "startup",
         "rel err",
+        *(["vs fp32", "weights", "top-1 agree", "KL"] if quantized else []),
     ]
     for name in columns:
-        text = name in ("backend", "status", "model", "scenario", "verdict")
+        text = name in ("backend", "status", "model", "scenario", "verdict", "weights")
         # fold, not ellipsis: a reason wraps word by word and is never cut short.
         table.add_column(
             Text(name),
@@ -219,6 +265,7 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
             first,
             startup,
             sci(rel_err),
+            *(_quant_columns(c, over_fp32.get(i)) if quantized else []),
         )
     caption = (
         "reps = repetitions, each its own process; latency ± CI = the mean of the "
@@ -230,6 +277,12 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         "compiles here); startup = backend prepare (export, AOT compile) + first call; "
         "rel err = max|out-ref|/max|ref| vs eager fp32"
     )
+    if quantized:
+        caption += (
+            f"\n{quant.SPEEDUP_NOTE}; weights in MB (10^6 bytes), beside the same weights "
+            f"in fp32; {quant.ACCURACY_NOTE}"
+        )
+        caption += "".join(f"\n{line}" for line in quant.isa_lines([(result.run_id, result.env)]))
     if scenarios:
         caption += "\n" + SCENARIO_CAPTION
     if any(r.base_status != "ok" for r in speed.values()):

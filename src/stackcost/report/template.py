@@ -34,6 +34,7 @@ PAGE = r"""<!DOCTYPE html>
   tr.status-disturbed td { color: #6a3d9a; }
   tr.status-skipped td, tr.status-unavailable td, tr.status-unsupported td { color: var(--muted); }
   td.best { font-weight: bold; }
+  td.slower { background: var(--bad); color: #a40000; font-weight: bold; }
   pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; padding: .5rem;
         font-size: .8rem; max-height: 20rem; overflow: auto; }
   .counts span { margin-right: 1.2rem; }
@@ -180,6 +181,38 @@ PAGE = r"""<!DOCTYPE html>
 </table></div>
 {% endif %}
 
+{% if quantization %}
+<h2 id="quantization">Quantized precisions</h2>
+<p class="muted">Each quantized cell against the same rung's fp32 cell on the same batch,
+  sizes and threads: its speedup (fp32's median latency / its own; below 1× it is slower
+  than fp32, marked in red and never averaged away), its weights in MB (10^6 bytes) beside
+  the same weights in fp32, and its accuracy cost against eager fp32: top-1 agreement (% of
+  rows whose argmax agrees), softmax KL (nats) and max relative error. A quantized cell is
+  judged by its acceptance rule, not the fp32 tolerance; one outside it is "wrong" and has
+  no valid timing.</p>
+{% for line in quantization.isa %}<p class="muted isa">{{ line }}</p>{% endfor %}
+{{ plot(quantization.plot) }}
+{% for t in quantization.tables %}
+<div class="scroll"><table class="quant-study">
+  <caption class="text">{{ t.title }}: quantized precisions</caption>
+  <tr><th class="text">framework</th>{% for h in t.header %}<th>{{ h }}</th>{% endfor %}</tr>
+  {% for row in t.rows %}
+  <tr><td class="text">{{ row.series }}</td>
+    {% for c in row.cells %}<td{% if c.slower %} class="slower"{% endif %}>{{ c.text }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+<p class="note">{{ quantization.table_note }}</p>
+{% endfor %}
+<h3>What each rung built</h3>
+<div class="scroll"><table class="quant-cells">
+  <tr>{% for h in quantization.header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for row in quantization.rows %}
+  <tr class="status-{{ row.status }}">{% for v in row.cols %}<td class="text{% if row.slower and loop.index0 == quantization.slower_col %} slower{% endif %}">{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{{ notes(quantization.notes) }}
+{% endif %}
+
 <h2 id="failures">Failures</h2>
 {% if failures %}
 <div class="scroll"><table>
@@ -227,7 +260,7 @@ PAGE = r"""<!DOCTYPE html>
   <tr>{% for h in cell_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
   {% for row in cell_rows %}
   <tr class="status-{{ row.status }} {{ row.kind }}">
-    {% for v in row.cols %}<td{% if loop.index <= cell_text_columns %} class="text"{% endif %}>{{ v }}</td>{% endfor %}</tr>
+    {% for v in row.cols %}<td{% if loop.index <= cell_text_columns %} class="text"{% elif loop.index0 == row.slower %} class="slower"{% endif %}>{{ v }}</td>{% endfor %}</tr>
   {% endfor %}
 </table></div>
 {{ notes(cell_marks) }}
