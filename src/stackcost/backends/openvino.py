@@ -1,17 +1,41 @@
-"""OpenVINO: the model exported to ONNX and compiled by OpenVINO's CPU plugin."""
+"""OpenVINO: the model exported to ONNX and compiled by OpenVINO's CPU plugin; a quantized
+precision is built from that graph by NNCF (stackcost.quantize.openvino)."""
 
 from __future__ import annotations
 
-from stackcost.backends.base import Availability, Backend, Capabilities, Option, Prepared
-from stackcost.backends.onnx_export import EXPORTERS
+import platform
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-_HINTS = {"fp32": "f32", "bf16": "bf16"}
+from stackcost.backends.base import (
+    Availability,
+    Backend,
+    Capabilities,
+    Option,
+    Prepared,
+    Unsupported,
+)
+from stackcost.backends.onnx_export import EXPORTERS
+from stackcost.quantize import is_quantized
+from stackcost.quantize.openvino import DYNAMIC_GROUP
+from stackcost.quantize.openvino import PRECISIONS as QUANTIZED_PRECISIONS
+
+if TYPE_CHECKING:
+    from stackcost.backends.base import PrepareContext
+    from stackcost.cell import Cell
+    from stackcost.workload import Example
+
+MODEL = "model.xml"  # a quantized model's IR (its weights beside it, model.bin)
+# A quantized cell's float parts (ops NNCF left float, decompressed weights, the activations
+# of weight-only ops) stay f32: left to itself the plugin runs them bf16 on a CPU with bf16,
+# and the cell would measure two precision changes at once.
+_HINTS = {"fp32": "f32", "bf16": "bf16", **dict.fromkeys(QUANTIZED_PRECISIONS, "f32")}
 
 
 class OpenVINOBackend(Backend):
     name = "openvino"
     description = "ONNX export + OpenVINO CPU plugin (explicit inference precision, LATENCY hint)"
-    capabilities = Capabilities(precisions=frozenset({"fp32", "bf16"}))
+    capabilities = Capabilities(precisions=frozenset({"fp32", "bf16", *QUANTIZED_PRECISIONS}))
     options = {"exporter": Option("dynamo", EXPORTERS)}
     # PERF_COUNT's per-node times did not add up to the wall time (averaged, not per call).
     torch_profiled = False
@@ -20,6 +44,15 @@ class OpenVINOBackend(Backend):
         return Availability.needs_modules(
             "openvino", "onnx", "onnxscript", install="pip install 'stackcost[onnx,openvino]'"
         )
+
+    def why_not(self, cell: Cell) -> str | None:
+        if cell.precision == "int8-dyn" and platform.machine().lower() not in ("x86_64", "amd64"):
+            # The ARM plugin's per-call quantization takes other weights and settings.
+            return (
+                "precision int8-dyn: OpenVINO's per-call activation quantization is wired for "
+                f"x86 CPUs only (this is {platform.machine()}); VNNI is checked when it is built"
+            )
+        return super().why_not(cell)
 
     def prepare(self, model, example, cell, ctx):
         import time
@@ -46,6 +79,9 @@ class OpenVINOBackend(Backend):
             "INFERENCE_NUM_THREADS": cell.threads,
             "PERFORMANCE_HINT": "LATENCY",
         }
+        if is_quantized(cell.precision):
+            path, details = _quantized(path, details, example, cell, ctx, config)
+            config.update(details["compile_config"])
         start = time.perf_counter()
         compiled = core.compile_model(str(path), "CPU", config)
         compile_s = time.perf_counter() - start
@@ -78,4 +114,85 @@ class OpenVINOBackend(Backend):
                 "openvino": ov.get_version(),
             }
         )
+        if is_quantized(cell.precision):
+            # Read back: what the plugin runs with, not only what was asked.
+            details["dynamic_quantization_group_size"] = compiled.get_property(DYNAMIC_GROUP)
         return Prepared(step, details)
+
+
+def _quantized(
+    src: Path,
+    export: dict[str, Any],
+    example: Example,
+    cell: Cell,
+    ctx: PrepareContext,
+    config: dict[str, Any],
+) -> tuple[Path, dict[str, Any]]:
+    """The fp32 graph `src` quantized to the cell's precision by NNCF and saved as OpenVINO
+    IR, and the details to record: made once per cell with the run's artifact cache, keyed
+    by the fp32 graph it came from, the precision, NNCF's and OpenVINO's versions and the
+    calibration set."""
+    import time
+    from importlib import metadata
+
+    import numpy as np
+    import openvino as ov
+
+    from stackcost.quantize.openvino import dynamic_quantization_changes, quantize_model
+
+    names = export["onnx_inputs"]
+    precision, calibration = cell.precision, ctx.calibration
+
+    def feeds(ex: Example) -> dict[str, np.ndarray]:
+        given = ex.named()
+        return {n: np.ascontiguousarray(given[n].detach().cpu().numpy()) for n in names}
+
+    def make(home: Path) -> dict[str, Any]:
+        start = time.perf_counter()
+        built = quantize_model(ov.Core().read_model(str(src)), precision, calibration, feeds)
+        made: dict[str, Any] = {
+            "quantization": built.record.details(),
+            "compile_config": built.config,
+            "quantize_s": time.perf_counter() - start,
+        }
+        if precision == "int8-dyn":
+            # Without VNNI the plugin quietly keeps activations float: the same kernels
+            # would answer bit for bit as with the quantization off.
+            inputs = feeds(calibration.examples[0] if calibration else example)
+            changed = dynamic_quantization_changes(built.model, {**config, **built.config}, inputs)
+            if changed == 0.0:
+                raise Unsupported(
+                    "precision int8-dyn: OpenVINO's CPU plugin did not quantize activations "
+                    f"per call on this CPU ({DYNAMIC_GROUP}={built.config[DYNAMIC_GROUP]} "
+                    "answered exactly as 0)"
+                )
+            made["dynamic_quantization_max_abs_change"] = changed
+        # As NNCF built it: fp16 compression would round its f32 scales and biases again.
+        ov.save_model(built.model, home / MODEL, compress_to_fp16=False)
+        made["quantized_ir_bytes"] = sum(f.stat().st_size for f in home.iterdir() if f.is_file())
+        return made
+
+    exported = export.get("artifact")
+    if ctx.cache is None:
+        home = ctx.workdir / "openvino-quantized"
+        home.mkdir(parents=True, exist_ok=True)
+        made = make(home)
+    else:
+        key = {
+            "artifact": "openvino-quantized",
+            # The fp32 graph's own key (its model, weights, shapes, exporter, torch).
+            "onnx": exported["key"] if exported else str(src),
+            "weights": ctx.weights_digest,
+            "precision": precision,
+            "nncf": metadata.version("nncf"),
+            "openvino": ov.get_version(),
+            "calibration": calibration.record() if calibration and precision == "int8" else None,
+        }
+        home, made = ctx.cache.reuse_or_make(key, make)
+        # Startup is reported only when this prepare exported and quantized itself.
+        made["artifact"] = {
+            **made["artifact"],
+            "reused": bool(exported and exported["reused"]) and made["artifact"]["reused"],
+            "onnx": exported,
+        }
+    return home / MODEL, {**export, **made}
