@@ -202,6 +202,15 @@ def test_renderings_say_the_same_and_escape_foreign_text():
         ("models: [mlp]\nthreads: 100000\n", "threads 100000 is more than"),
         ("models: [mlp, mlp]\n", "in the suite twice"),
         ("models: [mlp\n", "not valid YAML"),
+        (
+            "models: [mlp]\nprecisions: [fp32, int9]\n",
+            ":2: precisions: unknown precision 'int9' (allowed: fp32, bf16, fp16, int8-dyn, "
+            "int8, w8, w4)",
+        ),
+        ("models: [mlp]\nprecisions: []\n", ":2: precisions must not be empty"),
+        ("models: [mlp]\nprecisions: [int8, int8]\n", ":2: precisions: int8, int8 names one"),
+        ("models: [mlp]\nprecisions: [int8]\nprecision: fp32\n", "precisions or precision"),
+        ("models: [mlp]\nprecision: int4\n", ":2: precision: unknown precision 'int4'"),
         ("- mlp\n", "a suite is a mapping"),
     ],
 )
@@ -224,6 +233,13 @@ def test_flags_and_names_are_checked_before_anything_is_written(tmp_path, capsys
         (["suite", "nosuchsuite"], "no suite named 'nosuchsuite' (known: "),
         (["suite", "tiny", "--backends", "eager,bogus"], "--backends: unknown backend 'bogus'"),
         (["suite", "tiny", "--summary-only", "--force"], "--force does not apply"),
+        (
+            ["suite", "tiny", "--precisions", "fp32,int9"],
+            "--precisions: unknown precision 'int9' (allowed: fp32, bf16, fp16, int8-dyn, int8, "
+            "w8, w4)",
+        ),
+        (["suite", "tiny", "--precisions", " , "], "--precisions is empty"),
+        (["suite", "tiny", "--precisions", "int8,int8"], "--precisions: int8, int8 names one"),
         (["suite", "tiny", "--summary-only"], "no such store"),
     ):
         assert main([*argv, "--db", str(db)]) == 2
@@ -257,6 +273,69 @@ def test_the_default_suite_is_one_model_per_domain_through_six_rungs():
             "onnxruntime",
             "openvino",
         ]
+
+
+def test_precisions_are_an_axis_of_each_entry_with_fp32_beside_a_quantized_one(tmp_path):
+    plain = load_suite("tiny")
+    assert plain.precisions == ["fp32"] and all(s.precisions == ["fp32"] for s in plain.specs)
+    quantized = load_suite("tiny", precisions=["int8"])
+    assert quantized.precisions == ["fp32", "int8"]  # fp32: each rung's own baseline
+    assert len(quantized.specs) == len(plain.specs)  # still one run per model
+    assert all(s.precisions == ["fp32", "int8"] for s in quantized.specs)
+    assert [e.label for e in quantized.expected()] == [
+        "mlp b1 8 px",
+        "mlp b1 8 px int8",
+        "mnist-cnn b1 28 px",
+        "mnist-cnn b1 28 px int8",
+    ]
+    # However spelled, the same set is the same spec: a rerun resumes it.
+    spelled = load_suite("tiny", precisions=["int8", "fp32"])
+    assert [s.digest() for s in spelled.specs] == [s.digest() for s in quantized.specs]
+    assert load_suite("tiny", precisions=["bf16"]).precisions == ["bf16"]  # not quantized
+    file = tmp_path / "suite-old.yaml"
+    file.write_text("models: [{name: mlp, size: 8}]\nbackends: [eager]\nprecision: bf16\n")
+    assert load_suite(str(file)).precisions == ["bf16"]  # the one-value key still reads
+
+
+def test_the_int8_suite_is_the_default_suite_at_fp32_and_int8():
+    default = load_suite(str(ROOT / "examples" / "suite.yaml"))
+    int8 = load_suite(str(ROOT / "examples" / "suite-int8.yaml"))
+    flagged = load_suite("default", precisions=["fp32", "int8"])
+    assert int8.name == "int8" and int8.precisions == ["fp32", "int8"]
+    assert [s.digest() for s in int8.specs] == [s.digest() for s in flagged.specs]
+    for mine, theirs in zip(int8.specs, default.specs, strict=True):
+        assert mine.model_copy(update={"precisions": ["fp32"]}).digest() == theirs.digest()
+
+
+def test_a_quantized_suite_is_summarized_from_the_store_with_its_flag(tmp_path, capsys):
+    from stackcost.measure.stats import summarize as stats_of
+    from stackcost.store.database import Store
+
+    suite = load_suite("tiny", precisions=["int8"])
+    db = tmp_path / "q.db"
+    with Store(db) as store:  # as if measured: int8 halves eager's time, torchscript has none
+        for spec in suite.specs:
+            run_id = store.create_run(
+                spec.model_dump(mode="json"), {}, "stackcost suite tiny", spec.digest(), "fp"
+            )
+            for cell in spec.cells():
+                if cell.backend == "torchscript" and cell.precision == "int8":
+                    rep = RepetitionResult(status="unsupported", reason="no int8 path")
+                else:
+                    ms = 2.0 if cell.precision == "fp32" else 1.0
+                    samples = [int(ms * 1e6) + i for i in range(9)]
+                    rep = _rep(median_ms=ms)
+                    rep.stats, rep.samples_ns = stats_of(samples), samples
+                store.add_repetition(store.add_cell(run_id, cell), rep)
+            store.finish_run(run_id)
+    argv = ["suite", "tiny", "--db", str(db), "--summary-only"]
+    assert main([*argv, "--precisions", "fp32,int8"]) == 0
+    out = capsys.readouterr().out
+    assert "int8 on eager: 2.00× geomean, faster than fp32, over 2 of 2 models" in out
+    assert "int8 on torchscript: no geomean, over 0 of 2 models; 2 unsupported: " in out
+    # The plain suite is other specs (fp32 alone): none of these runs is its.
+    assert main(argv) == 1
+    assert "backends and precisions" in capsys.readouterr().err
 
 
 # -- end to end ---------------------------------------------------------------------------

@@ -101,8 +101,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _suite_runs(args: argparse.Namespace) -> tuple[list[Any], tuple[str, list[str]]]:
-    """The stored runs of the suite named by --suite, and (its name, its workload labels)."""
+def _suite_runs(args: argparse.Namespace) -> tuple[list[Any], tuple[str, list[Any]]]:
+    """The stored runs of the suite named by --suite, and (its name, the rows its summary
+    should have: each workload at each precision)."""
     from stackcost.report.suite_data import stored_runs
     from stackcost.spec.suite import load_suite
 
@@ -117,4 +118,4 @@ def _suite_runs(args: argparse.Namespace) -> tuple[list[Any], tuple[str, list[st
             f"{args.db!r} holds no run of suite {suite.name} "
             f"(run `stackcost suite {args.suite} --db {args.db}` first)"
         )
-    return found.runs, (suite.name, found.labels)
+    return found.runs, (suite.name, found.expected)

@@ -1,10 +1,11 @@
 """`stackcost suite [NAME|FILE]`: a TorchBench-style suite, resumable, and its summary.
 
 Each model of the suite is one run (see spec/suite.py for why), executed by the
-engine with resume: running the same suite again continues every model where it stopped;
---force measures everything again in new runs. --summary-only re-renders the summary
-from the store without measuring: each entry's latest stored run, found by its stored spec
-(report/suite_data.py), wherever it ran.
+engine with resume: running the same suite again (with the same --backends and
+--precisions) continues every model where it stopped; --force measures everything again
+in new runs. --summary-only re-renders the summary from the store without measuring:
+each entry's latest stored run, found by its stored spec (report/suite_data.py), wherever
+it ran.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from stackcost.axes import PRECISIONS
 from stackcost.commands.executor import check_executor_args, cluster_line, executor_for
 from stackcost.commands.run import (
     add_session_args,
@@ -47,6 +49,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
     p.add_argument("--backends", help="comma list replacing the suite's (eager is always run)")
     p.add_argument(
+        "--precisions",
+        help=f"comma list of {', '.join(PRECISIONS)}, replacing the suite's (default fp32); "
+        "fp32 is run beside a quantized one: the summary gives each rung's speedup over it",
+    )
+    p.add_argument(
         "--summary-only",
         action="store_true",
         help="measure nothing: summarize the suite's stored runs (each model's latest, "
@@ -69,6 +76,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         if not backends:
             raise SpecError("--backends is empty: give a comma list, e.g. eager,onnxruntime")
+    precisions = None
+    if args.precisions is not None:  # each value checked with the suite (load_suite)
+        precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+        if not precisions:
+            raise SpecError("--precisions is empty: give a comma list, e.g. fp32,int8")
     if args.summary_only and args.force:
         raise SpecError("--summary-only measures nothing: --force does not apply")
     if args.on_disturbed not in POLICIES:
@@ -81,7 +93,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         if problem:
             raise SpecError(problem)
     # Every check before the store is touched; a summary is a view: nothing of this machine.
-    suite = load_suite(args.suite, backends, for_viewing=args.summary_only)
+    suite = load_suite(args.suite, backends, precisions, for_viewing=args.summary_only)
     if args.summary_only:
         return _summary_only(suite, args, console)
     return _measure(suite, args, console)
@@ -99,12 +111,13 @@ def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int
     found = stored_runs(suite, args.db)
     if not found.runs:
         print(
-            f"stackcost: no stored run of suite {suite.name} in {args.db} with these models "
-            f"and backends (run `stackcost suite {args.suite} --db {args.db}` first)",
+            f"stackcost: no stored run of suite {suite.name} in {args.db} with these models, "
+            f"backends and precisions (run `stackcost suite {args.suite} --db {args.db}` "
+            "with the same flags first)",
             file=sys.stderr,
         )
         return 1
-    console.print(summary_renderables(summarize(found.runs, suite.name, found.labels)))
+    console.print(summary_renderables(summarize(found.runs, suite.name, found.expected)))
     ids = " ".join(r.run_id for r in found.runs)
     console.print(Text(f"from {len(found.runs)} stored runs in {args.db}: {ids}"))
     return 0
@@ -115,7 +128,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
     from stackcost.report.progress import LiveProgress
     from stackcost.report.suite_data import summarize
     from stackcost.report.suite_summary import summary_renderables
-    from stackcost.spec.suite import workload_label_of_spec
+    from stackcost.spec.suite import Expected, workload_label_of_spec
     from stackcost.store.database import Store
 
     # User code asked once per model, every entry before the lock and the store.
@@ -124,6 +137,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
     totals = [len(p.spec.cells()) * p.spec.repeats for p in prepared]
     # With the workloads learned: an entry that leaves a size out gets the model's default.
     labels = [workload_label_of_spec(p.spec) for p in prepared]
+    expected = [Expected(label, p) for label in labels for p in suite.precisions]
     total = sum(totals)
     progress = LiveProgress(err, enabled=not args.quiet)
     executor = executor_for(args, lambda: machine_lock(args, err), cluster_line(progress, err))
@@ -162,7 +176,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
             results.append(result)
             if result.stopped:
                 break
-    console.print(summary_renderables(summarize(results, suite.name, labels)))
+    console.print(summary_renderables(summarize(results, suite.name, expected)))
     ids = " ".join(r.run_id for r in results)
     console.print(Text.assemble(f"stored {len(results)} runs in {args.db}: ", (ids, "bold")))
     return _exit_code(results)

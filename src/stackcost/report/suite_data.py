@@ -8,6 +8,12 @@ CellResult.status), and verified against the eager reference, over an eager cell
 too, enter the means; every other (workload, backend) pair is listed with its status and
 reason. An `unstable` cell is kept as indicative, marked "?" and averaged in a
 second, indicative mean, never in the first.
+
+Each precision's rows are their own group (an int8 cell is compared with eager at int8,
+and averaged with int8 cells only). A quantized row also gives, per backend, that
+backend's fp32 median over its own on the same workload (batch, sizes, threads, device):
+what quantizing buys on that rung, under the same rules (both cells ok and verified;
+unstable ones indicative; the rest counted and named, never averaged in).
 """
 
 from __future__ import annotations
@@ -19,12 +25,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from stackcost.axes import PRECISIONS, QUANTIZED
 from stackcost.backends import BASELINE
 from stackcost.result import TRUSTED_STATUSES, VALID_STATUSES, headline
-from stackcost.spec.suite import Suite, workload_label, workload_label_of_spec
+from stackcost.spec.suite import (
+    Expected,
+    Suite,
+    precision_label,
+    workload_label,
+    workload_label_of_spec,
+)
 
 if TYPE_CHECKING:
     from stackcost.store.runs import CellResult, RunResult
+
+
+# Why an ok cell gives no ratio when its outputs were not checked against eager fp32's.
+UNVERIFIED = "not verified against the eager reference"
 
 
 @dataclass
@@ -52,7 +69,7 @@ class Entry:
         still has none, why (its outputs unverified, or no trusted eager beside it)."""
         if self.status != "ok" or self.counted:
             return self.status
-        return "unverified" if "verified" in self.reason else "no baseline"
+        return "unverified" if self.reason == UNVERIFIED else "no baseline"
 
 
 @dataclass
@@ -65,6 +82,11 @@ class Row:
     device: str
     domain: str = ""
     entries: dict[str, Entry] = field(default_factory=dict)  # backend -> entry (eager too)
+    precision: str = "fp32"
+    workload: str = ""  # the label without the precision: 'resnet50 b1 224 px'
+    # A quantized row's: backend -> that backend's fp32 on this workload over this cell
+    # (speedup = fp32 median / this median, cpu_memory = this / fp32). Empty otherwise.
+    versus_fp32: dict[str, Entry] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,6 +94,23 @@ class Geomean:
     value: float | None  # None when no workload counts
     n: int  # workloads it is taken over
     of: int  # workloads in the summary (of this mode)
+
+
+def _geomean(entries: Sequence[Entry | None], metric: str, indicative: bool) -> Geomean:
+    """Geometric mean of `metric` over the entries whose ratio counts (with `indicative`,
+    the indicative ones too), saying over how many of all of them."""
+    from scipy.stats import gmean
+
+    values = [
+        v
+        for e in entries
+        if e is not None
+        and (e.counted or (indicative and e.indicative))
+        and (v := getattr(e, metric)) is not None
+        and math.isfinite(v)
+        and v > 0
+    ]
+    return Geomean(float(gmean(values)) if values else None, len(values), len(entries))
 
 
 @dataclass
@@ -82,37 +121,69 @@ class SuiteSummary:
     modes: list[str]  # "infer", and "train" where train cells exist
     baseline: str = BASELINE
 
-    def rows_of(self, mode: str) -> list[Row]:
-        return [r for r in self.rows if r.mode == mode]
+    @property
+    def groups(self) -> list[tuple[str, str]]:
+        """(mode, precision) of each table: a precision's rows are averaged together only."""
+        found = {(r.mode, r.precision) for r in self.rows}
+        return sorted(found, key=lambda g: (self.modes.index(g[0]), _precision_order(g[1])))
+
+    def rows_of(self, mode: str, precision: str | None = None) -> list[Row]:
+        """The rows of `mode` (at `precision`; None: at every precision)."""
+        return [
+            r
+            for r in self.rows
+            if r.mode == mode and (precision is None or r.precision == precision)
+        ]
 
     def geomean(
-        self, mode: str, backend: str, metric: str = "speedup", indicative: bool = False
+        self,
+        mode: str,
+        backend: str,
+        metric: str = "speedup",
+        indicative: bool = False,
+        precision: str | None = None,
     ) -> Geomean:
         """Geometric mean of `metric` (speedup, cpu_memory, device_memory) over the
-        workloads of `mode` where the backend's ratio counts; with `indicative`, over
-        those where it is indicative (unstable) too."""
-        from scipy.stats import gmean
+        workloads of `mode` (and `precision`) where the backend's ratio counts; with
+        `indicative`, over those where it is indicative (unstable) too."""
+        rows = self.rows_of(mode, precision)
+        return _geomean([r.entries.get(backend) for r in rows], metric, indicative)
 
-        rows = self.rows_of(mode)
-        values = [
-            v
-            for r in rows
-            if (e := r.entries.get(backend)) is not None
-            and (e.counted or (indicative and e.indicative))
-            and (v := getattr(e, metric)) is not None
-            and math.isfinite(v)
-            and v > 0
-        ]
-        return Geomean(float(gmean(values)) if values else None, len(values), len(rows))
-
-    def not_counted(self, mode: str) -> list[tuple[Row, str, Entry]]:
+    def not_counted(self, mode: str, precision: str | None = None) -> list[tuple[Row, str, Entry]]:
         """Every (workload, backend) left out of the means, with its status and reason
         (indicative ones too: they are in the indicative mean only)."""
         return [
             (r, b, r.entries[b])
-            for r in self.rows_of(mode)
+            for r in self.rows_of(mode, precision)
             for b in self.backends
             if not r.entries[b].counted
+        ]
+
+    def quantized(self, mode: str) -> list[str]:
+        """The quantized precisions with rows in `mode`, in the axis' order."""
+        return [p for m, p in self.groups if m == mode and p in QUANTIZED]
+
+    def versus_fp32(
+        self,
+        mode: str,
+        precision: str,
+        backend: str,
+        metric: str = "speedup",
+        indicative: bool = False,
+    ) -> Geomean:
+        """Geometric mean over the workloads of (`mode`, `precision`) of the backend's fp32
+        median over its quantized one (`metric` speedup; cpu_memory: quantized / fp32),
+        where both cells count; `of` is every workload asked at that precision."""
+        rows = self.rows_of(mode, precision)
+        return _geomean([r.versus_fp32.get(backend) for r in rows], metric, indicative)
+
+    def not_versus_fp32(self, mode: str, precision: str, backend: str) -> list[tuple[Row, Entry]]:
+        """The workloads of (`mode`, `precision`) where the backend's ratio to its fp32 is
+        left out of the mean (indicative ones too), with status and reason."""
+        return [
+            (r, e)
+            for r in self.rows_of(mode, precision)
+            if not (e := r.versus_fp32.get(backend) or Entry("missing", "not run")).counted
         ]
 
     @property
@@ -122,6 +193,10 @@ class SuiteSummary:
     @property
     def has_device_memory(self) -> bool:
         return any(e.device_memory is not None for r in self.rows for e in r.entries.values())
+
+
+def _precision_order(precision: str) -> int:
+    return PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)
 
 
 def _verified(c: CellResult) -> bool:
@@ -141,7 +216,7 @@ def _why_not(c: CellResult) -> str:
     if c.status not in VALID_STATUSES:
         return _status_reason(c)
     if not _verified(c):
-        return "not verified against the eager reference"
+        return UNVERIFIED
     if c.stats is None:
         return "no timing stored"
     return ""
@@ -154,105 +229,150 @@ def _ratio(top: float | int | None, bottom: float | int | None) -> float | None:
 
 
 def _group_key(cell: Any) -> tuple:
-    """The workload and placement: everything but the backend."""
-    return tuple(v for k, v in cell.flat().items() if k != "backend") + (
-        tuple(sorted(cell.model.config.items())),
+    """The workload and placement: everything but the backend, as (column, value) pairs."""
+    return tuple((k, v) for k, v in cell.flat().items() if k != "backend") + (
+        ("config", tuple(sorted(cell.model.config.items()))),
     )
+
+
+def _at_fp32(key: tuple) -> tuple:
+    """The same workload and placement at fp32: a quantized cell's own baseline."""
+    return tuple((k, "fp32" if k == "precision" else v) for k, v in key)
 
 
 def summarize(
     runs: Sequence[RunResult],
     title: str = "",
-    expected: Sequence[str] = (),
+    expected: Sequence[Expected | str] = (),
     baseline: str = BASELINE,
 ) -> SuiteSummary:
-    """The suite summary of stored runs: one row per workload (a later run's row replaces
-    an earlier one's); `expected` workload labels with no stored run are rows too, with
-    every backend "missing", so a model never drops out silently."""
-    from stackcost import zoo
-    from stackcost.report.marks import shown_stats
-
+    """The suite summary of stored runs: one row per workload and precision (a later run's
+    row replaces an earlier one's); `expected` rows (a label alone: a workload at fp32)
+    with no stored run are rows too, with every backend "missing", so a model never drops
+    out silently."""
     backends: list[str] = [baseline]
-    rows: dict[tuple, Row] = {}
+    groups: dict[tuple, tuple[RunResult, dict[str, CellResult]]] = {}
     for run in runs:
         for b in [*run.spec.get("backends", []), *(c.backend for c, _ in run.records)]:
             if b not in backends:
                 backends.append(b)
-        groups: dict[tuple, list[CellResult]] = {}
+        found: dict[tuple, dict[str, CellResult]] = {}
         for c in run.cells():
-            groups.setdefault(_group_key(c.cell), []).append(c)
-        for key, cells in groups.items():
-            first = cells[0].cell
-            workload = zoo.MODELS.get(first.model.name)
-            learned = run.spec.get("learned", {}).get(first.model.name, {})
-            row = Row(
-                label=workload_label(
-                    first.model.name, first.batch_size, first.size_label(), first.model.config
-                ),
-                model=first.model.name,
-                mode=first.mode,
-                device=first.device,
-                domain=workload.domain if workload else str(learned.get("domain", "")),
-            )
-            by_backend = {c.cell.backend: c for c in cells}
-            base = by_backend.get(baseline)
-            base_ok = base is not None and not _why_not(base)
+            found.setdefault(_group_key(c.cell), {})[c.cell.backend] = c
+        for key, by_backend in found.items():
+            groups[key] = (run, by_backend)
+    rows: list[Row] = []
+    for key, (run, by_backend) in groups.items():
+        row = _row(run, by_backend, baseline)
+        if row.precision in QUANTIZED:  # each backend against its own fp32 cell
+            fp32 = groups.get(_at_fp32(key), (run, {}))[1]
             for name, c in by_backend.items():
-                stats, shown = c.stats, shown_stats(c)
-                entry = Entry(
-                    c.status,
-                    median_ms=shown.median_ms if shown else None,
-                    disturbed=c.status == "disturbed",
-                )
-                why = _why_not(c)
-                if why:
-                    entry.reason = why
-                elif not base_ok:
-                    entry.reason = (
-                        f"{baseline} not measured on this workload"
-                        if base is None
-                        else f"{baseline} was {base.status}: no baseline"
-                    )
-                else:
-                    assert base is not None and base.stats is not None and stats is not None
-                    if c.status not in TRUSTED_STATUSES:
-                        entry.indicative, entry.reason = True, _status_reason(c)
-                    elif base.status not in TRUSTED_STATUSES:
-                        entry.indicative = True
-                        entry.reason = f"{baseline} was {base.status}: ratio indicative"
-                    entry.speedup = _ratio(base.stats.median_ms, stats.median_ms)
-                    mem, base_mem = c.peak_memory, base.peak_memory
-                    if mem and base_mem:
-                        entry.cpu_memory = _ratio(
-                            mem.peak_over_baseline_bytes, base_mem.peak_over_baseline_bytes
-                        )
-                        if c.cell.device == "cuda":
-                            entry.device_memory = _ratio(
-                                mem.allocator_peak_bytes, base_mem.allocator_peak_bytes
-                            )
-                row.entries[name] = entry
-            rows[key] = row
-    out = list(rows.values())
-    measured = {r.label for r in out}
-    for label in expected:
-        if label not in measured:
-            out.append(
+                row.versus_fp32[name] = _versus_fp32(c, fp32.get(name))
+        rows.append(row)
+    wanted = [e if isinstance(e, Expected) else Expected(e) for e in expected]
+    measured = {r.label for r in rows}
+    for e in wanted:
+        if e.label not in measured:
+            rows.append(
                 Row(
-                    label=label,
-                    model=label.split(" ")[0],
+                    label=e.label,
+                    model=e.workload.split(" ")[0],
                     mode="infer",
                     device="",
+                    precision=e.precision,
+                    workload=e.workload,
                     entries={b: Entry("missing", "no stored run of this model") for b in backends},
                 )
             )
-    order = {label: i for i, label in enumerate(expected)}
-    out.sort(key=lambda r: (r.mode != "infer", order.get(r.label, len(order))))
-    modes = list(dict.fromkeys(r.mode for r in out)) or ["infer"]
+    order = {e.label: i for i, e in enumerate(wanted)}
+    rows.sort(key=lambda r: (r.mode != "infer", order.get(r.label, len(order))))
+    modes = list(dict.fromkeys(r.mode for r in rows)) or ["infer"]
     modes.sort(key=lambda m: m != "infer")
-    for r in out:  # every row names every backend: a gap is a status, not a blank
+    for r in rows:  # every row names every backend: a gap is a status, not a blank
         for b in backends:
             r.entries.setdefault(b, Entry("missing", "not in the stored run"))
-    return SuiteSummary(title=title, backends=backends, rows=out, modes=modes, baseline=baseline)
+            if r.precision in QUANTIZED:
+                r.versus_fp32.setdefault(b, Entry("missing", r.entries[b].reason))
+    return SuiteSummary(title=title, backends=backends, rows=rows, modes=modes, baseline=baseline)
+
+
+def _row(run: RunResult, by_backend: dict[str, CellResult], baseline: str) -> Row:
+    """One workload at one precision: each backend's cell against the baseline's."""
+    from stackcost import zoo
+    from stackcost.report.marks import shown_stats
+
+    first = next(iter(by_backend.values())).cell
+    workload = zoo.MODELS.get(first.model.name)
+    learned = run.spec.get("learned", {}).get(first.model.name, {})
+    label = workload_label(
+        first.model.name, first.batch_size, first.size_label(), first.model.config
+    )
+    row = Row(
+        label=precision_label(label, first.precision),
+        model=first.model.name,
+        mode=first.mode,
+        device=first.device,
+        domain=workload.domain if workload else str(learned.get("domain", "")),
+        precision=first.precision,
+        workload=label,
+    )
+    base = by_backend.get(baseline)
+    base_ok = base is not None and not _why_not(base)
+    for name, c in by_backend.items():
+        shown = shown_stats(c)
+        entry = Entry(
+            c.status,
+            median_ms=shown.median_ms if shown else None,
+            disturbed=c.status == "disturbed",
+        )
+        why = _why_not(c)
+        if why:
+            entry.reason = why
+        elif not base_ok:
+            entry.reason = (
+                f"{baseline} not measured on this workload"
+                if base is None
+                else f"{baseline} was {base.status}: no baseline"
+            )
+        else:
+            assert base is not None
+            _ratios(entry, c, base, baseline)
+        row.entries[name] = entry
+    return row
+
+
+def _versus_fp32(c: CellResult, fp32: CellResult | None) -> Entry:
+    """A quantized cell against the same backend's fp32 cell on the same workload."""
+    entry = Entry(c.status)
+    why = _why_not(c)
+    if why:
+        entry.reason = why
+    elif fp32 is None:
+        entry.reason = "fp32 not measured on this workload and backend"
+    elif _why_not(fp32):
+        entry.reason = f"fp32 was {fp32.status}: no baseline"
+        if fp32.status == "ok":  # ok yet no ratio: its outputs were not verified
+            entry.reason = f"fp32 {_why_not(fp32)}: no baseline"
+    else:
+        _ratios(entry, c, fp32, "fp32")
+    return entry
+
+
+def _ratios(entry: Entry, c: CellResult, base: CellResult, base_name: str) -> None:
+    """Fill `entry`'s ratios of cell `c` to `base` (both give a valid, verified timing):
+    indicative where either is untrusted."""
+    assert base.stats is not None and c.stats is not None
+    if c.status not in TRUSTED_STATUSES:
+        entry.indicative, entry.reason = True, _status_reason(c)
+    elif base.status not in TRUSTED_STATUSES:
+        entry.indicative = True
+        entry.reason = f"{base_name} was {base.status}: ratio indicative"
+    entry.speedup = _ratio(base.stats.median_ms, c.stats.median_ms)
+    mem, base_mem = c.peak_memory, base.peak_memory
+    if mem and base_mem:
+        entry.cpu_memory = _ratio(mem.peak_over_baseline_bytes, base_mem.peak_over_baseline_bytes)
+        if c.cell.device == "cuda":
+            entry.device_memory = _ratio(mem.allocator_peak_bytes, base_mem.allocator_peak_bytes)
 
 
 class StoredSuite(NamedTuple):
@@ -261,6 +381,7 @@ class StoredSuite(NamedTuple):
     runs: list[RunResult]  # each entry's latest run, in the file's order
     labels: list[str]  # every entry's, with the workload its run learned where it has one
     missing: list[str]  # the labels of the entries with no stored run
+    expected: list[Expected]  # every row the summary should have: each label at each precision
 
 
 def stored_runs(suite: Suite, db: str | Path) -> StoredSuite:
@@ -296,7 +417,8 @@ def stored_runs(suite: Suite, db: str | Path) -> StoredSuite:
             spec = spec.model_copy(update={"learned": run.spec.get("learned", {})})
             labels.append(workload_label_of_spec(spec))
     runs = [found[k] for k in wanted if k is not None and k in found]
-    return StoredSuite(runs, labels, missing)
+    expected = [Expected(label, p) for label in labels for p in suite.precisions]
+    return StoredSuite(runs, labels, missing, expected)
 
 
 def _entry_key(spec: dict[str, Any]) -> str | None:

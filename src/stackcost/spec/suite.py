@@ -8,7 +8,10 @@ environment's fingerprint, so running the suite again continues each model where
 stopped and re-measures nothing stored. One spec per model, not one for the suite:
 a RunSpec's axes are a product over all its models (every model would get every batch
 and size given), and a per-model digest means that adding or editing one model in the
-suite leaves the other models' stored runs in place.
+suite leaves the other models' stored runs in place. Precision is an axis of each entry's
+cells (`precisions:` in the file, or --precisions): one run per model still, its fp32
+and quantized cells side by side. A quantized precision brings fp32 with it, as the
+backends bring eager: fp32 is what its speedup is taken against, on the same rung.
 
 The summary (SuiteSummary) is computed from stored RunResults alone, so it can be
 re-rendered from the store without measuring: per workload, eager median / backend
@@ -29,12 +32,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from stackcost.axes import PRECISIONS, QUANTIZED
 from stackcost.backends import BASELINE, check_name
-from stackcost.cell import Device, Precision
+from stackcost.cell import Device
 from stackcost.clip import middle, one_line, shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
@@ -81,7 +85,10 @@ class SuiteFile(BaseModel):
     backends: list[str] = Field(default_factory=lambda: list(DEFAULT_BACKENDS), min_length=1)
     threads: int | None = Field(None, ge=1)  # default: every CPU this process may use
     device: Device = "cpu"
-    precision: Precision = "fp32"
+    # The cells' precisions (the grid's precision axis); `precision: X` is the older
+    # one-value form, kept so suite files written before still read.
+    precisions: list[str] | None = Field(None, min_length=1)
+    precision: str | None = None
     repeats: int = Field(1, ge=1)
     timeout_s: float = Field(600.0, gt=0)
     protocol: dict[str, Any] = Field(default_factory=dict)  # over SUITE_PROTOCOL
@@ -96,6 +103,7 @@ class Suite:
     source: str  # the file, as messages show it
     description: str
     backends: list[str]
+    precisions: list[str]  # in the axis' order, fp32 first where a quantized one is asked
     # None: the file leaves it out and the suite was read for viewing (each run used every
     # CPU of the machine that ran it; load_suite(for_viewing=True) asks nothing of this one).
     threads: int | None
@@ -106,6 +114,21 @@ class Suite:
         is labelled by the sizes given (its defaults are learned where it runs: label a
         prepared spec, or a stored run's, to have them)."""
         return [workload_label_of_spec(s) for s in self.specs]
+
+    def expected(self) -> list[Expected]:
+        """Every row the summary should have: each entry at each precision."""
+        return [Expected(label, p) for label in self.labels() for p in self.precisions]
+
+
+class Expected(NamedTuple):
+    """One row a suite's summary should have, measured or not: a workload at a precision."""
+
+    workload: str  # workload_label's: 'resnet50 b1 224 px'
+    precision: str = "fp32"
+
+    @property
+    def label(self) -> str:
+        return precision_label(self.workload, self.precision)
 
 
 def suite_path(name_or_file: str) -> Path:
@@ -142,11 +165,16 @@ def _suite_name(path: Path) -> str:
 
 
 def load_suite(
-    name_or_file: str, backends: Sequence[str] | None = None, *, for_viewing: bool = False
+    name_or_file: str,
+    backends: Sequence[str] | None = None,
+    precisions: Sequence[str] | None = None,
+    *,
+    for_viewing: bool = False,
 ) -> Suite:
     """Read, check and expand a suite; SpecError (one line, with file:line) on bad input.
 
     `backends` replaces the file's; eager is always run (it is the summary's baseline).
+    `precisions` replaces the file's; fp32 is run beside any quantized one (its baseline).
     Nothing is written and nothing spawned: user code is asked where each entry runs
     (execute.runner.prepare). `for_viewing`: the suite is read to find its stored runs
     (report --suite, suite --summary-only), which may come from any machine, so nothing
@@ -154,12 +182,17 @@ def load_suite(
     nor, when the file leaves it out, taken from them.
     """
     try:
-        return _load_suite(name_or_file, backends, for_viewing)
+        return _load_suite(name_or_file, backends, precisions, for_viewing)
     except SpecError as exc:
         raise SpecError(one_line(str(exc))) from None
 
 
-def _load_suite(name_or_file: str, backends: Sequence[str] | None, for_viewing: bool) -> Suite:
+def _load_suite(
+    name_or_file: str,
+    backends: Sequence[str] | None,
+    precisions: Sequence[str] | None,
+    for_viewing: bool,
+) -> Suite:
     from stackcost.spec.reader import load_mapping
 
     path = suite_path(name_or_file)
@@ -171,7 +204,7 @@ def _load_suite(name_or_file: str, backends: Sequence[str] | None, for_viewing: 
         suite = SuiteFile.model_validate(data)
     except ValidationError as exc:
         raise SpecError(_message(source, lines, exc)) from None
-    return _expand(suite, path, source, lines, backends, for_viewing)
+    return _expand(suite, path, source, lines, backends, precisions, for_viewing)
 
 
 def _at(source: str, lines: dict[tuple, int], *key: Any) -> str:
@@ -209,6 +242,7 @@ def _expand(
     source: str,
     lines: dict[tuple, int],
     override: Sequence[str] | None,
+    precisions_given: Sequence[str] | None,
     for_viewing: bool,
 ) -> Suite:
     from stackcost import zoo
@@ -228,6 +262,7 @@ def _expand(
         raise SpecError(f"{source}: backends: {', '.join(backends)} names one twice")
     if BASELINE not in backends:  # the summary's ratios are to eager: it is always run
         backends = [BASELINE, *backends]
+    precisions = _precisions(suite, source, lines, precisions_given)
     try:
         protocol = Protocol.model_validate({**SUITE_PROTOCOL, **suite.protocol})
     except ValidationError as exc:
@@ -286,7 +321,7 @@ def _expand(
             "backends": backends,
             "batch_sizes": [entry.batch],
             "sizes": sizes,
-            "precisions": [suite.precision],
+            "precisions": precisions,
             "threads": [checked_threads],
             "devices": [suite.device],
             "repeats": suite.repeats,
@@ -318,9 +353,42 @@ def _expand(
         source=source,
         description=suite.description,
         backends=backends,
+        precisions=precisions,
         threads=threads,
         specs=specs,
     )
+
+
+def _precisions(
+    suite: SuiteFile, source: str, lines: dict[tuple, int], given: Sequence[str] | None
+) -> list[str]:
+    """The precisions every entry is run at: --precisions, else the file's, else fp32;
+    each one known, none twice, in the axis' order (the same set is the same spec, so a
+    rerun resumes however it was spelled); fp32 added beside a quantized one."""
+    if given is not None:
+        values, key, where = list(given), "", "--precisions"
+    elif suite.precisions is not None:
+        if suite.precision is not None:
+            raise SpecError(
+                f"{_at(source, lines, 'precision')}: give precisions or precision, not both"
+            )
+        values, key, where = suite.precisions, "precisions", ""
+    elif suite.precision is not None:
+        values, key, where = [suite.precision], "precision", ""
+    else:
+        return ["fp32"]
+    for i, value in enumerate(values):
+        if value not in PRECISIONS:
+            at = where or f"{_at(source, lines, key, i)}: {key}"
+            raise SpecError(
+                f"{at}: unknown precision {shown(value, 40)} (allowed: {', '.join(PRECISIONS)})"
+            )
+    if len(set(values)) != len(values):
+        at = where or f"{_at(source, lines, key)}: {key}"
+        raise SpecError(f"{at}: {', '.join(values)} names one twice")
+    if any(p in QUANTIZED for p in values) and "fp32" not in values:
+        values = ["fp32", *values]
+    return sorted(values, key=PRECISIONS.index)
 
 
 def workload_label_of_spec(spec: RunSpec) -> str:
@@ -339,6 +407,11 @@ def workload_label_of_spec(spec: RunSpec) -> str:
         return workload_label(model.name, spec.batch_sizes[0], given, model.config)
     cell = spec.cells()[0]
     return workload_label(cell.model.name, cell.batch_size, cell.size_label(), cell.model.config)
+
+
+def precision_label(workload: str, precision: str) -> str:
+    """A summary row's label: the workload's, and its precision where it is not fp32."""
+    return workload if precision == "fp32" else f"{workload} {precision}"
 
 
 def workload_label(name: str, batch: int, sizes: str, config: dict | None = None) -> str:
