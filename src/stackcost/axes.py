@@ -19,25 +19,25 @@ class QuantRule:
     """What a quantized cell must keep of eager fp32's answer to be `ok` rather than `wrong`:
     a quantized output is judged by what it decides, not by the fp32 tolerance.
 
-    - `min_top1`: the share of rows (samples; tokens for a sequence output) whose argmax over
-      the last axis agrees with fp32's; judged only over at least `min_rows` rows (one
-      image's argmax is a coin, not a rate), reported always.
-    - `max_kl`: the mean KL(fp32 || quantized) of the softmax over the last axis, in nats.
-    - `max_accuracy_drop`: held-out accuracy below fp32's on a trained model, in points.
-    The max relative error is gated too, by the precision's tolerance (a scale blown up
-    tenfold keeps every argmax but not the error)."""
+    - Every cell: the max relative error within the precision's tolerance (a scale blown up
+      tenfold keeps every argmax but not the error), and `max_kl`, the mean KL(fp32 ||
+      quantized) of the softmax over the last axis, in nats.
+    - Trained weights on held-out data (digits): top-1 agreement with fp32's predictions of
+      at least `min_top1`, and accuracy at most `max_accuracy_drop` points below fp32's.
+      On seeded random weights top-1 agreement is reported, not judged: their logits are
+      near ties (mnist-cnn's median top-1/top-2 gap is 3% of the logit spread), so a flip
+      measures the tie, not the quantization."""
 
     what: str  # what is int8/int4, in words
     min_top1: float
     max_kl: float
     max_accuracy_drop: float = 1.0
-    min_rows: int = 32
 
     def text(self, tolerance: float) -> str:
         return (
-            f"top-1 >= {self.min_top1:.0%} (over >= {self.min_rows} rows), "
-            f"KL <= {self.max_kl:g}, max rel err <= {tolerance:g}, "
-            f"held-out accuracy drop <= {self.max_accuracy_drop:g} pt"
+            f"max rel err <= {tolerance:g}, KL <= {self.max_kl:g} nats; held out: "
+            f"top-1 agreement >= {self.min_top1:.0%}, accuracy drop <= "
+            f"{self.max_accuracy_drop:g} pt"
         )
 
 
@@ -58,10 +58,10 @@ PRECISION_TOLERANCE: dict[str, float] = {
 # The quantized precisions and their acceptance rules: each rung builds them with its own
 # framework's tooling (stackcost.quantize).
 QUANTIZED: dict[str, QuantRule] = {
-    "int8-dyn": QuantRule("int8 weights, activations quantized per call", 0.90, 0.02),
-    "int8": QuantRule("int8 weights, activations with calibrated static scales", 0.90, 0.02),
-    "w8": QuantRule("int8 weights only, activations stay float", 0.95, 0.01),
-    "w4": QuantRule("int4 weights only, in groups, activations stay float", 0.80, 0.10),
+    "int8-dyn": QuantRule("int8 weights, activations quantized per call", 0.99, 0.02),
+    "int8": QuantRule("int8 weights, activations with calibrated static scales", 0.99, 0.02),
+    "w8": QuantRule("int8 weights only, activations stay float", 0.99, 0.01),
+    "w4": QuantRule("int4 weights only, in groups, activations stay float", 0.97, 0.10, 2.0),
 }
 
 

@@ -65,6 +65,9 @@ class Capabilities:
     modes: frozenset[str] = frozenset({"infer"})
     devices: frozenset[str] = frozenset({"cpu"})
     precisions: frozenset[str] = frozenset({"fp32"})
+    # Why a precision is not supported, where the rung knows better than "not supported"
+    # (eager's static int8); read in the parent, before any worker starts.
+    precision_reasons: tuple[tuple[str, str], ...] = ()
 
     def why_not(self, cell: Cell) -> str | None:
         """The reason this backend cannot run `cell`, or None when it can."""
@@ -73,9 +76,13 @@ class Capabilities:
             ("device", cell.device, self.devices),
             ("precision", cell.precision, self.precisions),
         ):
+            if axis == "device" and value != "cpu" and cell.precision in QUANTIZED:
+                return f"precision {cell.precision} is wired for the CPU only (device {value})"
             if value not in allowed:
                 if axis == "mode" and value == "train":
                     return f"cannot train: inference only (modes: {', '.join(sorted(allowed))})"
+                if axis == "precision" and value in dict(self.precision_reasons):
+                    return f"precision {value}: {dict(self.precision_reasons)[value]}"
                 if axis == "precision" and value in QUANTIZED:
                     return (
                         f"precision {value}: no quantization path on this rung "
@@ -123,10 +130,12 @@ class BackendFacts:
     devices: frozenset[str]
     precisions: frozenset[str]
     options_problem: str | None = None
+    precision_reasons: tuple[tuple[str, str], ...] = ()
 
     def why_not(self, cell: Cell) -> str | None:
         """The reason this backend cannot run `cell`, or None when it can."""
-        return Capabilities(self.modes, self.devices, self.precisions).why_not(cell)
+        caps = Capabilities(self.modes, self.devices, self.precisions, self.precision_reasons)
+        return caps.why_not(cell)
 
 
 @dataclass(frozen=True)
@@ -150,6 +159,9 @@ class Prepared:
     details: dict[str, Any] = field(default_factory=dict)  # variant, options: recorded
     # What the backend keeps for its own later hooks (e.g. its `breakdown`): not recorded.
     state: dict[str, Any] = field(default_factory=dict)
+    # The prepared model run on other inputs of the same shapes (held-out evaluation);
+    # None: this rung's step is bound to its one example.
+    infer: Callable[[Example], Any] | None = None
 
 
 @dataclass
@@ -243,6 +255,9 @@ class Backend(ABC):
     # the default `breakdown` only. A backend whose work runs elsewhere overrides
     # `breakdown` with its own profiler, or sets this False and gets a note instead.
     torch_profiled: ClassVar[bool] = True
+    # A test-only knob: a rung that quantizes multiplies every weight scale by it after
+    # quantizing, so a test proves a broken quantization comes out `wrong`, never `ok`.
+    quantize_scale_error: ClassVar[float] = 1.0
 
     def available(self) -> Availability:
         return Availability(True)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from stackcost.backends.base import Backend, Capabilities, Prepared, TrainPrepared
-from stackcost.backends.torch_common import cast, evaluator, train_step
+from stackcost.backends.torch_common import cast, evaluator, quantized, torch_dtype, train_step
+from stackcost.quantize.pytorch import EAGER_NO_INT8, EAGER_PATHS
 
 
 class EagerBackend(Backend):
@@ -12,19 +13,25 @@ class EagerBackend(Backend):
     capabilities = Capabilities(
         modes=frozenset({"infer", "train"}),
         devices=frozenset({"cpu", "cuda"}),
-        precisions=frozenset({"fp32", "bf16", "fp16"}),
+        precisions=frozenset({"fp32", "bf16", "fp16", *EAGER_PATHS}),
+        precision_reasons=(("int8", EAGER_NO_INT8),),
     )
 
     def prepare(self, model, example, cell, ctx):
         import torch
 
         model, example = cast(model, example, cell)
+        model, record = quantized(model, example, cell, ctx, EAGER_PATHS, self.quantize_scale_error)
 
         def step():
             with torch.inference_mode():
                 return example.call(model)
 
-        return Prepared(step, {"grad_mode": "inference_mode"})
+        def infer(ex):
+            with torch.inference_mode():
+                return ex.to(cell.device).cast(torch_dtype(cell.precision)).call(model)
+
+        return Prepared(step, {"grad_mode": "inference_mode", **record}, infer=infer)
 
     def prepare_train(self, model, optimizer_factory, loss_fn, example, cell, ctx):
         step = train_step(model, optimizer_factory(model.parameters()), loss_fn)

@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
-from stackcost.backends.torch_common import cast
+from stackcost.backends.torch_common import cast, quantized, torch_dtype
+from stackcost.quantize.pytorch import COMPILED_PATHS
 
 
 class ExportAOTBackend(Backend):
@@ -16,7 +17,7 @@ class ExportAOTBackend(Backend):
         "torch.export + AOTInductor package (aoti_compile_and_package, compiled in prepare)"
     )
     capabilities = Capabilities(
-        devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", "bf16"})
+        devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", "bf16", *COMPILED_PATHS})
     )
 
     def available(self) -> Availability:
@@ -49,11 +50,14 @@ class ExportAOTBackend(Backend):
 
         def make(home: Path) -> dict:
             package = home / "model.pt2"
+            built, record = quantized(
+                model, example, cell, ctx, COMPILED_PATHS, self.quantize_scale_error
+            )
             with warnings.catch_warnings():
                 # torch's own pytree deprecation (LeafSpec) fires in export and packaging.
                 warnings.simplefilter("ignore", FutureWarning)
                 start = time.perf_counter()
-                program = torch.export.export(model, example.args, example.kwargs)
+                program = torch.export.export(built, example.args, example.kwargs)
                 export_s = time.perf_counter() - start
                 start = time.perf_counter()
                 # A fresh inductor cache beside the package: compile_s is a real compile,
@@ -61,7 +65,7 @@ class ExportAOTBackend(Backend):
                 with fresh_cache(dir=str(home), delete=False):
                     torch._inductor.aoti_compile_and_package(program, package_path=str(package))
                 compile_s = time.perf_counter() - start
-            return {"export_s": export_s, "compile_s": compile_s}
+            return {"export_s": export_s, "compile_s": compile_s, **record}
 
         if ctx.cache is None:
             home, record = ctx.workdir, make(ctx.workdir)
@@ -80,6 +84,10 @@ class ExportAOTBackend(Backend):
             with torch.inference_mode():
                 return example.call(compiled)
 
+        def infer(ex):  # the package was compiled for these shapes
+            with torch.inference_mode():
+                return ex.to(cell.device).cast(torch_dtype(cell.precision)).call(compiled)
+
         return Prepared(
             step,
             {
@@ -90,4 +98,5 @@ class ExportAOTBackend(Backend):
                 "grad_mode": "inference_mode",
                 "torch": torch.__version__,
             },
+            infer=infer,
         )

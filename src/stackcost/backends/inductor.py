@@ -13,7 +13,8 @@ from stackcost.backends.base import (
     Prepared,
     TrainPrepared,
 )
-from stackcost.backends.torch_common import cast, evaluator, train_step
+from stackcost.backends.torch_common import cast, evaluator, quantized, torch_dtype, train_step
+from stackcost.quantize.pytorch import COMPILED_PATHS
 
 
 class InductorBackend(Backend):
@@ -22,7 +23,7 @@ class InductorBackend(Backend):
     capabilities = Capabilities(
         modes=frozenset({"infer", "train"}),
         devices=frozenset({"cpu", "cuda"}),
-        precisions=frozenset({"fp32", "bf16"}),
+        precisions=frozenset({"fp32", "bf16", *COMPILED_PATHS}),
     )
     # freezing=true folds weights into the graph as constants (what TorchBench's CPU
     # inference runs use); torch's default is false, so that is ours too.
@@ -83,12 +84,19 @@ class InductorBackend(Backend):
         # options so freezing stays local to this compile, not a process-wide config.
         options = {**torch._inductor.list_mode_options(mode), "freezing": freezing == "true"}
         model, example = cast(model, example, cell)
+        model, record = quantized(
+            model, example, cell, ctx, COMPILED_PATHS, self.quantize_scale_error
+        )
         # torch.compile only wraps; Dynamo + Inductor run on the first step (the cold start).
         compiled = torch.compile(model, options=options, fullgraph=False, dynamic=False)
 
         def step():
             with torch.inference_mode():
                 return example.call(compiled)
+
+        def infer(ex):  # the same shapes: no recompile (dynamic=False)
+            with torch.inference_mode():
+                return ex.to(cell.device).cast(torch_dtype(cell.precision)).call(compiled)
 
         return Prepared(
             step,
@@ -101,7 +109,9 @@ class InductorBackend(Backend):
                 "cache_dir": cache_dir,
                 "grad_mode": "inference_mode",
                 "torch": torch.__version__,
+                **record,
             },
+            infer=infer,
         )
 
     def prepare_train(self, model, optimizer_factory, loss_fn, example, cell, ctx):

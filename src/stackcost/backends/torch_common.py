@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from stackcost.backends.base import PrepareContext
     from stackcost.cell import Cell
     from stackcost.workload import Example
 
@@ -15,9 +16,12 @@ TrainStep = Callable[[Any, Any], tuple[Any, Any]]
 
 
 def torch_dtype(precision: str) -> torch.dtype:
+    """The float dtype a cell's model and inputs take; a quantized precision's model is
+    quantized from fp32 (stackcost.quantize), so it starts in fp32."""
     import torch
 
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    floats = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    return floats.get(precision, torch.float32)
 
 
 def cast(model: torch.nn.Module, example: Example, cell: Cell) -> tuple[torch.nn.Module, Example]:
@@ -25,6 +29,28 @@ def cast(model: torch.nn.Module, example: Example, cell: Cell) -> tuple[torch.nn
     token ids and masks keep their integer dtypes."""
     dtype = torch_dtype(cell.precision)
     return model.to(dtype), example.cast(dtype)
+
+
+def quantized(
+    model: torch.nn.Module,
+    example: Example,
+    cell: Cell,
+    ctx: PrepareContext,
+    paths: Mapping[str, str],
+    scale_error: float = 1.0,
+) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The cell's model quantized by torchao along `paths[precision]` (quantize.pytorch),
+    and the details to record; a float precision's model comes back as it is."""
+    from stackcost.quantize import is_quantized
+
+    if not is_quantized(cell.precision):
+        return model, {}
+    from stackcost.quantize.pytorch import quantize
+
+    built, record = quantize(
+        model, example, cell.precision, paths[cell.precision], ctx.calibration, scale_error
+    )
+    return built, {"quantization": record.details()}
 
 
 def logits_of(output: Any) -> torch.Tensor:

@@ -90,6 +90,7 @@ def probe(
             devices=frozenset(f["devices"]),
             precisions=frozenset(f["precisions"]),
             options_problem=f["options_problem"],
+            precision_reasons=tuple(tuple(r) for r in f.get("precision_reasons", ())),
         )
         for name, f in answer["backends"].items()
     }
@@ -141,6 +142,7 @@ def _facts_of(backend: Backend, options: Mapping[str, str]) -> dict:
         "devices": frozenset(caps.devices),
         "precisions": frozenset(caps.precisions),
         "options_problem": backend.check_options(dict(options)),
+        "precision_reasons": caps.precision_reasons,
     }
 
 

@@ -20,9 +20,10 @@ from stackcost.axes import QUANTIZED
 if TYPE_CHECKING:
     from stackcost.workload import Example, ModelFields, Workload
 
-# Calibration batches for a static precision: enough for min/max and histogram observers to
-# settle on these tiny synthetic sets, few enough that calibration stays seconds.
-CALIBRATION_BATCHES = 8
+# Calibration samples for a static precision, in batches of the cell's size (a graph exported
+# for one batch size takes only that): enough for the observers to settle on these synthetic
+# sets, few enough that calibration stays seconds.
+CALIBRATION_SAMPLES = 32
 # Seeds of calibration batches start here, far from the measured inputs' (model seed + 1).
 CALIBRATION_SEED = 10_000
 
@@ -80,11 +81,13 @@ def calibration_set(
     ref: ModelFields,
     batch: int,
     sizes: dict[str, int],
-    batches: int = CALIBRATION_BATCHES,
+    samples: int = CALIBRATION_SAMPLES,
 ) -> Calibration:
-    """`batches` batches of synthetic inputs, drawn as the measured ones are (same shapes,
-    same distributions) from seeds CALIBRATION_SEED.. of their own."""
+    """At least `samples` synthetic inputs in batches of `batch`, drawn as the measured ones
+    are (same shapes, same distributions) from seeds CALIBRATION_SEED.. of their own."""
     from stackcost.workload import make_example
+
+    batches = -(-samples // batch)
 
     examples = [
         make_example(workload, ref, batch, sizes, seed=CALIBRATION_SEED + i) for i in range(batches)

@@ -132,14 +132,16 @@ def speedup_text(value: float | None, base_status: str | None) -> str:
     return f"{shown}×{mark} {SLOWER if value < 1.0 else 'faster'}"
 
 
+FEW_ROWS = 32  # below this many rows a top-1 share is shown with its count
+
+
 def top1_text(top1: float | None, rows: float | None = None) -> str:
-    """'99.2%'; with a row count below every rule's minimum, '100.0% of 1 row': one
-    argmax is a coin, not a rate."""
+    """'99.2%'; with fewer than FEW_ROWS rows, '100.0% of 1 row': one argmax is a coin,
+    not a rate."""
     if top1 is None or math.isnan(top1):
         return "—"
     text = f"{top1:.1%}"
-    few = min(r.min_rows for r in QUANTIZED.values())
-    if rows is not None and not math.isnan(rows) and rows < few:
+    if rows is not None and not math.isnan(rows) and rows < FEW_ROWS:
         n = int(rows)
         text += f" of {n} row{'s' if n != 1 else ''}"
     return text
