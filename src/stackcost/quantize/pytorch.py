@@ -157,7 +157,19 @@ def _quantize_(model: torch.nn.Module, precision: str) -> tuple[torch.nn.Module,
             "int8 symmetric per-channel",
             None,
         )
-    quantize_(built, config)
+    notes = ["quantize_ quantizes nn.Linear only: convolutions stay float"]
+
+    def grouped(module: torch.nn.Module, fqn: str) -> bool:
+        # torchao's int4 groups must tile a row: a Linear whose inputs are no multiple of
+        # the group stays float (counted), as NNCF and MatMulNBits do no better.
+        if not isinstance(module, torch.nn.Linear):
+            return False
+        if group and module.in_features % group:
+            notes.append(f"{fqn}: {module.in_features} inputs, no multiple of {group}: float")
+            return False
+        return True
+
+    quantize_(built, config, filter_fn=grouped)
     activations = (
         "int8 symmetric per-token, dynamic (scales computed per call)"
         if precision == "int8-dyn"
@@ -169,7 +181,7 @@ def _quantize_(model: torch.nn.Module, precision: str) -> tuple[torch.nn.Module,
         "group_size": group,
         "ops": _module_ops(built),
         "weight_bytes": _state_bytes(built),
-        "notes": ["quantize_ quantizes nn.Linear only: convolutions stay float"],
+        "notes": notes,
     }
 
 

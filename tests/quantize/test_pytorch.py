@@ -1,0 +1,93 @@
+"""The PyTorch rungs' quantized precisions: built by torchao, recorded as built, and judged
+by the precision's rule; a deliberately broken quantization comes out wrong, never ok."""
+
+from __future__ import annotations
+
+import pytest
+
+from stackcost import zoo
+from stackcost.axes import PRECISION_TOLERANCE
+from stackcost.backends.eager import EagerBackend
+from stackcost.execute.worker import run_task
+from stackcost.quantize import calibration_set
+from stackcost.quantize.pytorch import COMPILED_PATHS, EAGER_PATHS, quantize
+from stackcost.result import MEASURED_STATUSES
+from stackcost.scenarios.task import RepetitionTask
+from stackcost.spec.run import model_ref
+from stackcost.workload import make_example
+from tests.conftest import FAST, tiny_cell
+
+pytest.importorskip("torchao")
+
+SIZES = {"resolution": 28}
+
+
+class BrokenScalesEager(EagerBackend):
+    """Eager with every weight scale multiplied by 10 after torchao quantized it."""
+
+    quantize_scale_error = 10.0
+
+
+def built(precision: str, path: str):
+    ref = model_ref("mnist-cnn")
+    workload = zoo.workload_of(ref)
+    model = zoo.build_model(ref, SIZES).eval()
+    example = make_example(workload, ref, 4, SIZES)
+    calibration = calibration_set(workload, ref, 4, SIZES, samples=8)
+    return model, example, quantize(model, example, precision, path, calibration)
+
+
+@pytest.mark.parametrize("precision", sorted(COMPILED_PATHS))
+def test_each_precision_records_what_torchao_built(precision):
+    import torch
+
+    model, example, (module, record) = built(precision, COMPILED_PATHS[precision])
+    with torch.no_grad():
+        out, ref = example.call(module), example.call(model)
+    assert out.shape == ref.shape
+    assert float((out - ref).abs().max() / ref.abs().max()) < PRECISION_TOLERANCE[precision]
+    ops = record.ops
+    if COMPILED_PATHS[precision] == "pt2e":  # every conv and linear of the graph
+        assert ops.quantized == {"conv2d": 2, "linear": 2} and not ops.float
+        assert record.weight_bytes < record.fp32_weight_bytes / 3
+    elif precision == "w4":  # fc1 has 50 inputs, no multiple of 32: it stays float
+        assert ops.quantized == {"Linear": 1} and ops.float == {"Conv2d": 2, "Linear": 1}
+        assert any("no multiple of 32" in note for note in record.notes)
+    else:  # quantize_ takes nn.Linear only: the convolutions stay float, counted
+        assert ops.quantized == {"Linear": 2} and ops.float == {"Conv2d": 2}
+    assert (record.calibration is not None) == (precision == "int8")
+    assert record.tool.startswith("torchao ")
+
+
+def test_eager_has_no_static_int8_and_says_why():
+    reason = EagerBackend().why_not(tiny_cell(precision="int8"))
+    assert reason and "PT2E" in reason and "inductor" in reason
+    assert "int8" not in EAGER_PATHS
+
+
+@pytest.mark.parametrize(("backend", "expect_ok"), [
+    ("eager", True),
+    ("tests.quantize.test_pytorch:BrokenScalesEager", False),
+])  # fmt: skip
+def test_a_broken_quantization_is_wrong_not_ok(tmp_path, backend, expect_ok):
+    """The same w8 cell, once as torchao built it and once with its scales x10: the
+    rule calls the second wrong with the error that gave it away."""
+    cell = tiny_cell(backend, precision="w8", batch_size=8)
+    result = run_task(
+        RepetitionTask(
+            cell=cell,
+            protocol=FAST,
+            tolerance=PRECISION_TOLERANCE["w8"],
+            timeout_s=120,
+            workdir=str(tmp_path),
+        )
+    )
+    v = result.verification
+    assert v is not None and v.agreement is not None and v.rule
+    if expect_ok:
+        assert result.status in MEASURED_STATUSES, result.reason
+        assert v.ok
+    else:
+        assert result.status == "wrong"
+        assert "max rel err" in result.reason and not v.ok
+        assert result.details["quantization"]["precision"] == "w8"
