@@ -94,6 +94,11 @@ class OnnxRuntimeBackend(Backend):
         def step():
             return sess.run(None, feeds)
 
+        def infer(ex: Example) -> Any:
+            given = ex.named()
+            arrays = {i.name: given[i.name].detach().cpu().numpy() for i in sess.get_inputs()}
+            return sess.run(None, {n: np.ascontiguousarray(a) for n, a in arrays.items()})
+
         details.update(
             {
                 "opt_level": opt_level,
@@ -109,7 +114,7 @@ class OnnxRuntimeBackend(Backend):
             "path": path, "feeds": feeds, "provider": provider, "opt_level": opt_level,
             "profile_dir": ctx.workdir / "profile",
         }  # fmt: skip
-        return Prepared(step, details, state=state)
+        return Prepared(step, details, state=state, infer=infer)
 
     def breakdown(self, run, cell, iters):
         # ORT's own profiler, in a second session with the same settings and profiling on:
