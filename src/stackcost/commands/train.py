@@ -8,18 +8,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.text import Text
 
 from stackcost.commands.axes import number
 from stackcost.commands.run import add_hf_args, add_session_args, import_timeout
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.execute import scratch
+from stackcost.outputs import check_output_dir
+from stackcost.scenarios.train import KEPT_WEIGHTS
 from stackcost.spec.grammar import check_env_names, parse_config, parse_positive_ints
 from stackcost.spec.run import check_threads, db_problem, model_ref
 from stackcost.workload import SIZE_AXES, Workload
 
 if TYPE_CHECKING:
-    from stackcost.cell import ModelRef
+    from stackcost.cell import Cell, ModelRef
     from stackcost.execute.runner import Prepared
 
 
@@ -69,6 +72,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", default="0", help="seed for weights, RNGs and shuffling (default 0)")
     p.add_argument("--timeout", default="1800", help="seconds per repetition (default 1800)")
     p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
+    p.add_argument(
+        "--keep-weights",
+        metavar="DIR",
+        type=Path,
+        help="keep the eager rung's trained weights in this artifact cache, keyed by their "
+        "recipe (model, sizes, batch, training config), e.g. for `stackcost heldout`",
+    )
     p.add_argument("--quiet", action="store_true", help="no live progress")
     p.add_argument(
         "--inherit-env",
@@ -316,6 +326,29 @@ def check_resumable(spec: Any, db: Path, digest: str) -> None:
                 )
 
 
+def file_weights(root: Path, cell: Cell, trained: Path, console: Console) -> Path | None:
+    """File the weights a worker saved at `trained` in the artifact cache `root` under
+    `cell`'s recipe, and say where; a recipe already kept keeps its first weights."""
+    import shutil
+
+    from stackcost.backends.artifacts import ArtifactCache
+    from stackcost.scenarios.train import weights_recipe
+
+    if not trained.exists():  # diverged, failed, or skipped by --resume
+        console.print(Text("weights not kept: the eager rung saved none in this run"))
+        return None
+    recipe = weights_recipe(cell)
+
+    def make(home: Path) -> dict[str, Any]:
+        shutil.move(trained, home / KEPT_WEIGHTS)
+        return {"recipe": recipe}
+
+    home, record = ArtifactCache(root).reuse_or_make(recipe, make)
+    state = "already kept" if record["artifact"]["reused"] else "kept"
+    console.print(Text(f"weights {state}: {home / KEPT_WEIGHTS}"))
+    return home / KEPT_WEIGHTS
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.commands.run import measure_and_show
     from stackcost.report.train_table import train_table
@@ -326,6 +359,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     problem = db_problem(args.db)  # before the weights are built: bad input costs nothing
     if problem:
         raise SpecError(problem)
+    if args.keep_weights is not None:
+        check_output_dir(args.keep_weights, "--keep-weights")
+    kept = next((c for c in spec.cells() if c.backend == "eager"), None)
+    if args.keep_weights is not None and kept is None:
+        raise SpecError("--keep-weights keeps the eager rung's weights: add eager to --backends")
     # The run's scratch directory: a killed run's initial weights are cleaned by the next.
     artifacts = scratch.make()
     try:
@@ -333,7 +371,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
         if args.resume:
             check_resumable(spec, Path(args.db), digest)
 
+        # The worker saves the eager rung's weights into the run's scratch directory; they
+        # are filed under their recipe once the run is over.
+        trained = artifacts / KEPT_WEIGHTS
+
         def make_task(cell, rep: int, workdir: str) -> TrainTask:
+            keep = args.keep_weights is not None and rep == 0
+            keep = keep and kept is not None and cell.key() == kept.key()
             return TrainTask(
                 cell=cell,
                 repetition=rep,
@@ -342,9 +386,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 weights_path=weights_path,
                 weights_digest=digest,
                 data_dir=spec.data_dir,
+                keep_weights=str(trained) if keep else None,
             )
 
-        return measure_and_show(
+        code = measure_and_show(
             prepared,  # asked once, in spec_from_args: measure_and_show asks nothing more
             args,
             console,
@@ -353,5 +398,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             make_task=make_task,
             fresh_hint="without --resume every backend trains again in a new run",
         )
+        if args.keep_weights is not None and kept is not None:
+            file_weights(args.keep_weights, kept, trained, console)
+        return code
     finally:
         scratch.remove(artifacts)

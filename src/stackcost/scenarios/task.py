@@ -55,6 +55,8 @@ class TrainTask(RepetitionTask):
     weights_path: str  # state_dict saved once by the parent: every backend starts from it
     weights_digest: str  # what the loaded weights must hash to (zoo.weights_digest)
     data_dir: str | None = None
+    # Where to save the trained weights (a state_dict) after the last epoch; None: not kept.
+    keep_weights: str | None = None
 
 
 def read_task(text: str) -> RepetitionTask:

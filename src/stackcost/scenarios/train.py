@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import torch
 
     from stackcost.backends.base import TrainRun
-    from stackcost.cell import TrainConfig
+    from stackcost.cell import Cell, TrainConfig
     from stackcost.data.splits import Split
     from stackcost.result import EpochRecord, RepetitionResult
     from stackcost.scenarios.task import TrainTask
@@ -32,6 +32,8 @@ TRAIN = "train"
 DIVERGENCE_FACTOR = 1e3
 # The first steps' losses are recorded, for the report's agreement with eager.
 FIRST_LOSSES = 10
+# The file a kept training's weights are saved as, in their artifact directory.
+KEPT_WEIGHTS = "weights.pt"
 
 
 class Training(Scenario):
@@ -65,6 +67,8 @@ class Training(Scenario):
         run = bench.backend.train_repetition(model, splits, cell, ctx, task.timeout_s)
         if run is None:  # the loop is this scenario's, over the backend's train step
             run = _loop(bench, model, splits, t)
+            if task.keep_weights and not run.diverged:
+                _save_weights(model, Path(task.keep_weights))
         bench.phases.prepare_s, bench.phases.timed_s = run.prepare_s, run.timed_s
         disturbance = assess(run.window)
         stats = summarize(run.samples_ns) if run.samples_ns else None
@@ -84,6 +88,38 @@ class Training(Scenario):
             epochs=run.epochs,
             disturbance=disturbance,
         )
+
+
+def weights_recipe(cell: Cell) -> dict[str, Any]:
+    """What a training cell's trained weights are a function of: the key they are kept
+    under (`stackcost train --keep-weights`). Not the backend or threads: the eager rung's
+    weights are kept, and threads only reorder float sums."""
+    assert cell.train is not None
+    return {
+        "artifact": "trained-weights",
+        "model": cell.model.key_data(),
+        "sizes": dict(cell.sizes),
+        "batch_size": cell.batch_size,
+        "device": cell.device,
+        "train": cell.train.model_dump(mode="json"),
+    }
+
+
+def kept_weights(root: Path, cell: Cell) -> Path | None:
+    """The weights kept in the artifact cache `root` for this cell's recipe, or None."""
+    from stackcost.backends.artifacts import RECORD, digest
+
+    home = root / digest(weights_recipe(cell))
+    return home / KEPT_WEIGHTS if (home / RECORD).exists() else None
+
+
+def _save_weights(model: torch.nn.Module, path: Path) -> None:
+    """The trained state_dict, written whole or not at all (renamed into place)."""
+    import torch
+
+    part = path.with_name(path.name + ".part")
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, part)
+    part.rename(path)
 
 
 def run_details(task: TrainTask, splits: dict[str, Split]) -> dict[str, Any]:
