@@ -1,0 +1,237 @@
+"""`stackcost heldout MODEL`: held-out accuracy of trained weights, fp32 and quantized, on
+each rung.
+
+The weights come from `stackcost train --keep-weights`, kept under their recipe; a recipe
+not kept yet is trained first, through that same command (eager only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from stackcost.axes import QUANTIZED
+from stackcost.env import cores
+from stackcost.errors import SpecError
+from stackcost.outputs import check_output_dir, check_output_file, write_output
+from stackcost.spec.grammar import parse_choices, parse_positive_ints
+
+if TYPE_CHECKING:
+    from stackcost.scenarios.heldout import Heldout
+
+RUNGS = "eager,inductor,export-aot,onnxruntime,openvino"
+PRECISIONS = ("fp32", *QUANTIZED)
+DEFAULT_WEIGHTS = Path.home() / ".cache" / "stackcost" / "weights"
+OUTPUTS = (".json", ".md")
+STYLE = {"ok": "green", "wrong": "bold red", "failed": "red", "unsupported": "dim"}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "heldout",
+        help="held-out accuracy of trained weights, fp32 and quantized, on each rung",
+    )
+    p.add_argument("model", help="a model `stackcost train` takes (e.g. resnet18)")
+    p.add_argument("--dataset", default="digits", help="an image dataset (default digits)")
+    p.add_argument("--data-dir", help="directory holding the dataset's files")
+    p.add_argument("--backends", default=RUNGS, help=f"comma list (default {RUNGS})")
+    p.add_argument(
+        "--precision",
+        default=",".join(PRECISIONS),
+        help=f"comma list of {', '.join(PRECISIONS)} (default: all; fp32 always runs, as "
+        "each rung's baseline, and eager fp32 as the reference)",
+    )
+    p.add_argument(
+        "--batch-size",
+        default="64",
+        help="the batch each rung is built for and evaluated in, the last one padded (default 64)",
+    )
+    p.add_argument(
+        "--calibration-samples",
+        default="256",
+        help="training-split samples int8 calibrates on (default 256)",
+    )
+    # Training, when the recipe has no kept weights yet: `stackcost train`'s own defaults.
+    p.add_argument("--epochs", help="training epochs (default: stackcost train's)")
+    p.add_argument("--train-batch-size", help="training mini-batch (default: stackcost train's)")
+    p.add_argument("--lr", help="learning rate (default: stackcost train's)")
+    p.add_argument("--seed", help="seed for weights and shuffling (default 0)")
+    p.add_argument("--limit", help="use the first N samples of each split")
+    p.add_argument("--threads", default=str(cores()), help=f"intra-op threads (default {cores()})")
+    p.add_argument(
+        "--weights-dir",
+        type=Path,
+        default=DEFAULT_WEIGHTS,
+        help="where trained weights are kept by recipe (default ~/.cache/stackcost/weights)",
+    )
+    p.add_argument(
+        "--db", default="stackcost.db", help="store a training run goes to (default ./stackcost.db)"
+    )
+    p.add_argument("-o", "--output", help="also write the rows to this .json or .md file")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def train_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The `stackcost train` command that trains (and keeps) this recipe's weights: eager
+    only, the flags given here, its own defaults for the rest."""
+    from stackcost.commands import train
+
+    parser = argparse.ArgumentParser(prog="stackcost")
+    train.add_parser(parser.add_subparsers())
+    argv = [
+        "train", args.model, "--backends", "eager", "--dataset", args.dataset,
+        "--keep-weights", str(args.weights_dir), "--db", args.db, "--threads", args.threads,
+    ]  # fmt: skip
+    for flag, value in (
+        ("--data-dir", args.data_dir),
+        ("--epochs", args.epochs),
+        ("--batch-size", args.train_batch_size),
+        ("--lr", args.lr),
+        ("--seed", args.seed),
+        ("--limit", args.limit),
+    ):
+        if value is not None:
+            argv += [flag, value]
+    return parser.parse_args([*argv, *(["--quiet"] if args.quiet else [])])
+
+
+def check_args(args: argparse.Namespace) -> tuple[list[str], list[str], int, int]:
+    """Backends, precisions, batch and calibration samples; SpecError on bad input."""
+    from stackcost.backends import check_name
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not backends:
+        raise SpecError(f"--backends {args.backends!r} names no backend")
+    for name in backends:
+        check_name(name)
+    precisions = parse_choices(args.precision, "precision", PRECISIONS)
+    if not precisions:
+        raise SpecError(f"--precision {args.precision!r} names no precision")
+    batch = parse_positive_ints(args.batch_size, "batch size")[0]
+    samples = parse_positive_ints(args.calibration_samples, "calibration samples")[0]
+    parse_positive_ints(args.threads, "threads")
+    if args.limit is not None and batch > parse_positive_ints(args.limit, "limit")[0]:
+        raise SpecError(
+            f"--batch-size {batch} is more than the {args.limit} training samples --limit "
+            "keeps: no full batch to calibrate on"
+        )
+    if args.output is not None:
+        if Path(args.output).suffix not in OUTPUTS:
+            raise SpecError(f"-o {args.output!r}: write a {' or '.join(OUTPUTS)} file")
+        check_output_file(Path(args.output), "-o")
+    check_output_dir(args.weights_dir, "--weights-dir")
+    return backends, precisions, batch, samples
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    import torch
+
+    from stackcost.commands import train
+    from stackcost.execute import scratch
+    from stackcost.scenarios.heldout import evaluate
+    from stackcost.scenarios.train import kept_weights
+
+    backends, precisions, batch, samples = check_args(args)
+    targs = train_args(args)
+    cell = next(c for c in train.spec_from_args(targs).spec.cells() if c.backend == "eager")
+    err = Console(stderr=True)
+    weights = kept_weights(args.weights_dir, cell)
+    if weights is None:
+        assert cell.train is not None
+        err.print(
+            Text(
+                f"training {args.model} on {cell.train.dataset} ({cell.train.epochs} epochs, "
+                f"eager): no weights kept for this recipe in {args.weights_dir} yet"
+            )
+        )
+        train.run(targs, console)
+        weights = kept_weights(args.weights_dir, cell)
+        if weights is None:
+            err.print(Text("training kept no weights (see its table): nothing to evaluate"))
+            return 1
+    else:
+        err.print(Text(f"trained weights kept for this recipe: {weights}"))
+
+    def started(backend: str, precision: str) -> None:
+        if not args.quiet:
+            err.print(Text(f"evaluating {backend} {precision} on the held-out split…"))
+
+    torch.set_num_threads(cell.threads)
+    workdir = scratch.make()
+    try:
+        rows = evaluate(
+            cell, weights, backends, precisions, batch, workdir, args.data_dir, samples, started
+        )
+    finally:
+        scratch.remove(workdir)
+    console.print(table(rows, args.model, cell.train.dataset if cell.train else "", weights))
+    if args.output is not None:
+        path = Path(args.output)
+        text = (
+            markdown(rows, args.model, weights)
+            if path.suffix == ".md"
+            else json.dumps(
+                {"model": args.model, "weights": str(weights), "rows": [r.record() for r in rows]},
+                indent=2,
+            )
+        )
+        write_output(path, text, "-o")
+    return 1 if any(r.status in ("wrong", "failed") for r in rows) else 0
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def _pt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f} pt"
+
+
+def _cells(r: Heldout) -> list[str]:
+    return [
+        r.backend,
+        r.precision,
+        r.status,
+        _pct(r.accuracy),
+        _pct(r.fp32_accuracy),
+        _pct(r.top1),
+        _pt(r.drop_pt),
+        r.reason or r.rule,
+    ]
+
+
+HEADERS = ("backend", "precision", "status", "accuracy", "fp32", "top-1 vs eager fp32", "drop")
+
+
+def table(rows: list[Heldout], model: str, dataset: str, weights: Path) -> Table:
+    t = Table(title=Text(f"held-out accuracy: {model} on {dataset} (weights {weights})"))
+    for h in (*HEADERS, "rule or reason"):
+        t.add_column(h, justify="right" if h in HEADERS[3:] else "left")
+    for r in rows:
+        cells = _cells(r)
+        cells[2] = Text(r.status, style=STYLE.get(r.status, ""))
+        t.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells))
+    t.caption = (
+        "accuracy: top-1 against the test split's labels; fp32: the same rung's fp32 (eager's "
+        "where it failed); drop: fp32 - accuracy, in points; a quantized precision is judged "
+        "by its rule (axes.QUANTIZED)"
+    )
+    return t
+
+
+def markdown(rows: list[Heldout], model: str, weights: Path) -> str:
+    lines = [
+        f"Held-out accuracy: {model}, weights {weights}",
+        "",
+        "| " + " | ".join((*HEADERS, "rule or reason")) + " |",
+        "|" + "---|" * (len(HEADERS) + 1),
+    ]
+    for r in rows:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,143 @@
+"""stackcost heldout: trained weights kept by recipe, held-out accuracy per rung and precision.
+
+Tiny on purpose (mlp on digits, --limit, 3 epochs, one thread, eager and onnxruntime): the
+file stays within seconds of training and ONNX export on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from stackcost.backends.eager import EagerBackend
+from stackcost.cli import main
+from stackcost.scenarios.heldout import _Answer, judge
+
+TINY = ["--limit", "256", "--epochs", "3", "--lr", "0.1", "--threads", "1", "--quiet"]
+
+
+class BrokenEager(EagerBackend):
+    """Eager whose quantization multiplies every weight scale by 10: a broken int8."""
+
+    quantize_scale_error = 10.0
+
+
+BROKEN = f"{__name__}:BrokenEager"
+
+
+def heldout(tmp, out: str, *argv: str) -> int:
+    return main(
+        ["heldout", "mlp", *TINY, *argv, "--weights-dir", str(tmp / "weights")]
+        + ["--db", str(tmp / "h.db"), "-o", str(tmp / out)]
+    )
+
+
+def train_runs(db) -> int:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("heldout")
+    # 48 does not divide the 256 test samples: the last batch is padded.
+    argv = ["--backends", "eager,onnxruntime", "--precision", "fp32,int8", "--batch-size", "48"]
+    code = heldout(tmp, "first.json", *argv)
+    return tmp, code, json.loads((tmp / "first.json").read_text())["rows"]
+
+
+def test_held_out_accuracies_are_numbers(evaluated):
+    _, code, rows = evaluated
+    assert code == 0, rows
+    got = {(r["backend"], r["precision"]): r for r in rows}
+    assert got["eager", "int8"]["status"] == "unsupported"  # torchao's int8 is PT2E
+    for key in (("eager", "fp32"), ("onnxruntime", "fp32"), ("onnxruntime", "int8")):
+        r = got[key]
+        assert r["status"] == "ok", r
+        assert r["samples"] == 256  # padded rows dropped
+        assert 0.3 < r["accuracy"] <= 1.0  # 3 epochs of 256 samples learn something
+        assert r["drop_pt"] == pytest.approx((r["fp32_accuracy"] - r["accuracy"]) * 100)
+    assert got["onnxruntime", "fp32"]["top1"] == 1.0
+
+
+def test_weights_are_kept_by_recipe_and_reused(evaluated, capsys):
+    tmp, _, rows = evaluated
+    kept = list((tmp / "weights").glob("*/weights.pt"))
+    assert len(kept) == 1
+    assert train_runs(tmp / "h.db") == 1
+    capsys.readouterr()
+    assert heldout(tmp, "again.json", "--backends", "eager", "--precision", "fp32") == 0
+    assert "kept for this recipe" in capsys.readouterr().err
+    assert train_runs(tmp / "h.db") == 1  # not trained again
+    again = json.loads((tmp / "again.json").read_text())["rows"]
+    assert again[0]["accuracy"] == rows[0]["accuracy"]
+    # Another recipe (two epochs) is trained and kept beside the first.
+    assert (
+        heldout(tmp, "other.json", "--backends", "eager", "--precision", "fp32", "--epochs", "2")
+        == 0
+    )
+    assert len(list((tmp / "weights").glob("*/weights.pt"))) == 2
+
+
+def test_a_broken_quantization_comes_out_wrong(evaluated):
+    tmp, _, _ = evaluated
+    code = heldout(tmp, "broken.json", "--backends", f"eager,{BROKEN}", "--precision", "int8-dyn")
+    rows = {r["backend"]: r for r in json.loads((tmp / "broken.json").read_text())["rows"]}
+    assert code == 1
+    assert rows["eager"]["status"] == "ok", rows["eager"]
+    assert rows[BROKEN]["status"] == "wrong", rows[BROKEN]
+    assert "top-1 agreement" in rows[BROKEN]["reason"] or "drop" in rows[BROKEN]["reason"]
+
+
+def test_the_rule_judges_agreement_and_drop():
+    labels = np.array([0, 1, 2, 3] * 25)
+    ref = labels.copy()
+    worse = labels.copy()
+    worse[:5] = (worse[:5] + 1) % 4  # 95% agreement, 5 points lost
+    answers = [
+        _Answer("eager", "fp32", ref),
+        _Answer("onnxruntime", "fp32", ref),
+        _Answer("onnxruntime", "w4", worse),
+        _Answer("openvino", "fp32", status="failed", reason="RuntimeError: boom"),
+        _Answer("openvino", "int8", ref),
+    ]
+    got = {(h.backend, h.precision): h for h in judge(answers, labels)}
+    assert got["onnxruntime", "fp32"].status == "ok"
+    w4 = got["onnxruntime", "w4"]
+    assert (w4.status, w4.accuracy, w4.top1) == ("wrong", 0.95, 0.95)
+    assert w4.drop_pt == pytest.approx(5.0) and "drop 5.0 pt" in w4.reason
+    assert got["openvino", "fp32"].status == "failed"
+    # Its rung's fp32 failed: the drop is against eager fp32's accuracy.
+    assert got["openvino", "int8"].fp32_accuracy == 1.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--precision", "int9"], "unknown precision 'int9' (allowed: fp32, int8-dyn"),
+        (["--backends", "nope"], "unknown backend 'nope'"),
+        (["--batch-size", "0"], "batch size"),
+        (["--batch-size", "512"], "--batch-size 512 is more than the 256 training samples"),
+        (["-o", "out.csv"], "write a .json or .md file"),
+    ],
+)
+def test_bad_input_exits_2(tmp_path, capsys, argv, needle):
+    code = main(["heldout", "mlp", *TINY, "--weights-dir", str(tmp_path / "w"), *argv])
+    assert code == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "w").exists() or not any((tmp_path / "w").iterdir())
+
+
+def test_keep_weights_needs_the_eager_rung(tmp_path, capsys):
+    code = main(
+        ["train", "mlp", "--backends", "torchscript", "--keep-weights", str(tmp_path)]
+        + ["--db", str(tmp_path / "t.db"), "--limit", "256", "--quiet"]
+    )
+    assert code == 2
+    assert "add eager to --backends" in capsys.readouterr().err
