@@ -13,6 +13,7 @@ from typing import Any
 
 from stackcost.axes import PRECISION_TOLERANCE, QUANTIZED
 from stackcost.cell import Cell
+from stackcost.env import CPU_FLAGS
 from stackcost.measure.stats import summarize
 from stackcost.quantize import Ops, QuantRecord
 from stackcost.result import Memory, RepetitionResult
@@ -35,17 +36,7 @@ ISA_ENV: dict[str, Any] = {
     "cpu": {
         "model": "Test CPU",
         "flags": ["avx2", "avx512f", "avx512_vnni"],
-        "flags_checked": [
-            "avx2",
-            "avx512f",
-            "avx512_bf16",
-            "amx_bf16",
-            "amx_tile",
-            "fma",
-            "avx512_vnni",
-            "avx_vnni",
-            "amx_int8",
-        ],
+        "flags_checked": list(CPU_FLAGS),
     },
 }
 

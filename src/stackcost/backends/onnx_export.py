@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from stackcost.backends.base import PrepareContext
@@ -152,3 +154,52 @@ def _export(model: torch.nn.Module, example: Example, path: Path, exporter: str)
         "export_s": export_s,
         "onnx": onnx.__version__,
     }
+
+
+def feeds_by_name(names: list[str]) -> Callable[[Example], dict[str, np.ndarray]]:
+    """An Example as the graph's inputs, by the names the export gave them (an exporter
+    may drop an input the graph never reads)."""
+    import numpy as np
+
+    def feeds(example: Example) -> dict[str, np.ndarray]:
+        given = example.named()
+        return {n: np.ascontiguousarray(given[n].detach().cpu().numpy()) for n in names}
+
+    return feeds
+
+
+def derived(
+    artifact: str,
+    export: dict[str, Any],
+    cell: Cell,
+    ctx: PrepareContext,
+    versions: Mapping[str, str],
+    make: Callable[[Path], dict[str, Any]],
+) -> tuple[Path, dict[str, Any]]:
+    """A graph made from the cell's fp32 ONNX graph (a quantized one: `artifact` names
+    which), in its directory, and the details to record: made once per cell with the run's
+    artifact cache, keyed by the fp32 graph it came from, the precision, the tools'
+    `versions` and the calibration set; into the workdir without one."""
+    exported = export.get("artifact")
+    if ctx.cache is None:
+        home = ctx.workdir / artifact
+        home.mkdir(parents=True, exist_ok=True)
+        return home, {**export, **make(home)}
+    calibration = ctx.calibration
+    key = {
+        "artifact": artifact,
+        # The fp32 graph's own key (its model, weights, shapes, exporter, torch).
+        "onnx": exported["key"] if exported else None,
+        "weights": ctx.weights_digest,
+        "precision": cell.precision,
+        **versions,
+        "calibration": calibration.record() if calibration and cell.precision == "int8" else None,
+    }
+    home, made = ctx.cache.reuse_or_make(key, make)
+    # Startup is reported only when this prepare exported and made the graph itself.
+    made["artifact"] = {
+        **made["artifact"],
+        "reused": bool(exported and exported["reused"]) and made["artifact"]["reused"],
+        "onnx": exported,
+    }
+    return home, {**export, **made}

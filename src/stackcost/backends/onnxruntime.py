@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackcost.axes import QUANTIZED
 from stackcost.backends.base import Availability, Backend, Capabilities, Option, Prepared
-from stackcost.backends.onnx_export import EXPORTERS
+from stackcost.backends.onnx_export import EXPORTERS, derived, feeds_by_name
 from stackcost.backends.ort_options import OPT_LEVELS, PROVIDERS, opt_levels, session_options
 
 if TYPE_CHECKING:
@@ -143,17 +143,12 @@ def _quantized(
     the fp32 graph it came from, the precision, ORT's version and the calibration set."""
     import time
 
-    import numpy as np
     import onnxruntime as ort
 
     from stackcost.quantize.onnx import MODEL, quantize_onnx
 
-    names = export["onnx_inputs"]
     precision, calibration = cell.precision, ctx.calibration
-
-    def feeds(ex: Example) -> dict[str, np.ndarray]:
-        given = ex.named()
-        return {n: np.ascontiguousarray(given[n].detach().cpu().numpy()) for n in names}
+    feeds = feeds_by_name(export["onnx_inputs"])
 
     def make(home: Path) -> dict[str, Any]:
         start = time.perf_counter()
@@ -164,25 +159,6 @@ def _quantized(
             "quantized_onnx_bytes": sum(f.stat().st_size for f in home.iterdir() if f.is_file()),
         }
 
-    exported = export.get("artifact")
-    if ctx.cache is None:
-        home = ctx.workdir / "onnx-quantized"
-        made = make(home)
-    else:
-        key = {
-            "artifact": "onnx-quantized",
-            # The fp32 graph's own key (its model, weights, shapes, exporter, torch).
-            "onnx": exported["key"] if exported else str(src),
-            "weights": ctx.weights_digest,
-            "precision": precision,
-            "onnxruntime": ort.__version__,
-            "calibration": calibration.record() if calibration and precision == "int8" else None,
-        }
-        home, made = ctx.cache.reuse_or_make(key, make)
-        # Startup is reported only when this prepare exported and quantized itself.
-        made["artifact"] = {
-            **made["artifact"],
-            "reused": bool(exported and exported["reused"]) and made["artifact"]["reused"],
-            "onnx": exported,
-        }
-    return home / MODEL, {**export, **made}
+    versions = {"onnxruntime": ort.__version__}
+    home, details = derived("onnx-quantized", export, cell, ctx, versions, make)
+    return home / MODEL, details

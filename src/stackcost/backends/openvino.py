@@ -15,7 +15,7 @@ from stackcost.backends.base import (
     Prepared,
     Unsupported,
 )
-from stackcost.backends.onnx_export import EXPORTERS
+from stackcost.backends.onnx_export import EXPORTERS, derived, feeds_by_name
 from stackcost.quantize import is_quantized
 from stackcost.quantize.openvino import DYNAMIC_GROUP
 from stackcost.quantize.openvino import PRECISIONS as QUANTIZED_PRECISIONS
@@ -148,17 +148,12 @@ def _quantized(
     import time
     from importlib import metadata
 
-    import numpy as np
     import openvino as ov
 
     from stackcost.quantize.openvino import dynamic_quantization_changes, quantize_model
 
-    names = export["onnx_inputs"]
     precision, calibration = cell.precision, ctx.calibration
-
-    def feeds(ex: Example) -> dict[str, np.ndarray]:
-        given = ex.named()
-        return {n: np.ascontiguousarray(given[n].detach().cpu().numpy()) for n in names}
+    feeds = feeds_by_name(export["onnx_inputs"])
 
     def make(home: Path) -> dict[str, Any]:
         start = time.perf_counter()
@@ -185,27 +180,6 @@ def _quantized(
         made["quantized_ir_bytes"] = sum(f.stat().st_size for f in home.iterdir() if f.is_file())
         return made
 
-    exported = export.get("artifact")
-    if ctx.cache is None:
-        home = ctx.workdir / "openvino-quantized"
-        home.mkdir(parents=True, exist_ok=True)
-        made = make(home)
-    else:
-        key = {
-            "artifact": "openvino-quantized",
-            # The fp32 graph's own key (its model, weights, shapes, exporter, torch).
-            "onnx": exported["key"] if exported else str(src),
-            "weights": ctx.weights_digest,
-            "precision": precision,
-            "nncf": metadata.version("nncf"),
-            "openvino": ov.get_version(),
-            "calibration": calibration.record() if calibration and precision == "int8" else None,
-        }
-        home, made = ctx.cache.reuse_or_make(key, make)
-        # Startup is reported only when this prepare exported and quantized itself.
-        made["artifact"] = {
-            **made["artifact"],
-            "reused": bool(exported and exported["reused"]) and made["artifact"]["reused"],
-            "onnx": exported,
-        }
-    return home / MODEL, {**export, **made}
+    versions = {"nncf": metadata.version("nncf"), "openvino": ov.get_version()}
+    home, details = derived("openvino-quantized", export, cell, ctx, versions, make)
+    return home / MODEL, details
