@@ -91,3 +91,28 @@ def test_a_broken_quantization_is_wrong_not_ok(tmp_path, backend, expect_ok):
         assert result.status == "wrong"
         assert "max rel err" in result.reason and not v.ok
         assert result.details["quantization"]["precision"] == "w8"
+
+
+@pytest.mark.slow
+def test_inductor_compiles_pt2e_int8_frozen_and_leaves_the_config_as_it_was(tmp_path):
+    """PT2E's int8 graph is fast only frozen (its weights packed once); the freezing is
+    patched per call, so a warm worker's next cell finds Inductor's config unchanged."""
+    import torch._inductor.config
+
+    from stackcost.backends import PrepareContext
+    from stackcost.backends.inductor import InductorBackend
+
+    ref = model_ref("mnist-cnn")
+    cell = tiny_cell("inductor", model=ref, precision="int8", batch_size=4, resolution=28)
+    workload = zoo.workload_of(ref)
+    model = zoo.build_model(ref, SIZES).eval()
+    example = make_example(workload, ref, 4, SIZES)
+    ctx = PrepareContext(
+        workdir=tmp_path, calibration=calibration_set(workload, ref, 4, SIZES, samples=8)
+    )
+    before = torch._inductor.config.freezing
+    prepared = InductorBackend().prepare(model, example, cell, ctx)
+    out = prepared.step()
+    assert out.shape == (4, 10)
+    assert prepared.details["freezing"] is True and "oneDNN" in prepared.details["freezing_why"]
+    assert torch._inductor.config.freezing == before

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Callable
+from typing import Any
 
 from stackcost.backends.base import (
     FLAG,
@@ -82,6 +85,9 @@ class InductorBackend(Backend):
             raise ValueError(f"inductor freezing {freezing!r}: use true or false")
         # torch.compile takes a mode or options, not both: expand the mode into its
         # options so freezing stays local to this compile, not a process-wide config.
+        frozen = _pt2e_frozen(cell.precision)
+        if frozen is not _unfrozen:
+            freezing = "true"
         options = {**torch._inductor.list_mode_options(mode), "freezing": freezing == "true"}
         model, example = cast(model, example, cell)
         model, record = quantized(
@@ -89,13 +95,15 @@ class InductorBackend(Backend):
         )
         # torch.compile only wraps; Dynamo + Inductor run on the first step (the cold start).
         compiled = torch.compile(model, options=options, fullgraph=False, dynamic=False)
+        if frozen is not _unfrozen:
+            record["freezing_why"] = PT2E_FREEZING
 
         def step():
-            with torch.inference_mode():
+            with torch.inference_mode(), frozen():
                 return example.call(compiled)
 
         def infer(ex):  # the same shapes: no recompile (dynamic=False)
-            with torch.inference_mode():
+            with torch.inference_mode(), frozen():
                 return ex.to(cell.device).cast(torch_dtype(cell.precision)).call(compiled)
 
         return Prepared(
@@ -143,3 +151,25 @@ class InductorBackend(Backend):
             },
             evaluate=evaluator(model),
         )
+
+
+PT2E_FREEZING = (
+    "PT2E int8 graphs are compiled frozen, their weights packed for oneDNN once as constants "
+    "(unfrozen they are repacked every call: resnet50 int8 ran no faster than fp32); "
+    "torchao's weight-pack pass reads Inductor's process config as well as the compile's "
+    "options, so each call also runs under torch._inductor.config.patch(freezing=True)"
+)
+
+
+def _unfrozen() -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
+def _pt2e_frozen(precision: str) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """What each call of a `precision` step runs under: freezing for PT2E's int8 graphs
+    (patched per call, so a warm worker's next cell finds the config as it was)."""
+    if COMPILED_PATHS.get(precision) != "pt2e":
+        return _unfrozen
+    import torch._inductor.config
+
+    return lambda: torch._inductor.config.patch(freezing=True)

@@ -140,15 +140,20 @@ def _quantize_(model: torch.nn.Module, precision: str) -> tuple[torch.nn.Module,
         quantize_,
     )
     from torchao.quantization.granularity import PerGroup
+    from torchao.quantization.quant_primitives import MappingType
 
     built = copy.deepcopy(model)
     if precision == "w4":
         # IntxWeightOnlyConfig runs on the CPU in fp32; Int4WeightOnlyConfig's CPU packing
         # needs bf16 activations (and a kernel library this build lacks).
+        # Asymmetric, as ONNX Runtime's MatMulNBits and NNCF's INT4_ASYM: 16 levels need the
+        # zero point (symmetric put bert-base's pooler 0.43 off fp32, asymmetric 0.28).
         config: Any = IntxWeightOnlyConfig(
-            weight_dtype=torch.int4, granularity=PerGroup(GROUP_SIZE)
+            weight_dtype=torch.int4,
+            granularity=PerGroup(GROUP_SIZE),
+            mapping_type=MappingType.ASYMMETRIC,
         )
-        weights, group = f"int4 symmetric, groups of {GROUP_SIZE}", GROUP_SIZE
+        weights, group = f"int4 asymmetric, groups of {GROUP_SIZE}", GROUP_SIZE
     elif precision == "w8":
         config, weights, group = Int8WeightOnlyConfig(), "int8 symmetric per-channel", None
     else:
