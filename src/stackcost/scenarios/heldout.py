@@ -13,6 +13,7 @@ fp32, in points.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -215,14 +216,18 @@ def _predict(
         calibration=calibration if is_quantized(cell.precision) else None,
     )
     ctx.workdir.mkdir(parents=True, exist_ok=True)
-    # The example a rung is built on is a training batch: the test split feeds only infer.
-    prepared = backend.prepare(model, calibration.examples[0], cell, ctx)
-    if prepared.infer is None:
-        return None
     predictions = []
-    for x, rows in heldout_batches(test, batch):
-        logits = to_numpy(prepared.infer(x))
-        predictions.append(logits.reshape(batch, -1).argmax(axis=1)[:rows])
+    # Every rung runs in this process: the compilers' deprecation and caching warnings
+    # (a worker's stderr in `stackcost run`) would otherwise land among the table's lines.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # The example a rung is built on is a training batch: the test split feeds infer.
+        prepared = backend.prepare(model, calibration.examples[0], cell, ctx)
+        if prepared.infer is None:
+            return None
+        for x, rows in heldout_batches(test, batch):
+            logits = to_numpy(prepared.infer(x))
+            predictions.append(logits.reshape(batch, -1).argmax(axis=1)[:rows])
     return np.concatenate(predictions)
 
 
