@@ -10,7 +10,7 @@ machine's int8 ISA features (AVX2, AVX-512 VNNI, AVX-VNNI, AMX-INT8, AVX-512 BF1
 table: they decide whether int8 kernels exist to be fast with.
 
     python benchmarks/quantized.py [--models resnet50,bert-base] [--repeats 3]
-        [--threads 2] [--db PATH] [--json PATH]
+        [--threads 2] [--db PATH] [--json PATH] [--reuse]
 
 resnet50 runs at batch 16, 224 px with int8-dyn and int8; bert-base at batch 1, 128 tokens
 with int8-dyn, w8 and w4. Several minutes per model on 2 cores (compiles and exports).
@@ -53,17 +53,27 @@ def measure(model: str, repeats: int, threads: int, db: Path) -> list[dict[str, 
     run = stackcost.run(
         model, list(RUNGS), repeats=repeats, threads=[threads], db=db, **WORKLOADS[model]
     )
-    medians: dict[tuple[str, str], float | None] = {}
-    statuses: dict[tuple[str, str], str] = {}
-    for cell in run.cells():
-        key = (cell.cell.backend, cell.cell.precision)
-        statuses[key] = cell.status if not cell.reason else f"{cell.status}: {cell.reason}"
-        ms = cell.repetition_medians if cell.status == "ok" else []
-        medians[key] = statistics.median(ms) if ms else None
+    return ratios(model, run)
+
+
+def ratios(model: str, run: Any) -> list[dict[str, Any]]:
+    """Each cell's median of repetition medians and its ratio to the same rung's fp32.
+
+    A ratio needs valid repetitions on both sides (not wrong, failed or disturbed); one
+    whose cells are not both `ok` (unstable: the stop rule was not met) is marked
+    indicative, as the suite's summary marks it."""
+    cells = {(c.cell.backend, c.cell.precision): c for c in run.cells()}
     rows = []
-    for (rung, precision), ms in medians.items():
-        base = medians.get((rung, "fp32"))
-        ratio = base / ms if base and ms and precision != "fp32" else None
+    for (rung, precision), cell in cells.items():
+        ms = statistics.median(cell.repetition_medians) if cell.repetition_medians else None
+        base = cells.get((rung, "fp32"))
+        base_ms = (
+            statistics.median(base.repetition_medians)
+            if base is not None and base.repetition_medians
+            else None
+        )
+        ratio = base_ms / ms if base_ms and ms and precision != "fp32" else None
+        sure = base is not None and cell.status == "ok" and base.status == "ok"
         rows.append(
             {
                 "model": model,
@@ -71,10 +81,26 @@ def measure(model: str, repeats: int, threads: int, db: Path) -> list[dict[str, 
                 "precision": precision,
                 "median_ms": ms,
                 "ratio_vs_fp32": ratio,
-                "status": statuses[(rung, precision)],
+                "indicative": ratio is not None and not sure,
+                "repetitions": len(cell.repetition_medians),
+                "status": cell.status,
+                "reason": cell.reason,
             }
         )
     return rows
+
+
+def newest_run(db: Path, model: str) -> Any:
+    """The newest run of `model` in `db` (LookupError when there is none)."""
+    from stackcost.store.database import Store
+    from stackcost.store.runs import RunResult
+
+    with Store(db) as store:
+        for run_id in reversed(store.run_ids()):
+            run = RunResult.from_store(store, run_id)
+            if run.records and run.records[0][0].model.name == model:
+                return run
+    raise LookupError(f"no run of {model} in {db}")
 
 
 def isa_line() -> str:
@@ -89,6 +115,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--db", type=Path, default=None, help="keep the runs in this store")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--reuse", action="store_true", help="render the newest runs in --db, measure nothing"
+    )
     args = parser.parse_args()
     models = args.models.split(",")
     unknown = [m for m in models if m not in WORKLOADS]
@@ -98,19 +127,26 @@ def main() -> int:
     console = Console()
     db = args.db or Path(tempfile.mkdtemp(prefix="stackcost-quant-")) / "quantized.db"
     try:
-        rows = [r for m in models for r in measure(m, args.repeats, args.threads, db)]
-    except SpecError as error:
+        if args.reuse:  # the newest stored run of each model, rendered again
+            rows = [r for m in models for r in ratios(m, newest_run(db, m))]
+        else:
+            rows = [r for m in models for r in measure(m, args.repeats, args.threads, db)]
+    except (SpecError, LookupError) as error:
         print(error, file=sys.stderr)
         return 2
     table = Table(title=f"quantized / fp32 throughput per rung — ISA: {isa_line()}")
-    for column in ("model", "rung", "precision", "median ms", "vs fp32", "status"):
+    for column in ("model", "rung", "precision", "median ms", "reps", "vs fp32", "status"):
         table.add_column(column)
     for r in rows:
         ratio = r["ratio_vs_fp32"]
         shown = "—" if ratio is None else f"{ratio:.2f}× {'faster' if ratio >= 1 else 'SLOWER'}"
-        ms = "—" if r["median_ms"] is None else f"{r['median_ms']:.2f}"
-        table.add_row(r["model"], r["rung"], r["precision"], ms, shown, r["status"][:60])
+        if r["indicative"]:
+            shown += " ?"
+        ms = "—" if r["median_ms"] is None else f"{r['median_ms']:.1f}"
+        reps = str(r["repetitions"])
+        table.add_row(r["model"], r["rung"], r["precision"], ms, reps, shown, r["status"])
     console.print(table)
+    console.print("? indicative: one side is not ok (unstable: its stop rule was not met)")
     console.print(f"runs stored in {db}")
     if args.json:
         args.json.write_text(json.dumps({"isa": isa_line(), "rows": rows}, indent=2))
