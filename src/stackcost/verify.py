@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 from stackcost.axes import PRECISION_TOLERANCE, QuantRule
 
@@ -53,18 +53,9 @@ class Verification(BaseModel):
     ok: bool
     detail: str = ""
     outputs: list[OutputError] = []  # per output tensor (empty in stores before issue 13)
-    agreement: Agreement | None = None  # None: stores before issue 28, or a shape mismatch
-    rule: str = ""  # a quantized precision's acceptance rule, as judged (axes.QuantRule)
-
-    @model_serializer(mode="wrap")
-    def _without_unset(self, handler: Any) -> dict[str, Any]:
-        """Leave out agreement and rule where absent, so a store written before they
-        existed exports exactly as it did."""
-        data = handler(self)
-        for key in ("agreement", "rule"):
-            if not data.get(key):
-                data.pop(key, None)
-        return data
+    # Left out where absent, so a store written before they existed exports as it did.
+    agreement: Agreement | None = Field(None, exclude_if=lambda a: a is None)  # None: old store
+    rule: str = Field("", exclude_if=lambda r: not r)  # a quantized precision's, as judged
 
 
 Named = list[tuple[str, np.ndarray]]
