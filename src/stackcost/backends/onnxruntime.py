@@ -40,16 +40,6 @@ class OnnxRuntimeBackend(Backend):
             "onnxruntime", "onnx", "onnxscript", install="pip install 'stackcost[onnx]'"
         )
 
-    def why_not(self, cell: Cell) -> str | None:
-        if cell.precision in QUANTIZED and cell.device != "cpu":
-            # The CUDA provider runs few of these ops (MatMulInteger, ConvInteger, QDQ
-            # convolutions) and silently hands the rest to the CPU: not a CUDA cell.
-            return (
-                f"precision {cell.precision}: onnxruntime's quantized graphs run on the CPU "
-                f"provider only here (device {cell.device})"
-            )
-        return super().why_not(cell)
-
     def prepare(self, model, example, cell, ctx):
         import time
 

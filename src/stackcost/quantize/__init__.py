@@ -10,6 +10,10 @@ but from other seeds, so the measured inputs never set their own scales.
 
 from __future__ import annotations
 
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +34,29 @@ CALIBRATION_SEED = 10_000
 
 def is_quantized(precision: str) -> bool:
     return precision in QUANTIZED
+
+
+@contextmanager
+def quiet(*loggers: str) -> Iterator[None]:
+    """A quantization tool's warnings and its `loggers` ("" is the root) below ERROR, for
+    one call: deprecations and missing CUDA extensions are no news for a CPU run. A
+    root-logger call in a process without handlers installs one: it is taken back too."""
+    named = [logging.getLogger(name or None) for name in loggers]
+    levels = [logger.level for logger in named]
+    handlers = list(logging.getLogger().handlers)
+    for logger in named:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(named, levels, strict=True):
+            logger.setLevel(level)
+        root = logging.getLogger()
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
 
 
 class Ops(BaseModel):

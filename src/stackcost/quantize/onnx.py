@@ -16,15 +16,12 @@ the tool skipped shows up as float rather than being assumed quantized.
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackcost.quantize import Calibration, Ops, QuantRecord
+from stackcost.quantize import Calibration, Ops, QuantRecord, quiet
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,7 +83,8 @@ def quantize_onnx(
     dst = dst_dir / MODEL
     external = _dir_bytes(src.parent) > EXTERNAL_DATA_BYTES
     notes: list[str] = []
-    with _quiet():
+    # The tools log on the root logger and under "onnxruntime".
+    with quiet("", "onnxruntime"):
         if precision == "int8-dyn":
             tool = _dynamic(src, dst, dst_dir, external, notes)
         elif precision == "int8":
@@ -272,31 +270,6 @@ def _drop(pre: Path, src: Path) -> None:
 
     if pre != src:
         shutil.rmtree(pre.parent, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """The tools log warnings on the root logger and under "onnxruntime", and warn about
-    deprecations; quiet them for this call only. A root-logger call in a process without
-    handlers installs one: take it back too."""
-    root = logging.getLogger()
-    ours = logging.getLogger("onnxruntime")
-    levels = root.level, ours.level
-    handlers = list(root.handlers)
-    root.setLevel(logging.ERROR)
-    ours.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.simplefilter("ignore", UserWarning)
-            yield
-    finally:
-        root.setLevel(levels[0])
-        ours.setLevel(levels[1])
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
 
 
 def count_ops(model: onnx.ModelProto) -> Ops:

@@ -16,14 +16,10 @@ Two of torchao's paths, each where it is the real one:
 from __future__ import annotations
 
 import io
-import logging
-import warnings
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from stackcost.quantize import Calibration, Ops, QuantRecord
+from stackcost.quantize import Calibration, Ops, QuantRecord, quiet
 
 if TYPE_CHECKING:
     import torch
@@ -42,23 +38,6 @@ EAGER_NO_INT8 = (
 _GRAPH_OPS = ("conv1d", "conv2d", "conv3d", "linear", "matmul", "bmm", "addmm", "mm")
 
 
-@contextmanager
-def quiet() -> Iterator[None]:
-    """torchao's import logs CUDA-only extensions it cannot load, and PT2E warns about
-    deprecations: neither is news for a CPU run."""
-    loggers = [logging.getLogger(n) for n in ("torchao", "torch._dynamo", "torch.export")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
-
-
 def quantize(
     model: torch.nn.Module,
     example: Example,
@@ -74,7 +53,8 @@ def quantize(
     import torchao
 
     fp32_bytes = _state_bytes(model)
-    with quiet():
+    # torchao's import logs CUDA-only extensions it cannot load; PT2E warns of deprecations.
+    with quiet("torchao", "torch._dynamo", "torch.export"):
         if path == "pt2e":
             built, record = _pt2e(model, example, precision, calibration)
         else:
