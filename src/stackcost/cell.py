@@ -14,14 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stackcost.axes import DEVICES, GRID_AXES, GRID_COLUMNS, PRECISIONS
 
-Mode = Literal["infer", "train"]
+# generate: greedy token generation, prefill then decode with a KV cache (--scenario generate).
+Mode = Literal["infer", "train", "generate"]
 # The values of axes.py's table (a Literal over a tuple is one over its members).
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 Device = Literal[DEVICES]  # type: ignore[valid-type]
 
 HF_PREFIX = "hf:"  # --model hf:<model_type>: a Hugging Face architecture from its config
 
-MODES: tuple[str, ...] = ("infer", "train")
+MODES: tuple[str, ...] = ("infer", "train", "generate")
+GENERATE = "generate"
 
 
 class Frozen(BaseModel):
@@ -207,4 +209,10 @@ class Cell(Frozen):
 
 
 # Short unit tags for one-line cell labels: "resnet50 eager infer b8 224px ...".
-SIZE_TAGS = {"resolution": "px", "seq_len": "tok", "samples": "smp"}
+SIZE_TAGS = {
+    "resolution": "px",
+    "seq_len": "tok",
+    "samples": "smp",
+    "prompt_len": "p",
+    "new_tokens": "n",
+}

@@ -95,6 +95,38 @@ class ScenarioResult(BaseModel):
         return f"LoadGen INVALID: {why}"
 
 
+class GenerationResult(BaseModel):
+    """A generate repetition's token numbers (generation/metrics.py defines each). Medians
+    are over the repetition's timed generations; TPOT percentiles pool their decode steps.
+    Every generation is greedy and seeded with exactly new_tokens per row, EOS ignored."""
+
+    batch: int
+    prompt_len: int
+    new_tokens: int
+    generations: int  # timed, after the cold one
+    ttft_ms: float  # median over generations: prefill + the first token
+    tpot_p50_ms: float | None  # per decode step (one token to every row); None: 1 token
+    tpot_p90_ms: float | None
+    tpot_p99_ms: float | None
+    prefill_tokens_per_s: float  # batch x prompt_len / TTFT
+    decode_tokens_per_s: float | None  # batch x (N - 1) / decode time; prefill excluded
+    output_tokens_per_s: float  # batch x N / end-to-end
+    e2e_ms: float  # median over generations
+    cold_ms: float  # the first generation, compile included
+    kv_cache_bytes: int  # at the end: every layer's K and V for prompt + new tokens, all rows
+    kv_bytes_per_element: float  # as the rung keeps its cache
+    weight_bytes: int  # what one decode step reads of weights (the rung's own format)
+    bytes_per_step: int  # weights + the KV cache at the mean decode context
+    achieved_gbs: float | None  # bytes_per_step / TPOT p50, 1e9 B/s
+    api: str  # what drove generation
+    timing: str  # where each token's clock reading came from
+    # Information only (near-ties under random weights): the rung's greedy tokens against
+    # eager fp32's over the verified steps, as a fraction, and the matching prefix length.
+    token_agreement: float | None = None
+    agreeing_prefix: int | None = None
+    definition: str = ""
+
+
 class EpochRecord(BaseModel):
     """One training epoch of one repetition; times in seconds, rates in samples/s."""
 
@@ -200,6 +232,8 @@ class RepetitionResult(BaseModel):
     disturbance: Disturbance | None = None
     # A scenario cell's LoadGen run: its verdict, headline metric and summary numbers.
     scenario: ScenarioResult | None = None
+    # A generate cell's token numbers: TTFT, TPOT, tokens/s, KV bytes, bandwidth.
+    generation: GenerationResult | None = None
     host: str | None = None  # the machine it ran on (hostname)
     node: Node | None = None  # on a Ray cluster: the node, its environment, its cores
     lost_attempts: list[LostAttempt] = Field(default_factory=list)  # tries a dead node lost

@@ -58,6 +58,10 @@ SIZE_AXES: dict[str, SizeAxis] = {
         SizeAxis("resolution", "px", "resolutions", "image side in pixels"),
         SizeAxis("seq_len", "tokens", "seq_lens", "sequence length in tokens"),
         SizeAxis("samples", "samples", "samples", "audio length in samples"),
+        SizeAxis("prompt_len", "tokens", "prompt_lens", "prompt length in tokens (generate)"),
+        SizeAxis(
+            "new_tokens", "tokens", "new_tokens", "tokens generated after the prompt (generate)"
+        ),
     )
 }
 

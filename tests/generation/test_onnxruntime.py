@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.generation.conftest import TINY, fixed_ids, reference_logits
 
 from stackcost.backends.artifacts import ArtifactCache
+from tests.generation.conftest import TINY, fixed_ids, reference_logits
 
 pytest.importorskip("onnxruntime_genai")
 

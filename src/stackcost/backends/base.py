@@ -92,6 +92,16 @@ class Capabilities:
         return None
 
 
+def why_not(caps: Capabilities, generate: Capabilities | None, cell: Cell) -> str | None:
+    """A cell's reason not to run on a rung: a generate cell by its generator's
+    capabilities, any other by the rung's."""
+    if cell.mode != "generate":
+        return caps.why_not(cell)
+    if generate is None:
+        return "does not generate tokens (mode generate: no generator on this rung)"
+    return generate.why_not(cell)
+
+
 @dataclass(frozen=True)
 class Option:
     """One option a backend reads from cell.backend_options (`-o BACKEND.KEY=VALUE`): its
@@ -131,11 +141,12 @@ class BackendFacts:
     precisions: frozenset[str]
     options_problem: str | None = None
     precision_reasons: tuple[tuple[str, str], ...] = ()
+    generate: Capabilities | None = None  # its generator's; None: it does not generate
 
     def why_not(self, cell: Cell) -> str | None:
         """The reason this backend cannot run `cell`, or None when it can."""
         caps = Capabilities(self.modes, self.devices, self.precisions, self.precision_reasons)
-        return caps.why_not(cell)
+        return why_not(caps, self.generate, cell)
 
 
 @dataclass(frozen=True)
@@ -258,15 +269,35 @@ class Backend(ABC):
     # A test-only knob: a rung that quantizes multiplies every weight scale by it after
     # quantizing, so a test proves a broken quantization comes out `wrong`, never `ok`.
     quantize_scale_error: ClassVar[float] = 1.0
+    # The rung's token generator (stackcost.generation), "module:Class", for mode
+    # "generate"; None: this rung does not generate. Imported only in workers and checks.
+    generator: ClassVar[str | None] = None
 
     def available(self) -> Availability:
         return Availability(True)
 
     def why_not(self, cell: Cell) -> str | None:
         """Why this backend cannot run `cell` (status `unsupported`), or None when it can.
-        By default its capabilities decide; a backend may refuse more (a model it has no
-        definition of). The worker asks before building anything."""
-        return self.capabilities.why_not(cell)
+        By default its capabilities decide (a generate cell: its generator's); a backend
+        may refuse more (a model it has no definition of). The worker asks before building
+        anything."""
+        return why_not(self.capabilities, self.generate_capabilities(), cell)
+
+    def generator_path(self) -> str:
+        if self.generator is None:
+            raise Unsupported(f"{self.name} does not generate tokens")
+        return self.generator
+
+    def generate_capabilities(self) -> Capabilities | None:
+        """What the rung's generator runs (its class's devices and precisions); None when
+        the rung does not generate. Imports the generator's module, not its runtime."""
+        import importlib
+
+        if self.generator is None:
+            return None
+        module, _, name = self.generator.partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        return Capabilities(frozenset({"generate"}), cls.devices, cls.precisions)
 
     def environment(self, cell: Cell) -> dict[str, str]:
         """Variables the worker's environment must hold before any framework is imported

@@ -16,6 +16,7 @@ class EagerBackend(Backend):
         precisions=frozenset({"fp32", "bf16", "fp16", *EAGER_PATHS}),
         precision_reasons=(("int8", EAGER_NO_INT8),),
     )
+    generator = "stackcost.generation.eager:EagerGenerator"
 
     def prepare(self, model, example, cell, ctx):
         import torch

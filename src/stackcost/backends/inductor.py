@@ -28,6 +28,7 @@ class InductorBackend(Backend):
         devices=frozenset({"cpu", "cuda"}),
         precisions=frozenset({"fp32", "bf16", *COMPILED_PATHS}),
     )
+    generator = "stackcost.generation.inductor:InductorGenerator"
     # freezing=true folds weights into the graph as constants (what TorchBench's CPU
     # inference runs use); torch's default is false, so that is ours too.
     options = {

@@ -28,6 +28,7 @@ class OnnxRuntimeBackend(Backend):
     capabilities = Capabilities(
         devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", *QUANTIZED})
     )
+    generator = "stackcost.generation.onnxruntime:OrtGenAIGenerator"
     # opt_level: ORT's graph optimization levels ("layout" needs ORT >= 1.22, checked
     # against the installed one when the session is made).
     options = {

@@ -211,6 +211,10 @@ def measure_and_show(
             reuse_artifacts=not args.no_reuse,
             **({"make_task": make_task} if make_task else {}),
         )
+    if table is None and any(c.cell.mode == "generate" for c in result.cells()):
+        from stackcost.report.generate_table import generate_table
+
+        table = generate_table
     console.print((table or results_table)(result))
     profile = profile_table(result)
     if profile is not None:

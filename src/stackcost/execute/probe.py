@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackcost.backends.base import BackendFacts
+from stackcost.backends.base import BackendFacts, Capabilities
 from stackcost.errors import SpecError
 
 if TYPE_CHECKING:
@@ -91,6 +91,7 @@ def probe(
             precisions=frozenset(f["precisions"]),
             options_problem=f["options_problem"],
             precision_reasons=tuple(tuple(r) for r in f.get("precision_reasons", ())),
+            generate=_generate_caps(f.get("generate")),
         )
         for name, f in answer["backends"].items()
     }
@@ -121,7 +122,8 @@ def ask(
     facts, workloads = probe([m for m in models if m.needs_probe], custom, environ, timeout_s)
     for name, options in backends.items():
         if name not in custom:
-            facts[name] = BackendFacts(**_facts_of(load_backend(name), options))
+            f = _facts_of(load_backend(name), options)
+            facts[name] = BackendFacts(**{**f, "generate": _generate_caps(f["generate"])})
     return Answers(facts, workloads)
 
 
@@ -133,9 +135,22 @@ def learn(
     return ask([], backends, environ).facts
 
 
+def _generate_caps(data: Mapping[str, Any] | Capabilities | None) -> Capabilities | None:
+    """A generator's capabilities as the child's JSON answer carries them, or as asked here."""
+    if data is None or isinstance(data, Capabilities):
+        return data
+    return Capabilities(
+        frozenset({"generate"}), frozenset(data["devices"]), frozenset(data["precisions"])
+    )
+
+
 def _facts_of(backend: Backend, options: Mapping[str, str]) -> dict:
     availability, caps = backend.available(), backend.capabilities
+    generate = backend.generate_capabilities()
     return {
+        "generate": None
+        if generate is None
+        else {"devices": sorted(generate.devices), "precisions": sorted(generate.precisions)},
         "ok": availability.ok,
         "reason": availability.reason,
         "modes": frozenset(caps.modes),

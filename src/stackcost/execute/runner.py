@@ -177,7 +177,9 @@ class Runner:
         spec_hash, env_fp = self.spec.digest(), fingerprint(env)
         run_id = self.store.find_run(spec_hash, env_fp) if resume else None
         if run_id is None:
-            if getattr(self.spec, "profile", False):
+            # Peaks for the profile's roofline, and for generate's bandwidth fraction.
+            generates = "generate" in (*self.spec.modes, *getattr(self.spec, "scenarios", ()))
+            if getattr(self.spec, "profile", False) or generates:
                 env["peaks"] = machine_peaks(env_fp, self.spec.threads)
             # What every worker inherits (thread settings are per cell, in each result).
             # An A/B side's executor adds its own variables: they are part of the record.

@@ -46,6 +46,9 @@ FORCE_OFF = -1e30
 class OrtGenAIGenerator(Generator):
     api: ClassVar[str] = "onnxruntime-genai Generator"
     timing: ClassVar[str] = "step loop (generate_next_token, timed around each call)"
+    precisions: ClassVar[frozenset[str]] = PRECISIONS
+    requires: ClassVar[tuple[str, ...]] = ("onnxruntime_genai", "onnx", "transformers")
+    install: ClassVar[str] = "pip install 'stackcost[generate]'"
     kv_bytes_per_element: ClassVar[float] = 4.0  # the cpu builds keep past/present in fp32
 
     _model: Any = None

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stackcost.cell import GENERATE
 from stackcost.scenarios.base import Scenario
+from stackcost.scenarios.generate import Generate
 from stackcost.scenarios.loadgen import LoadGen
 from stackcost.scenarios.settings import KINDS, TIMED_LOOP
 from stackcost.scenarios.timed_loop import TimedLoop
@@ -18,12 +20,13 @@ SCENARIOS: dict[str, Scenario] = {
     TIMED_LOOP: TimedLoop(),
     **{name: LoadGen(kind) for name, kind in KINDS.items()},  # one per LoadGen scenario
     TRAIN: Training(),
+    GENERATE: Generate(),
 }
 
 
 def scenario_of(cell: Cell) -> Scenario:
-    """The scenario a cell names: training by its mode, a LoadGen scenario by its
+    """The scenario a cell names: training and generation by its mode, a LoadGen scenario by its
     config, otherwise the timed loop."""
-    if cell.mode == TRAIN:
-        return SCENARIOS[TRAIN]
+    if cell.mode in (TRAIN, GENERATE):
+        return SCENARIOS[cell.mode]
     return SCENARIOS[cell.scenario.name if cell.scenario is not None else TIMED_LOOP]

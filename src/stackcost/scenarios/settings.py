@@ -17,12 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stackcost.cell import SCENARIOS, ScenarioConfig
+from stackcost.cell import GENERATE, SCENARIOS, ScenarioConfig
 from stackcost.errors import SpecError
 
 # The scenario name that means "no LoadGen: stackcost's own timed loop" (the default).
 TIMED_LOOP = "timed-loop"
-SCENARIO_CHOICES: tuple[str, ...] = (TIMED_LOOP, *SCENARIOS)
+# generate is token generation (mode generate, scenarios/generate.py), not a LoadGen scenario.
+SCENARIO_CHOICES: tuple[str, ...] = (TIMED_LOOP, *SCENARIOS, GENERATE)
 
 # Server's peak search starts here, as a fraction of what the instances sustain back to
 # back: FindPeakPerformance needs a start that meets the bound (it only searches upward),

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from stackcost import zoo
 from stackcost.axes import CHOICE_AXES, GRID_AXES, GRID_COLUMNS
 from stackcost.backends import REGISTRY, check_name
-from stackcost.cell import HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef
+from stackcost.cell import GENERATE, HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
@@ -121,14 +121,21 @@ class RunSpec(BaseModel):
                     *(getattr(self, a.plural) for a in GRID_AXES.values())
                 )
             ]
-            for mode, batch, sizes, point, backend, scenario in itertools.product(
+            for mode, batch, sizes, point, backend, name in itertools.product(
                 self.modes,
                 self.batch_sizes,
                 [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*per_axis)],
                 grid,
                 self.backends,
-                [None if n == TIMED_LOOP else self.loadgen.config(n) for n in self.scenarios],
+                self.scenarios,
             ):
+                # Token generation is a mode of its own (its scenario follows from it).
+                if name == GENERATE:
+                    mode = GENERATE
+                generates = mode == GENERATE
+                scenario = None if name in (TIMED_LOOP, GENERATE) else self.loadgen.config(name)
+                if generates and scenario is not None:
+                    continue  # refused by check_scenarios; views never see such a cell
                 out.append(
                     Cell(
                         model=model,
@@ -141,14 +148,14 @@ class RunSpec(BaseModel):
                         scenario=scenario,
                     )
                 )
-        return out
+        return list({c.key(): c for c in out}.values())  # --mode generate + --scenario generate
 
 
 FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
 HF_NAME = re.compile(re.escape(HF_PREFIX) + r"[a-z][a-z0-9_-]*")
-HEADS = ("base", "classification")  # on top of a Hugging Face model (zoo/hf.py)
+HEADS = ("base", "classification", "causal-lm")  # on top of a Hugging Face model (zoo/hf.py)
 
 
 def model_ref(
@@ -339,7 +346,8 @@ def check_scenarios(spec: RunSpec) -> None:
     import importlib.util
 
     parse_scenarios(",".join(spec.scenarios))
-    loadgen = [n for n in spec.scenarios if n != TIMED_LOOP]
+    check_generate(spec)
+    loadgen = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE)]
     for key, (flag, readers) in LOADGEN_KNOBS.items():
         if getattr(spec.loadgen, key) is not None and not set(readers) & set(loadgen):
             raise SpecError(f"{flag} applies only with --scenario {' or '.join(readers)}")
@@ -356,6 +364,29 @@ def check_scenarios(spec: RunSpec) -> None:
             f"--scenario {','.join(loadgen)} needs MLPerf LoadGen, which is not installed: "
             "pip install 'stackcost[loadgen]' (mlcommons-loadgen)"
         )
+
+
+def check_generate(spec: RunSpec) -> None:
+    """--scenario generate (or --mode generate) runs alone, on decoders with their LM head."""
+    generates = GENERATE in spec.scenarios or GENERATE in spec.modes
+    if not generates:
+        return
+    others = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE)]
+    if others:
+        raise SpecError(
+            f"--scenario generate runs on its own; run --scenario {','.join(others)} separately"
+        )
+    for flag, on in (("find-max-batch", spec.find_max_batch), ("profile", spec.profile)):
+        if on:
+            raise SpecError(f"--{flag} measures the timed loop; it does not apply to generate")
+    for model in spec.models:
+        if model.needs_probe:
+            continue  # learned in the probe; a model without an LM head is refused in its cell
+        if spec.workload(model).domain != "generation":
+            raise SpecError(
+                f"--scenario generate needs a decoder with its LM head, and {model.name} is not "
+                f"one (decoders: {', '.join(zoo.decoder_entries())}, or hf:TYPE --head causal-lm)"
+            )
 
 
 def check_sizes(sizes: dict[str, list[int]], workloads: list[Workload]) -> None:

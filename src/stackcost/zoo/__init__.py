@@ -107,6 +107,22 @@ def _hf(
     )  # fmt: skip
 
 
+def _decoder(name: str, description: str, vocab: int, **config: object) -> Workload:
+    """A Llama-family decoder with its LM head, for generate (zoo/hf.py builds it)."""
+    tokens = (
+        Input("input_ids", ("batch", "prompt_len"), "int64", "ids", vocab),
+        Input("attention_mask", ("batch", "prompt_len"), "int64", "mask"),
+    )
+    positions = int(config["max_position_embeddings"])  # type: ignore[call-overload]
+    return Workload(
+        name, description, HF_BUILDER, tokens, {"prompt_len": 128, "new_tokens": 64},
+        maximum={"prompt_len": positions, "new_tokens": positions}, keyword=True,
+        domain="generation", num_classes=0,
+        params={"model_type": "llama", "config": {"vocab_size": vocab, **config},
+                "head": "causal-lm"},
+    )  # fmt: skip
+
+
 # One entry per model; its file holds the module code. Adding a model is that file plus
 # one entry here.
 MODELS: dict[str, Workload] = {
@@ -138,6 +154,18 @@ MODELS: dict[str, Workload] = {
             "wav2vec 2.0 base speech encoder, 1 s of 16 kHz audio (95M params)", "speech",
             (Input("input_values", ("batch", "samples")),),
             {"samples": 16000}, minimum={"samples": 400}),
+        _decoder("llama-tiny", "Llama decoder for tests: 2 layers, hidden 64, GQA 4/2 heads, "
+                 "vocab 256 (0.1M params)", 256, hidden_size=64, intermediate_size=128,
+                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 max_position_embeddings=2048),
+        _decoder("llama-150m", "Llama decoder: 12 layers, hidden 768, GQA 12/4 heads, "
+                 "vocab 32000 (124M params)", 32000, hidden_size=768, intermediate_size=2048,
+                 num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
+                 max_position_embeddings=2048),
+        _decoder("llama-1b", "Llama decoder: 16 layers, hidden 2048, GQA 32/8 heads, "
+                 "vocab 32000 (1.1B params, 4.4 GB fp32)", 32000, hidden_size=2048,
+                 intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                 num_key_value_heads=8, max_position_embeddings=2048),
         Workload(
             "dlrm-small", "DLRM-style recommender: 13 dense features, 8 sparse features "
             "as fixed-length bags (gather + sum), dot interactions (stackcost's own, 0.15M params)",
@@ -153,6 +181,11 @@ MODELS: dict[str, Workload] = {
 def is_hf_entry(name: str) -> bool:
     """A zoo entry built by the Hugging Face adapter (takes -c and --head)."""
     return name in MODELS and MODELS[name].builder == HF_BUILDER
+
+
+def decoder_entries() -> list[str]:
+    """Zoo entries that generate (a decoder with its LM head)."""
+    return [n for n, w in MODELS.items() if w.domain == "generation"]
 
 
 def hf_entries() -> str:

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 BUILDER = "stackcost.zoo.hf:build"
 EXAMPLES = "bert, gpt2, t5, vit, wav2vec2"
 DEFAULT_SEQ_LEN = 128
+# A decoder with its LM head: fed a prompt, it generates (mode generate).
+CAUSAL_LM = "causal-lm"
+DEFAULT_PROMPT_LEN, DEFAULT_NEW_TOKENS = 128, 64
 DEFAULT_SAMPLES = 16000  # 1 s at 16 kHz
 DEFAULT_RESOLUTION = 224  # for image types whose config has no image_size
 # Config fields stackcost sets itself, and the flag that sets each instead.
@@ -188,6 +191,10 @@ def _head_class(model_type: str, head: str | None) -> Any:
     if head in (None, "base"):
         return transformers.AutoModel
     _, auto = _mappings()
+    if head == CAUSAL_LM:
+        if model_type not in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            raise ZooError(f"hf:{model_type} has no causal language-model head in transformers")
+        return transformers.AutoModelForCausalLM
     kind = modality(model_type)
     names, auto_class = {
         "image": (auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES, "ForImageClassification"),
@@ -200,12 +207,18 @@ def _head_class(model_type: str, head: str | None) -> Any:
 
 
 def build(
-    ref: ModelRef, sizes: Mapping[str, int], *, model_type: str, config: Mapping[str, Any]
+    ref: ModelRef,
+    sizes: Mapping[str, int],
+    *,
+    model_type: str,
+    config: Mapping[str, Any],
+    head: str | None = None,
 ) -> nn.Module:
     """The model with random weights from transformers' `_init_weights` (seeded by the
-    caller), in eval mode. Images: the config's image_size is the cell's resolution."""
+    caller), in eval mode. Images: the config's image_size is the cell's resolution.
+    `head` is the entry's own (a decoder's causal-lm); the user's --head wins."""
     cfg = make_config(ref, model_type, config, sizes)
-    model = _head_class(model_type, ref.head).from_config(cfg)
+    model = _head_class(model_type, ref.head or head).from_config(cfg)
     return model.float().eval()
 
 
@@ -242,7 +255,9 @@ def _describe(ref: ModelRef, model_type: str, cfg: Any, entry: Workload | None) 
     )
 
 
-def check_buildable(ref: ModelRef, model_type: str, cfg: Any, label: str) -> None:
+def check_buildable(
+    ref: ModelRef, model_type: str, cfg: Any, label: str, head: str | None = None
+) -> None:
     """The model built on torch's meta device (shapes only, nothing allocated): a config
     it cannot be built from is refused here, in the probe, not as a failed cell, and its
     weights must fit this machine's memory."""
@@ -251,7 +266,7 @@ def check_buildable(ref: ModelRef, model_type: str, cfg: Any, label: str) -> Non
 
     try:
         with torch.device("meta"):
-            model = _head_class(model_type, ref.head).from_config(cfg)
+            model = _head_class(model_type, head or ref.head).from_config(cfg)
     except Exception as exc:  # transformers or torch on a config that builds nothing
         text = " ".join(str(exc).split())
         raise ZooError(
@@ -291,11 +306,12 @@ def hf_workload(ref: ModelRef) -> Workload:
     else:
         entry = MODELS[ref.name]
         model_type, base_config = entry.params["model_type"], dict(entry.params["config"])
+    head = ref.head or (entry.params.get("head") if entry is not None else None)
     cfg = make_config(ref, model_type, base_config, None)
-    _head_class(model_type, ref.head)  # a head the type lacks is refused here, not in a cell
+    _head_class(model_type, head)  # a head the type lacks is refused here, not in a cell
     kind = modality(model_type)
     _one_modality(model_type, kind, cfg)
-    check_buildable(ref, model_type, cfg, _label(ref, model_type))
+    check_buildable(ref, model_type, cfg, _label(ref, model_type), head)
     num_classes = (ref.num_classes or 2) if ref.head == "classification" else 0
     minimum: dict[str, int] = {}
     maximum: dict[str, int] = {}
@@ -323,10 +339,13 @@ def hf_workload(ref: ModelRef) -> Workload:
         vocab = getattr(cfg, "vocab_size", None)
         if not isinstance(vocab, int) or vocab < 1:
             raise ZooError(f"hf:{model_type} has no vocab_size: not a text model stackcost feeds")
-        ids = Input("input_ids", ("batch", "seq_len"), "int64", "ids", vocab)
-        mask = Input("attention_mask", ("batch", "seq_len"), "int64", "mask")
+        length = "prompt_len" if head == CAUSAL_LM else "seq_len"
+        ids = Input("input_ids", ("batch", length), "int64", "ids", vocab)
+        mask = Input("attention_mask", ("batch", length), "int64", "mask")
         inputs = (ids, mask)
-        if getattr(cfg, "is_encoder_decoder", False):
+        if head == CAUSAL_LM:
+            domain = "generation"
+        elif getattr(cfg, "is_encoder_decoder", False):
             if ref.head == "classification":
                 # T5/BART-style heads pool at <eos> tokens, which random ids do not hold.
                 raise ZooError(
@@ -341,9 +360,13 @@ def hf_workload(ref: ModelRef) -> Workload:
             masked = model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
             domain = "decoder" if causal and not masked else "nlp"
         sizes = {"seq_len": DEFAULT_SEQ_LEN}
+        if head == CAUSAL_LM:  # the prompt and what follows it
+            sizes = {"prompt_len": DEFAULT_PROMPT_LEN, "new_tokens": DEFAULT_NEW_TOKENS}
         positions = getattr(cfg, "max_position_embeddings", None)  # n_positions via alias
         if isinstance(positions, int) and positions > 0:
-            maximum["seq_len"] = positions
+            maximum[length] = positions
+            if head == CAUSAL_LM:
+                maximum["new_tokens"] = positions
     if entry is not None:
         # The entry's defaults where they still apply: its sizes unless an override set
         # them (image_size), its domain.
@@ -365,5 +388,9 @@ def hf_workload(ref: ModelRef) -> Workload:
         domain=domain,
         num_classes=num_classes,
         in_channels=channels,
-        params={"model_type": model_type, "config": base_config},
+        params={
+            "model_type": model_type,
+            "config": base_config,
+            **({"head": entry.params["head"]} if entry and "head" in entry.params else {}),
+        },
     )

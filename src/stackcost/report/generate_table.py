@@ -1,0 +1,140 @@
+"""The terminal table of a generate run: token latencies, token rates, the KV cache and
+the decode's achieved bandwidth, one row per cell. Every number is the median of the
+cell's valid repetitions (each its own process); the caption carries the definitions."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+from rich.table import Table
+from rich.text import Text
+
+from stackcost.report.marks import cell_reason, status_text
+from stackcost.report.table import size_axes, size_heading, size_value
+from stackcost.report.units import ms, rate
+from stackcost.result import GenerationResult
+from stackcost.store.runs import CellResult, RunResult
+
+CAPTION = (
+    "greedy, seeded, exactly the new tokens per row (EOS ignored); TTFT = prefill + first "
+    "token; TPOT = one decode step (a token to every row), p50/p90 over the decode steps; "
+    "tokens/s count every row of the batch; decode tokens/s exclude prefill and the first "
+    "token; KV = keys and values of every layer at prompt + new tokens, all rows; GB/s = "
+    "(weights + KV at the mean decode context) read per step / TPOT p50, % of the measured "
+    "STREAM triad peak at the cell's threads; rel err = teacher-forced logits vs eager fp32 "
+    "(prefill + 8 decode steps); tokens = greedy tokens equal to eager's over those steps "
+    "(information only: random weights make near-ties); numbers are medians over valid "
+    "repetitions"
+)
+
+
+def generations(c: CellResult) -> list[GenerationResult]:
+    return [r.generation for r in c.repetitions if r.valid and r.generation is not None]
+
+
+def median_of(gens: list[GenerationResult], get: Callable[[GenerationResult], float | None]):
+    values = [v for g in gens if (v := get(g)) is not None]
+    return statistics.median(values) if values else None
+
+
+def stream_peak_gbs(result: RunResult, threads: int) -> float | None:
+    peaks = (result.env.get("peaks") or {}).get(str(threads))
+    return peaks.get("stream_gbs") if peaks else None
+
+
+def generate_rows(result: RunResult) -> list[dict]:
+    """One dict per cell: the numbers a table, a README or a figure shows."""
+    rows = []
+    for c in result.cells():
+        if c.cell.mode != "generate":
+            continue
+        gens = generations(c)
+
+        def med(get: Callable[[GenerationResult], float | None], gens=gens) -> float | None:
+            return median_of(gens, get)
+
+        gbs = med(lambda g: g.achieved_gbs)
+        peak = stream_peak_gbs(result, c.cell.threads)
+        reps = [r for r in c.repetitions if r.verification is not None]
+        rows.append(
+            {
+                "cell": c,
+                "ttft_ms": med(lambda g: g.ttft_ms),
+                "tpot_p50_ms": med(lambda g: g.tpot_p50_ms),
+                "tpot_p90_ms": med(lambda g: g.tpot_p90_ms),
+                "prefill_tps": med(lambda g: g.prefill_tokens_per_s),
+                "decode_tps": med(lambda g: g.decode_tokens_per_s),
+                "kv_bytes": gens[-1].kv_cache_bytes if gens else None,
+                "gbs": gbs,
+                "peak_pct": 100 * gbs / peak if gbs and peak else None,
+                "rel_err": max(r.verification.max_rel_err for r in reps) if reps else None,
+                "tokens": med(lambda g: g.token_agreement),
+                "cold_ms": med(lambda g: g.cold_ms),
+                "timing": gens[-1].timing if gens else "",
+            }
+        )
+    return rows
+
+
+def _bytes(value: int | None) -> str:
+    if value is None:
+        return "—"
+    if value >= 2**30:
+        return f"{value / 2**30:.2f} GiB"
+    return f"{value / 2**20:.1f} MiB" if value >= 2**20 else f"{value / 2**10:.0f} KiB"
+
+
+def generate_table(result: RunResult) -> Table:
+    rows = generate_rows(result)
+    cells = [r["cell"] for r in rows]
+    sizes = size_axes(c.cell for c in cells)
+    table = Table(title=Text(f"run {result.run_id}: generate"), header_style="bold")
+    for name in (
+        "model",
+        "batch",
+        *(size_heading(a) for a in sizes),
+        "backend",
+        "prec",
+        "status",
+        "TTFT",
+        "TPOT p50",
+        "TPOT p90",
+        "prefill tok/s",
+        "decode tok/s",
+        "KV cache",
+        "GB/s",
+        "% peak",
+        "rel err",
+        "tokens",
+        "cold",
+    ):
+        text = name in ("model", "backend", "status")
+        table.add_column(name, justify="left" if text else "right", no_wrap=text)
+    reasons = []
+    for r in rows:
+        c = r["cell"]
+        if c.status != "ok" and (reason := cell_reason(c)):
+            reasons.append(f"{c.cell.label()}: {reason}")
+        table.add_row(
+            Text(c.cell.model.name),
+            str(c.cell.batch_size),
+            *(size_value(c.cell, a) for a in sizes),
+            Text(c.cell.backend),
+            c.cell.precision,
+            status_text(c.status),
+            ms(r["ttft_ms"]),
+            ms(r["tpot_p50_ms"]),
+            ms(r["tpot_p90_ms"]),
+            rate(r["prefill_tps"], ""),
+            rate(r["decode_tps"], ""),
+            _bytes(r["kv_bytes"]),
+            "—" if r["gbs"] is None else f"{r['gbs']:.1f}",
+            "—" if r["peak_pct"] is None else f"{r['peak_pct']:.0f}%",
+            "—" if r["rel_err"] is None else f"{r['rel_err']:.1e}",
+            "—" if r["tokens"] is None else f"{r['tokens']:.0%}",
+            ms(r["cold_ms"]),
+        )
+    timing = sorted({f"{r['cell'].cell.backend}: {r['timing']}" for r in rows if r["timing"]})
+    table.caption = Text("\n".join([CAPTION, *timing, *reasons]))
+    return table

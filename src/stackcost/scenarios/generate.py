@@ -1,0 +1,251 @@
+"""Token generation: prefill and decode with a KV cache, through the rung's own generation
+API (stackcost.generation, one module per runtime).
+
+One repetition:
+1. builds the decoder (seeded random weights) and a fixed prompt drawn from the seed;
+2. takes eager fp32's reference: its greedy continuation of the prompt (S verified steps)
+   and its logits over prompt + continuation from one full forward, no cache;
+3. prepares the rung's generator (export, convert, quantize), and verifies it by teacher
+   forcing: the rung's logits for the same fixed sequence, prefill then cached decode
+   steps, against the reference, within the precision's tolerance. A rung outside it is
+   `wrong`. Its greedy tokens against eager's are recorded, as information only;
+4. runs a cold generation (compile included), then timed generations: at least
+   MIN_GENERATIONS, more while the protocol's min_time_s lasts, none started past its
+   max_time_s;
+5. turns the clock readings into TTFT, TPOT and tokens/s (generation/metrics.py), and the
+   decode's bytes per step into achieved bandwidth.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stackcost.axes import QUANTIZED
+from stackcost.cell import GENERATE
+from stackcost.scenarios.base import Bench, Scenario, wrong
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from stackcost.generation.base import Generator
+    from stackcost.result import RepetitionResult
+
+MIN_GENERATIONS = 3
+VERIFIED_STEPS = 8  # decode steps checked by teacher forcing (and greedy agreement)
+PROMPT_SEED_OFFSET = 7919  # the prompt's ids come from the model seed plus this
+
+
+def prompt_ids(vocab: int, batch: int, prompt_len: int, seed: int) -> np.ndarray:
+    """The fixed prompt: ids uniform in the vocabulary, from the model's seed."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed + PROMPT_SEED_OFFSET)
+    return rng.integers(0, vocab, (batch, prompt_len), dtype=np.int64)
+
+
+def moe_reason(config: Any) -> str | None:
+    """Why a mixture-of-experts decoder is refused: a random router makes routing meaningless."""
+    for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"):
+        experts = getattr(config, key, None)
+        if isinstance(experts, int) and experts > 1:
+            return (
+                f"{type(config).__name__} is a mixture of experts ({key}={experts}): with random "
+                "weights its router's choices are meaningless, so generate measures dense models only"
+            )
+    return None
+
+
+def reference(model: Any, prompt: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Eager fp32's greedy continuation (steps tokens per row, DynamicCache) and its logits
+    at positions prompt_len-1 .. prompt_len+steps-1 of prompt + continuation, from one full
+    forward without a cache."""
+    import torch
+
+    from stackcost.generation.eager import greedy_config
+
+    ids = torch.from_numpy(prompt)
+    with torch.inference_mode():
+        out = model.generate(
+            ids, attention_mask=torch.ones_like(ids), generation_config=greedy_config(model, steps)
+        )
+        logits = model(out, use_cache=False, logits_to_keep=steps + 1).logits
+    return out[:, prompt.shape[1] :].numpy(), logits.float().numpy()
+
+
+def load_generator(path: str, decoder: Any) -> Generator:
+    import importlib
+
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)(decoder)
+
+
+def agreement(tokens: np.ndarray, expected: np.ndarray) -> tuple[float, int]:
+    """Fraction of equal tokens over the compared steps, and the shortest matching prefix."""
+    import numpy as np
+
+    steps = min(tokens.shape[1], expected.shape[1])
+    same = tokens[:, :steps] == expected[:, :steps]
+    prefix = min(int(np.argmin(row)) if not row.all() else steps for row in same)
+    return float(same.mean()), prefix
+
+
+class Generate(Scenario):
+    name = GENERATE
+
+    def run(self, bench: Bench) -> RepetitionResult:
+        import numpy as np
+
+        from stackcost import zoo
+        from stackcost.backends.artifacts import ArtifactCache
+        from stackcost.backends.base import Unsupported
+        from stackcost.generation.base import Decoder
+        from stackcost.measure.stats import summarize
+        from stackcost.result import RepetitionResult
+        from stackcost.verify import verify
+
+        task, cell, backend, phases = bench.task, bench.cell, bench.backend, bench.phases
+        workload = zoo.workload_of(cell.model)
+        if workload.domain != "generation":
+            return RepetitionResult(
+                status="unsupported",
+                reason=f"{cell.model.name} is not a decoder with its LM head: generate runs "
+                "llama-tiny, llama-150m, llama-1b, or hf:TYPE --head causal-lm",
+            )
+        prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
+        t = time.perf_counter()
+        model = bench.build_model(workload)
+        phases.build_s = time.perf_counter() - t
+        if (moe := moe_reason(model.config)) is not None:
+            return RepetitionResult(status="unsupported", reason=moe)
+
+        t = time.perf_counter()
+        prompt = prompt_ids(model.config.vocab_size, cell.batch_size, prompt_len, cell.model.seed)
+        steps = min(VERIFIED_STEPS, new_tokens)
+        expected, ref_logits = reference(model, prompt, steps)
+        phases.reference_s = time.perf_counter() - t
+
+        memory = bench.watch_memory()
+        cache = ArtifactCache(Path(task.cache_dir)) if task.cache_dir else None
+        decoder = Decoder(
+            model, cell, Path(task.workdir), cache, bench.progress.weights_digest or ""
+        )
+        generator = load_generator(backend.generator_path(), decoder)
+        if (missing := generator.missing()) is not None:
+            return RepetitionResult(status="unavailable", reason=missing)
+        try:
+            t = time.perf_counter()
+            generator.prepare()
+            phases.prepare_s = time.perf_counter() - t
+            # The first generation first: whatever compiles on first use is its cold start.
+            cold = generator.generate(prompt, new_tokens)
+            teacher = np.concatenate([prompt, expected], axis=1)
+            forced = generator.teacher_forced(teacher, prompt_len)
+        except Unsupported as exc:  # found out only once the sizes were known
+            return RepetitionResult(status="unsupported", reason=str(exc))
+        names = ("prefill logits", "decode logits")
+        verification = verify(
+            {names[0]: forced[:, :1], names[1]: forced[:, 1:]},
+            [(names[0], ref_logits[:, :1]), (names[1], ref_logits[:, 1:])],
+            task.tolerance,
+            QUANTIZED.get(cell.precision),
+        )
+        token_agreement, prefix = agreement(cold.tokens, expected)
+
+        timings, t0 = [], time.perf_counter()
+        protocol = task.protocol
+        while True:
+            timings.append(self._timing(generator.generate(prompt, new_tokens), prompt_len))
+            elapsed = time.perf_counter() - t0
+            if len(timings) >= MIN_GENERATIONS and elapsed >= protocol.min_time_s:
+                break
+            if elapsed >= protocol.max_time_s:
+                break
+        phases.timed_s = time.perf_counter() - t0
+        cold_timing = self._timing(cold, prompt_len)
+        result = self._numbers(generator, cell, timings, cold_timing, token_agreement, prefix)
+        steps_ns = [s for g in timings for s in g.decode_steps_ns]
+        bad = wrong(verification, task.tolerance)
+        return RepetitionResult(
+            status="wrong" if bad else "ok",
+            reason=bad or "",
+            cold_start_ms=cold_timing.e2e_ns / 1e6,
+            stats=summarize(steps_ns) if steps_ns else summarize([g.ttft_ns for g in timings]),
+            throughput=result.decode_tokens_per_s,
+            samples_ns=steps_ns,
+            memory=memory.read(),
+            verification=verification,
+            generation=result,
+            details={
+                **generator.details,
+                "generator": generator.details.get("generator", generator.api),
+                "thread_env": bench.thread_env(),
+                "prompt": f"{cell.batch_size} x {prompt_len} ids from seed {cell.model.seed}",
+            },
+        )
+
+    @staticmethod
+    def _timing(generation: Any, prompt_len: int) -> Any:
+        from stackcost.generation.metrics import TokenTiming
+
+        return TokenTiming(
+            batch=generation.tokens.shape[0],
+            prompt_len=prompt_len,
+            start_ns=generation.start_ns,
+            token_ns=generation.token_ns,
+        )
+
+    @staticmethod
+    def _numbers(
+        generator: Generator,
+        cell: Any,
+        timings: list,
+        cold: Any,
+        token_agreement: float,
+        prefix: int,
+    ) -> Any:
+        import numpy as np
+
+        from stackcost.generation.metrics import DEFINITION, bytes_per_decode_step, kv_cache_bytes
+        from stackcost.result import GenerationResult
+
+        config = generator.decoder.config
+        batch, prompt_len, new_tokens = (
+            cell.batch_size,
+            cell.sizes["prompt_len"],
+            cell.sizes["new_tokens"],
+        )
+        steps = np.asarray([s for g in timings for s in g.decode_steps_ns], dtype=np.float64) / 1e6
+        decode = [r for g in timings if (r := g.decode_tokens_per_s) is not None]
+        tpot = {q: float(np.percentile(steps, q)) if steps.size else None for q in (50, 90, 99)}
+        per_element = generator.kv_bytes_per_element
+        weights = generator.weight_bytes()
+        per_step = bytes_per_decode_step(
+            weights, config, batch, prompt_len, new_tokens, per_element
+        )
+        return GenerationResult(
+            batch=batch,
+            prompt_len=prompt_len,
+            new_tokens=new_tokens,
+            generations=len(timings),
+            ttft_ms=float(np.median([g.ttft_ns for g in timings])) / 1e6,
+            tpot_p50_ms=tpot[50],
+            tpot_p90_ms=tpot[90],
+            tpot_p99_ms=tpot[99],
+            prefill_tokens_per_s=float(np.median([g.prefill_tokens_per_s for g in timings])),
+            decode_tokens_per_s=float(np.median(decode)) if decode else None,
+            output_tokens_per_s=float(np.median([g.output_tokens_per_s for g in timings])),
+            e2e_ms=float(np.median([g.e2e_ns for g in timings])) / 1e6,
+            cold_ms=cold.e2e_ns / 1e6,
+            kv_cache_bytes=kv_cache_bytes(config, batch, prompt_len + new_tokens, per_element),
+            kv_bytes_per_element=per_element,
+            weight_bytes=weights,
+            bytes_per_step=per_step,
+            achieved_gbs=per_step / (tpot[50] / 1e3) / 1e9 if tpot[50] else None,
+            api=generator.api,
+            timing=generator.timing,
+            token_agreement=token_agreement,
+            agreeing_prefix=prefix,
+            definition=DEFINITION,
+        )
