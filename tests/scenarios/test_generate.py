@@ -45,10 +45,15 @@ def test_eager_generates_and_is_verified(tmp_path: Path) -> None:
     assert g.weight_bytes > 0 and g.achieved_gbs and g.achieved_gbs > 0
     assert g.token_agreement == 1.0 and g.agreeing_prefix == 6  # eager is the reference
     v = result.verification
-    assert v is not None and v.ok and [o.name for o in v.outputs] == [
-        "prefill logits",
-        "decode logits",
-    ]
+    assert (
+        v is not None
+        and v.ok
+        and [o.name for o in v.outputs]
+        == [
+            "prefill logits",
+            "decode logits",
+        ]
+    )
     assert "EOS ignored" in g.definition and g.timing.startswith("streamer callback")
 
 
@@ -94,9 +99,20 @@ def test_generate_through_the_cli(tmp_path: Path, capsys) -> None:
     db = tmp_path / "g.db"
     code, out, err = run_cli(
         capsys, "run", "llama-tiny", "--scenario", "generate", "--prompt-len", "8",
-        "--new-tokens", "4", "--batch-size", "1", "--backends", "eager,torchscript",
+        "--new-tokens", "4", "--batch-size", "1,2", "--backends", "eager,torchscript",
         "--min-time", "0", "--db", str(db), "--quiet",
     )  # fmt: skip
     assert code == 0, err
     assert "TTFT" in out and "TPOT p50" in out and "EOS ignored" in out
     assert "does not generate tokens" in out  # torchscript's reason, under the table
+    code, md, err = run_cli(capsys, "report", "--db", str(db), "--format", "md")
+    assert code == 0, err
+    rows = [line for line in md.splitlines() if line.startswith("| llama-tiny")]
+    assert len(rows) == 4 and "TPOT p50 (ms)" in md and "EOS ignored" in md
+    assert "median (ms)" not in md  # no timed-loop summary for generate cells
+    figures = tmp_path / "figs"
+    code, _, err = run_cli(
+        capsys, "report", "--db", str(db), "--figures", str(figures), "-o", str(tmp_path / "r.html")
+    )
+    assert code == 0, err
+    assert (figures / "tpot_vs_batch-llama-tiny.png").is_file()

@@ -144,6 +144,13 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def generate_markdown(runs: list[RunResult]) -> str:
+    """The generate cells' table (report/generate_table.py) as markdown; '' without any."""
+    from stackcost.report.generate_table import generate_markdown as table
+
+    return "\n\n".join(t for r in runs if (t := table(r)))
+
+
 def export(
     runs: list[RunResult], fmt: Format, baseline: str = BASELINE, reference: str | None = None
 ) -> str:
@@ -161,8 +168,10 @@ def export(
         tables = study.study_tables(runs, reference)
         quantized = study.quant_tables(runs)
         loadgen = scenarios.scenario_markdown(every)
+        generated = generate_markdown(every)
         return (
-            markdown(summ, baseline)
+            (markdown(summ, baseline) if not summ.empty or not generated else "")
+            + (generated + "\n" if generated else "")
             + ("\n" + quant_machine_note(runs) if quantized else "")
             + ("\n" + study.markdown(tables) if tables else "")
             + ("\n" + study.quant_markdown(quantized) if quantized else "")

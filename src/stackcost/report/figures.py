@@ -193,14 +193,17 @@ def write_figures(
     runs: list[RunResult], out_dir: str | Path, baseline: str = BASELINE
 ) -> list[Path]:
     """Write every figure the data supports; a sweep axis with one value gets no figure."""
+    from stackcost.report.generate_figures import generate_figures, generate_figures_aside
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    summ = data.summary(runs, baseline)
-    if summ.empty:
-        return []
-    colors = series_colors(data.series_order(summ, baseline))
-    paths: list[Path] = []
     used: set[str] = set()
+    generated = [p for stem, fig in generate_figures(runs) for p in _save(fig, out, stem, used)]
+    summ = data.summary(generate_figures_aside(runs), baseline)
+    if summ.empty:
+        return generated
+    colors = series_colors(data.series_order(summ, baseline))
+    paths: list[Path] = generated
     sweep_figures = [
         (x, *rest)
         for axis, *rest in SWEEP_FIGURES

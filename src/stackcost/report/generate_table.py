@@ -138,3 +138,51 @@ def generate_table(result: RunResult) -> Table:
     timing = sorted({f"{r['cell'].cell.backend}: {r['timing']}" for r in rows if r["timing"]})
     table.caption = Text("\n".join([CAPTION, *timing, *reasons]))
     return table
+
+
+def generate_markdown(result: RunResult) -> str:
+    """The same numbers as a markdown table, its caption below ('' without generate cells)."""
+    from stackcost.report.markdown import md_escape
+
+    rows = generate_rows(result)
+    if not rows:
+        return ""
+    head = (
+        "| model | batch | prompt (tokens) | new (tokens) | backend | precision | status | "
+        "TTFT (ms) | TPOT p50 (ms) | TPOT p90 (ms) | prefill tok/s | decode tok/s | "
+        "KV cache (MiB) | GB/s | % of peak | rel err | greedy tokens = eager |"
+    )
+    lines = [head, "|---|---:|---:|---:|---|---|---|" + "---:|" * 10]
+
+    def num(value: float | None, fmt: str) -> str:
+        return "—" if value is None else format(value, fmt)
+
+    for r in rows:
+        c = r["cell"]
+        status = c.status if c.status == "ok" else f"{c.status}: {cell_reason(c)}"
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    md_escape(c.cell.model.name),
+                    str(c.cell.batch_size),
+                    str(c.cell.sizes.get("prompt_len", "—")),
+                    str(c.cell.sizes.get("new_tokens", "—")),
+                    md_escape(c.cell.backend),
+                    c.cell.precision,
+                    md_escape(status),
+                    num(r["ttft_ms"], ".1f"),
+                    num(r["tpot_p50_ms"], ".2f"),
+                    num(r["tpot_p90_ms"], ".2f"),
+                    num(r["prefill_tps"], ",.0f"),
+                    num(r["decode_tps"], ",.1f"),
+                    num(r["kv_bytes"] / 2**20 if r["kv_bytes"] is not None else None, ".1f"),
+                    num(r["gbs"], ".1f"),
+                    num(r["peak_pct"], ".0f"),
+                    num(r["rel_err"], ".1e"),
+                    num(r["tokens"], ".0%"),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n\n" + CAPTION + "\n"

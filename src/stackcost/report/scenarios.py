@@ -104,9 +104,13 @@ def scenario_rows(runs: list[RunResult]) -> list[dict[str, Any]]:
 
 def timed_loop_only(runs: list[RunResult]) -> list[RunResult]:
     """The runs without their scenario cells: the views built on the timed loop's medians
-    (ratios, plots, the per-cell summary) must not take a LoadGen cell as a baseline."""
+    (ratios, plots, the per-cell summary) must not take a LoadGen or generate cell as a
+    baseline (a generate cell has a table and figures of its own: report/generate_table.py)."""
     return [
-        dataclasses.replace(r, records=[x for x in r.records if x[0].scenario is None])
+        dataclasses.replace(
+            r,
+            records=[x for x in r.records if x[0].scenario is None and x[0].mode != "generate"],
+        )
         for r in runs
     ]
 
