@@ -1,0 +1,109 @@
+"""openvino-genai's LLMPipeline rung: teacher-forced logits against eager fp32, greedy
+generation's shape and clock readings, and the weight-only precisions."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stackcost.backends.artifacts import ArtifactCache
+from tests.generation.conftest import fixed_ids, reference_logits
+
+pytest.importorskip("openvino_genai")
+pytest.importorskip("openvino_tokenizers")
+
+PROMPT, NEW = 8, 4
+# Observed on a Xeon with avx512_bf16 (f32 forced): fp32 3e-7, w8 9.4e-3, w4 8.9e-2.
+BOUNDS = {"fp32": 1e-3, "w8": 2e-2, "w4": 0.25}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> ArtifactCache:
+    # One export per precision for the whole module: the tests differ in batch only.
+    return ArtifactCache(Path(tmp_path_factory.mktemp("ov-artifacts")))
+
+
+@pytest.fixture
+def prepared(make_decoder, cache: ArtifactCache):
+    from stackcost.generation.openvino import OpenVINOGenAIGenerator
+
+    def make(batch: int = 1, precision: str = "fp32") -> OpenVINOGenAIGenerator:
+        decoder = make_decoder("openvino-genai", batch, PROMPT, NEW, precision)
+        generator = OpenVINOGenAIGenerator(dataclasses.replace(decoder, cache=cache))
+        generator.prepare()
+        return generator
+
+    return make
+
+
+def _error(got: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.abs(got - ref).max() / np.abs(ref).max())
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_teacher_forced_matches_eager_fp32(prepared, batch: int) -> None:
+    generator = prepared(batch)
+    ids = fixed_ids(batch, PROMPT + NEW)
+    got = generator.teacher_forced(ids, PROMPT)
+    ref = reference_logits(generator.decoder.model, ids, PROMPT)
+    assert got.shape == ref.shape == (batch, NEW + 1, 256)
+    assert got.dtype == np.float32
+    assert _error(got, ref) < BOUNDS["fp32"]
+    assert "KV_CACHE_PRECISION=f32" in generator.details["verified_through"]
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_generate_greedy_tokens_and_readings(prepared, batch: int) -> None:
+    generator = prepared(batch)
+    ids = fixed_ids(batch, PROMPT)
+    out = generator.generate(ids, NEW)
+    assert out.tokens.shape == (batch, NEW)
+    assert out.tokens.dtype == np.int64
+    assert len(out.token_ns) == NEW
+    assert out.start_ns < out.token_ns[0]
+    assert all(a < b for a, b in zip(out.token_ns, out.token_ns[1:], strict=False))
+    ref = reference_logits(generator.decoder.model, ids, PROMPT)
+    assert (out.tokens[:, 0] == ref[:, 0].argmax(-1)).all()
+    # Every greedy token is the argmax of the rung's own teacher-forced logits.
+    full = np.concatenate([ids, out.tokens], axis=1)
+    forced = generator.teacher_forced(full, PROMPT)
+    assert (forced[:, :NEW].argmax(-1) == out.tokens).all()
+    metrics = generator.details["last_perf_metrics"]
+    assert metrics["ttft_ms"] > 0 and metrics["tpot_ms"] > 0
+    assert generator.weight_bytes() > 0
+
+
+def test_eos_is_generated_not_masked(prepared) -> None:
+    # This prompt's greedy continuation picks the tokenizer's EOS (id 2) at step 13 (tiny
+    # llama, seed 0): exactly new_tokens come back, EOS among them, as eager's argmax says.
+    generator = prepared(1)
+    ids = fixed_ids(3, 16, seed=5)[2:3]
+    out = generator.generate(ids, 16)
+    assert out.tokens.shape == (1, 16) and len(out.token_ns) == 16
+    forced = generator.teacher_forced(np.concatenate([ids, out.tokens], axis=1), 16)
+    assert (forced[:, :16].argmax(-1) == out.tokens).all()
+    assert 2 in out.tokens
+
+
+@pytest.mark.parametrize("precision", ["w8", "w4"])
+def test_weight_only(prepared, precision: str) -> None:
+    generator = prepared(1, precision)
+    ids = fixed_ids(1, PROMPT + NEW)
+    got = generator.teacher_forced(ids, PROMPT)
+    ref = reference_logits(generator.decoder.model, ids, PROMPT)
+    error = _error(got, ref)
+    print(f"{precision}: max relative error {error:.2e}")
+    assert error < BOUNDS[precision]
+    quantization = generator.details["quantization"]
+    assert quantization["precision"] == precision
+    out = generator.generate(ids[:, :PROMPT], NEW)
+    assert out.tokens.shape == (1, NEW) and len(out.token_ns) == NEW
+    fp32 = tiny_fp32_bytes(generator)
+    assert generator.weight_bytes() < fp32
+
+
+def tiny_fp32_bytes(generator) -> int:
+    return sum(p.numel() * p.element_size() for p in generator.decoder.model.parameters())
