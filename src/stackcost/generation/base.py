@@ -21,6 +21,7 @@ same thing.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 
     from stackcost.backends.artifacts import ArtifactCache
     from stackcost.cell import Cell
+
+
+OnToken = Callable[[int], None] | None  # told as each output step is ready
 
 
 @dataclass
@@ -98,8 +102,10 @@ class Generator(ABC):
         generation's."""
 
     @abstractmethod
-    def generate(self, ids: np.ndarray, new_tokens: int) -> Generation:
-        """Greedy generation of exactly `new_tokens` per row after `ids` (batch, prompt_len)."""
+    def generate(self, ids: np.ndarray, new_tokens: int, on_token: OnToken = None) -> Generation:
+        """Greedy generation of exactly `new_tokens` per row after `ids` (batch, prompt_len).
+        `on_token(i)` is called as output step i is ready, right after its clock reading
+        (LoadGen's token latencies need the first token's moment as it happens)."""
 
     @abstractmethod
     def teacher_forced(self, ids: np.ndarray, prompt_len: int) -> np.ndarray:

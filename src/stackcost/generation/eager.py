@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from stackcost.generation.base import Generation, Generator
+from stackcost.generation.base import Generation, Generator, OnToken
 
 if TYPE_CHECKING:
     import numpy as np
@@ -17,8 +17,9 @@ class TokenClock:
     `generate` puts the prompt first (before prefill), then each step's tokens once they
     are chosen: on the CPU the step is done by then; on CUDA the clock waits for the device."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, on_token: OnToken = None) -> None:
         self.device = device
+        self.on_token = on_token
         self.prompt_seen = False
         self.token_ns: list[int] = []
 
@@ -31,6 +32,8 @@ class TokenClock:
 
             torch.cuda.synchronize()
         self.token_ns.append(time.perf_counter_ns())
+        if self.on_token is not None:
+            self.on_token(len(self.token_ns) - 1)
 
     def end(self) -> None:
         pass
@@ -86,13 +89,13 @@ class EagerGenerator(Generator):
             cache="DynamicCache",
         )
 
-    def generate(self, ids: np.ndarray, new_tokens: int) -> Generation:
+    def generate(self, ids: np.ndarray, new_tokens: int, on_token: OnToken = None) -> Generation:
         import torch
 
         model = self.decoder.model
         device = next(model.parameters()).device
         inputs = torch.from_numpy(ids).to(device)
-        clock = TokenClock(device.type)
+        clock = TokenClock(device.type, on_token)
         config = greedy_config(model, new_tokens)
         with torch.inference_mode():
             start = time.perf_counter_ns()

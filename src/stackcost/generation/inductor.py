@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from stackcost.generation.base import Generation, Generator
+from stackcost.generation.base import Generation, Generator, OnToken
 from stackcost.generation.eager import TokenClock, greedy_config
 
 if TYPE_CHECKING:
@@ -54,13 +54,13 @@ class InductorGenerator(Generator):
             },
         )
 
-    def generate(self, ids: np.ndarray, new_tokens: int) -> Generation:
+    def generate(self, ids: np.ndarray, new_tokens: int, on_token: OnToken = None) -> Generation:
         import torch
 
         model = self.decoder.model
         device = next(model.parameters()).device
         inputs = torch.from_numpy(ids).to(device)
-        clock = TokenClock(device.type)
+        clock = TokenClock(device.type, on_token)
         config = greedy_config(
             model, new_tokens, cache_implementation="static", compile_config=self.compile
         )

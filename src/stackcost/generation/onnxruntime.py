@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from stackcost.backends.base import Unsupported
-from stackcost.generation.base import Generation, Generator
+from stackcost.generation.base import Generation, Generator, OnToken
 
 if TYPE_CHECKING:
     from stackcost.generation.base import Decoder
@@ -142,7 +142,7 @@ class OrtGenAIGenerator(Generator):
         )
         return og.Generator(model, params)
 
-    def generate(self, ids: np.ndarray, new_tokens: int) -> Generation:
+    def generate(self, ids: np.ndarray, new_tokens: int, on_token: OnToken = None) -> Generation:
         batch, prompt_len = ids.shape
         total = prompt_len + new_tokens
         generator = self._generator(self._model, batch, total, total)
@@ -155,6 +155,8 @@ class OrtGenAIGenerator(Generator):
             generator.generate_next_token()
             tokens[:, step] = generator.get_next_tokens()  # host numpy: the step is done
             token_ns.append(time.perf_counter_ns())
+            if on_token is not None:
+                on_token(step)
         return Generation(tokens=tokens, start_ns=start_ns, token_ns=token_ns)
 
     def teacher_forced(self, ids: np.ndarray, prompt_len: int) -> np.ndarray:
