@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from stackcost.backends.artifacts import ArtifactCache
+from stackcost.backends.base import Unsupported
 from tests.generation.conftest import fixed_ids, reference_logits
 
 pytest.importorskip("openvino_genai")
@@ -59,7 +60,14 @@ def test_teacher_forced_matches_eager_fp32(prepared, batch: int) -> None:
 def test_generate_greedy_tokens_and_readings(prepared, batch: int) -> None:
     generator = prepared(batch)
     ids = fixed_ids(batch, PROMPT)
-    out = generator.generate(ids, NEW)
+    told: list[int] = []
+    on_token = told.append if batch == 1 else None  # streamed (hence told) at batch 1 only
+    out = generator.generate(ids, NEW, on_token)
+    if batch == 1:
+        assert told == list(range(NEW))
+    else:
+        with pytest.raises(Unsupported, match="batch 1 only"):
+            generator.generate(ids, NEW, told.append)
     assert out.tokens.shape == (batch, NEW)
     assert out.tokens.dtype == np.int64
     assert len(out.token_ns) == NEW

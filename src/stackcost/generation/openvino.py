@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import openvino as ov
     import torch
 
+    from stackcost.generation.base import OnToken
+
 PRECISIONS = frozenset({"fp32", "w8", "w4"})
 MODEL = "openvino_model.xml"  # LLMPipeline's names in its model directory
 TOKENIZER = "openvino_tokenizer.xml"
@@ -159,20 +161,25 @@ class OpenVINOGenAIGenerator(Generator):
         )
         return OpenVINOGenAIGenerator(fp32)._build(home)
 
-    def generate(self, ids: np.ndarray, new_tokens: int) -> Generation:
+    def generate(self, ids: np.ndarray, new_tokens: int, on_token: OnToken = None) -> Generation:
         import numpy as np
         import openvino as ov
         import openvino_genai as og
 
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         batch = ids.shape[0]
+        if batch > 1 and on_token is not None:
+            raise Unsupported(
+                "openvino-genai 2026.4 streams batch 1 only: at batch > 1 its per-step "
+                "readings come after the call, too late to tell each token as it is ready"
+            )
         # No min_new_tokens: genai's would mask the stop ids (the tokenizer's EOS, id 2 of
         # the tiny llama) until the last step; ignore_eos alone runs exactly new_tokens with
         # every id reachable, as eager's greedy_config (eos_token_id None) does.
         config = og.GenerationConfig(max_new_tokens=new_tokens, ignore_eos=True, do_sample=False)
         inputs = og.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
         stamps: list[int] = []
-        streamer = _streamer(stamps) if batch == 1 else None
+        streamer = _streamer(stamps, on_token) if batch == 1 else None
         start_ns = time.perf_counter_ns()
         result = self._pipeline.generate(inputs, config, streamer)
         end_ns = time.perf_counter_ns()
@@ -385,7 +392,7 @@ def _tokenizer(home: Path, vocab_size: int) -> str:
     )
 
 
-def _streamer(stamps: list[int]) -> Any:
+def _streamer(stamps: list[int], on_token: OnToken) -> Any:
     """A streamer taking the clock as each step's ids arrive: write() gets token ids (a
     plain callback gets detokenized text, held back until it forms whole characters)."""
     import openvino_genai as og
@@ -393,7 +400,10 @@ def _streamer(stamps: list[int]) -> Any:
     class Stamps(og.StreamerBase):
         def write(self, token: int | list[int]) -> Any:
             now = time.perf_counter_ns()
-            stamps.extend([now] * (len(token) if isinstance(token, list) else 1))
+            for _ in token if isinstance(token, list) else [token]:
+                stamps.append(now)
+                if on_token is not None:
+                    on_token(len(stamps) - 1)
             return og.StreamingStatus.RUNNING
 
         def end(self) -> None:
