@@ -36,6 +36,7 @@ class OpenVINOBackend(Backend):
     name = "openvino"
     description = "ONNX export + OpenVINO CPU plugin (explicit inference precision, LATENCY hint)"
     capabilities = Capabilities(precisions=frozenset({"fp32", "bf16", *QUANTIZED_PRECISIONS}))
+    generator = "stackcost.generation.openvino:OpenVINOGenAIGenerator"
     options = {"exporter": Option("dynamo", EXPORTERS)}
     # PERF_COUNT's per-node times did not add up to the wall time (averaged, not per call).
     torch_profiled = False

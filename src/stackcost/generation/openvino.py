@@ -56,6 +56,9 @@ class OpenVINOGenAIGenerator(Generator):
         "readings (perf_metrics.raw_metrics.m_new_token_times, steady_clock: the same clock)"
     )
     kv_bytes_per_element: ClassVar[float] = 4.0  # KV_CACHE_PRECISION f32
+    precisions: ClassVar[frozenset[str]] = PRECISIONS
+    requires: ClassVar[tuple[str, ...]] = ("openvino", "openvino_genai", "openvino_tokenizers")
+    install: ClassVar[str] = "pip install 'stackcost[generate]'"
 
     _pipeline: Any = None
     _request: Any = None  # teacher_forced's infer request on the same IR
