@@ -1,0 +1,120 @@
+"""The GGUF writer's metadata, tensor names and q/k layout, read back with gguf.GGUFReader
+(no llama.cpp needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.generation.conftest import TINY, tiny_llama
+
+pytest.importorskip("gguf")
+
+
+def _read(path: Path):
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    fields = {name: field.contents() for name, field in reader.fields.items()}
+    tensors = {t.name: np.asarray(t.data) for t in reader.tensors}
+    return fields, tensors
+
+
+def test_llama_metadata_and_tensors(tmp_path: Path) -> None:
+    from stackcost.generation.gguf import permute, write_gguf
+
+    model = tiny_llama()
+    record = write_gguf(model, tmp_path / "m.gguf")
+    fields, tensors = _read(tmp_path / "m.gguf")
+
+    assert record["arch"] == "llama" and record["permuted_qk"]
+    assert fields["general.architecture"] == "llama"
+    assert fields["llama.block_count"] == TINY["num_hidden_layers"]
+    assert fields["llama.embedding_length"] == TINY["hidden_size"]
+    assert fields["llama.feed_forward_length"] == TINY["intermediate_size"]
+    assert fields["llama.attention.head_count"] == TINY["num_attention_heads"]
+    assert fields["llama.attention.head_count_kv"] == TINY["num_key_value_heads"]
+    head_dim = TINY["hidden_size"] // TINY["num_attention_heads"]
+    assert fields["llama.rope.dimension_count"] == head_dim
+    assert fields["llama.rope.freq_base"] == pytest.approx(10000.0)
+    assert fields["general.file_type"] == 0  # ALL_F32
+    assert fields["tokenizer.ggml.model"] == "llama"
+    assert len(fields["tokenizer.ggml.tokens"]) == TINY["vocab_size"]
+    assert len(fields["tokenizer.ggml.token_type"]) == TINY["vocab_size"]
+    assert fields["tokenizer.ggml.bos_token_id"] == 1
+    assert fields["tokenizer.ggml.eos_token_id"] == 2
+
+    per_block = [
+        "attn_q",
+        "attn_k",
+        "attn_v",
+        "attn_output",
+        "ffn_gate",
+        "ffn_up",
+        "ffn_down",
+        "attn_norm",
+        "ffn_norm",
+    ]
+    expected = {"token_embd.weight", "output_norm.weight", "output.weight"} | {
+        f"blk.{b}.{n}.weight" for b in range(TINY["num_hidden_layers"]) for n in per_block
+    }
+    assert set(tensors) == expected
+    assert all(t.dtype == np.float32 for t in tensors.values())
+
+    state = {k: v.numpy() for k, v in model.state_dict().items()}
+    layer = "model.layers.1.self_attn."
+    np.testing.assert_array_equal(tensors["blk.1.attn_v.weight"], state[layer + "v_proj.weight"])
+    q = permute(
+        model.state_dict()[layer + "q_proj.weight"],
+        TINY["num_attention_heads"],
+        TINY["num_attention_heads"],
+    ).numpy()
+    k = permute(
+        model.state_dict()[layer + "k_proj.weight"],
+        TINY["num_attention_heads"],
+        TINY["num_key_value_heads"],
+    ).numpy()
+    np.testing.assert_array_equal(tensors["blk.1.attn_q.weight"], q)
+    np.testing.assert_array_equal(tensors["blk.1.attn_k.weight"], k)
+    assert not np.array_equal(q, state[layer + "q_proj.weight"])
+
+
+def test_permute_interleaves_each_heads_halves() -> None:
+    import torch
+
+    from stackcost.generation.gguf import permute
+
+    # one head of dim 4: rows [a0, a1, b0, b1] (rotate_half pairs a_i with b_i) -> a0 b0 a1 b1
+    rows = torch.arange(8.0).reshape(8, 1)  # two heads
+    assert permute(rows, 2, 2).flatten().tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+
+
+def test_qwen2_keeps_hf_layout_and_biases(tmp_path: Path) -> None:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from stackcost.generation.gguf import write_gguf
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**TINY, tie_word_embeddings=True)).eval()
+    record = write_gguf(model, tmp_path / "q.gguf")
+    fields, tensors = _read(tmp_path / "q.gguf")
+    assert record["arch"] == "qwen2" and not record["permuted_qk"]
+    assert fields["general.architecture"] == "qwen2"
+    assert "output.weight" not in tensors  # tied: llama.cpp reads token_embd
+    assert "blk.0.attn_q.bias" in tensors
+    np.testing.assert_array_equal(
+        tensors["blk.0.attn_q.weight"], model.state_dict()["model.layers.0.self_attn.q_proj.weight"]
+    )
+
+
+def test_other_architectures_are_unsupported(tmp_path: Path) -> None:
+    import torch
+
+    from stackcost.backends.base import Unsupported
+    from stackcost.generation.gguf import write_gguf
+
+    with pytest.raises(Unsupported):
+        write_gguf(torch.nn.Linear(2, 2), tmp_path / "x.gguf")
