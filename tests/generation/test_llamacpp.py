@@ -42,7 +42,9 @@ def test_generate_is_greedy_and_timed(make_decoder) -> None:
 
     gen = _prepared(make_decoder)
     ids = fixed_ids(1, PROMPT)
-    out = gen.generate(ids, NEW)
+    told: list[int] = []
+    out = gen.generate(ids, NEW, told.append)
+    assert told == list(range(NEW))
     assert out.tokens.shape == (1, NEW) and out.tokens.dtype == np.int64
     assert len(out.token_ns) == NEW
     assert out.start_ns < out.token_ns[0] and out.token_ns == sorted(out.token_ns)
@@ -75,3 +77,20 @@ def test_quantized(make_decoder, precision: str, ftype: str, bound: float) -> No
     types = {"F32": 5, "Q8_0": 1} | {ftype: 15 if ftype == "Q4_0" else 16}
     assert gen.details["quantize"]["tensor_types"] == types
     assert gen.generate(ids[:, :PROMPT], NEW).tokens.shape == (1, NEW)
+
+
+def test_gguf_is_shared_through_the_artifact_cache(make_decoder, tmp_path) -> None:
+    import dataclasses
+
+    from stackcost.backends.artifacts import ArtifactCache
+    from stackcost.generation.llamacpp import LlamaCppGenerator
+
+    cache = ArtifactCache(tmp_path / "cache")
+    gens = []
+    for _ in range(2):
+        decoder = dataclasses.replace(make_decoder("llamacpp", precision="w8"), cache=cache)
+        gens.append(LlamaCppGenerator(decoder))
+        gens[-1].prepare()
+    assert [g.details["artifact"]["reused"] for g in gens] == [False, True]
+    assert gens[0].details["gguf"] == gens[1].details["gguf"]
+    assert not list((tmp_path / "cache").glob("*/model-f32.gguf"))  # only the quantized file

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stackcost.generation.base import Generation, Generator
+from stackcost.generation.base import Generation, Generator, OnToken
 from stackcost.generation.gguf import FTYPES, METHOD
 
 if TYPE_CHECKING:
@@ -44,6 +44,10 @@ class LlamaCppGenerator(Generator):
     )
     # llama.cpp's default f16 cache; an fp32 cell's instance says 4 (see __post_init__).
     kv_bytes_per_element: ClassVar[float] = 2.0
+    precisions: ClassVar[frozenset[str]] = PRECISIONS
+    requires: ClassVar[tuple[str, ...]] = ("llama_cpp", "gguf", "transformers")
+    # PyPI has only llama-cpp-python's source: the install compiles llama.cpp (minutes).
+    install: ClassVar[str] = "pip install 'stackcost[llamacpp]'"
 
     def __post_init__(self) -> None:
         self._llm: Any = None
@@ -138,7 +142,7 @@ class LlamaCppGenerator(Generator):
         ptr = llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
 
-    def generate(self, ids: np.ndarray, new_tokens: int) -> Generation:
+    def generate(self, ids: np.ndarray, new_tokens: int, on_token: OnToken = None) -> Generation:
         import numpy as np
 
         from stackcost.backends.base import Unsupported
@@ -156,6 +160,8 @@ class LlamaCppGenerator(Generator):
             token = int(self._last_logits().argmax())
             token_ns.append(time.perf_counter_ns())
             tokens.append(token)
+            if on_token is not None:
+                on_token(len(tokens) - 1)
             if len(tokens) == new_tokens:
                 break
             llm.eval([token])
