@@ -93,6 +93,7 @@ class TrainConfig(Frozen):
 # the one list of their names (scenarios/settings.py's KINDS gives each its settings).
 SCENARIOS: tuple[str, ...] = ("single-stream", "multi-stream", "server", "offline")
 ScenarioName = Literal[SCENARIOS]  # type: ignore[valid-type]
+TOKEN_BOUNDS = ("ttft_bound_ms", "tpot_bound_ms")  # ScenarioConfig's token-serving bounds
 
 
 class ScenarioConfig(Frozen):
@@ -107,12 +108,28 @@ class ScenarioConfig(Frozen):
     instances: int = Field(1, ge=1)  # server, offline: prepared steps serving concurrently
     min_duration_ms: int = Field(ge=0)
     min_query_count: int = Field(ge=1)
+    # Server serving generated tokens (mode generate): p99 TTFT and TPOT must stay under
+    # them. Left out of the cell's key when None, so stored LoadGen cells keep theirs.
+    ttft_bound_ms: float | None = Field(None, gt=0)
+    tpot_bound_ms: float | None = Field(None, gt=0)
+
+    def key_data(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        for name in TOKEN_BOUNDS:
+            if data[name] is None:
+                del data[name]
+        return data
 
     def label(self) -> str:
-        """'server 50ms x2', 'multi-stream 8/q', 'single-stream'."""
+        """'server 50ms x2', 'multi-stream 8/q', 'single-stream', 'server TTFT 2000ms
+        TPOT 200ms'."""
         extra = []
         if self.latency_bound_ms is not None:
             extra.append(f"{self.latency_bound_ms:g}ms")
+        if self.ttft_bound_ms is not None:
+            extra.append(f"TTFT {self.ttft_bound_ms:g}ms")
+        if self.tpot_bound_ms is not None:
+            extra.append(f"TPOT {self.tpot_bound_ms:g}ms")
         if self.samples_per_query is not None:
             extra.append(f"{self.samples_per_query}/q")
         if self.instances > 1:
@@ -169,6 +186,8 @@ class Cell(Frozen):
             del data["train"]
         if self.scenario is None:
             del data["scenario"]
+        else:
+            data["scenario"] = self.scenario.key_data()
         sizes = data.pop("sizes")
         if list(sizes) == ["resolution"]:
             data["resolution"] = sizes["resolution"]

@@ -91,7 +91,7 @@ def test_generate_needs_a_decoder(capsys) -> None:
 
 
 def test_generate_runs_alone(capsys) -> None:
-    code, _, err = run_cli(capsys, "run", "llama-tiny", "--scenario", "generate,server")
+    code, _, err = run_cli(capsys, "run", "llama-tiny", "--scenario", "generate,single-stream")
     assert code == 2 and "runs on its own" in err
 
 

@@ -109,6 +109,16 @@ def add_scenario_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         help="server: the p99 latency bound, e.g. 50ms or 0.1s (default 50ms)",
     )
     p.add_argument(
+        "--ttft-bound",
+        metavar="DURATION",
+        help="generate,server: the p99 time-to-first-token bound, e.g. 2s (default 2s)",
+    )
+    p.add_argument(
+        "--tpot-bound",
+        metavar="DURATION",
+        help="generate,server: the p99 time-per-output-token bound, e.g. 200ms (default 200ms)",
+    )
+    p.add_argument(
         "--samples-per-query", metavar="N", help="multi-stream: samples per query (default 8)"
     )
     p.add_argument(
@@ -135,10 +145,13 @@ def scenario_fields(args: argparse.Namespace) -> dict[str, Any]:
     if args.scenario is not None:
         fields["scenarios"] = parse_scenarios(args.scenario)
     loadgen: dict[str, Any] = {}
-    if args.latency_bound is not None:
-        loadgen["latency_bound_ms"] = parse_duration_ms(
-            args.latency_bound, "latency-bound", MAX_LATENCY_BOUND_MS
-        )
+    for key, flag, value in (
+        ("latency_bound_ms", "latency-bound", args.latency_bound),
+        ("ttft_bound_ms", "ttft-bound", args.ttft_bound),
+        ("tpot_bound_ms", "tpot-bound", args.tpot_bound),
+    ):
+        if value is not None:
+            loadgen[key] = parse_duration_ms(value, flag, MAX_LATENCY_BOUND_MS)
     if args.loadgen_min_duration is not None:
         loadgen["min_duration_ms"] = round(
             parse_duration_ms(

@@ -19,6 +19,7 @@ One repetition:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +30,12 @@ from stackcost.scenarios.base import Bench, Scenario, wrong
 if TYPE_CHECKING:
     import numpy as np
 
-    from stackcost.generation.base import Generator
-    from stackcost.result import RepetitionResult
+    from stackcost.cell import Cell
+    from stackcost.generation.base import Generation, Generator
+    from stackcost.generation.metrics import TokenTiming
+    from stackcost.result import GenerationResult, RepetitionResult
+    from stackcost.scenarios.base import MemoryWatch
+    from stackcost.verify import Verification
 
 MIN_GENERATIONS = 3
 VERIFIED_STEPS = 8  # decode steps checked by teacher forcing (and greedy agreement)
@@ -91,80 +96,132 @@ def agreement(tokens: np.ndarray, expected: np.ndarray) -> tuple[float, int]:
     return float(same.mean()), prefix
 
 
+@dataclass
+class Verified:
+    """Generators prepared from the cell's decoder and checked against eager fp32."""
+
+    generators: list[Generator]  # one per instance, each prepared, warmed and verified
+    prompt: np.ndarray  # (rows, prompt_len): the fixed prompt they were verified on
+    cold: Generation  # the first generator's first generation (compile included)
+    verification: Verification  # the first that failed, else the first generator's
+    token_agreement: float  # the cold generation's greedy tokens against eager's
+    agreeing_prefix: int
+    memory: MemoryWatch  # reset before the generators were prepared
+
+
+def verified_generators(bench: Bench, rows: int, count: int = 1) -> Verified | RepetitionResult:
+    """Steps 1-3 of a repetition (the module's docstring), for `count` generators over a
+    prompt of `rows` rows: the generators, or the repetition's answer when the cell cannot
+    run (not a decoder, a mixture of experts, its runtime missing, sizes refused)."""
+    import numpy as np
+
+    from stackcost import zoo
+    from stackcost.backends.artifacts import ArtifactCache
+    from stackcost.backends.base import Unsupported
+    from stackcost.generation.base import Decoder
+    from stackcost.result import RepetitionResult
+    from stackcost.verify import verify
+
+    task, cell, backend, phases = bench.task, bench.cell, bench.backend, bench.phases
+    workload = zoo.workload_of(cell.model)
+    if workload.domain != "generation":
+        return RepetitionResult(
+            status="unsupported",
+            reason=f"{cell.model.name} is not a decoder with its LM head: generate runs "
+            "llama-tiny, llama-150m, llama-1b, or hf:TYPE --head causal-lm",
+        )
+    prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
+    t = time.perf_counter()
+    model = bench.build_model(workload)
+    phases.build_s = time.perf_counter() - t
+    if (moe := moe_reason(model.config)) is not None:
+        return RepetitionResult(status="unsupported", reason=moe)
+
+    t = time.perf_counter()
+    prompt = prompt_ids(model.config.vocab_size, rows, prompt_len, cell.model.seed)
+    steps = min(VERIFIED_STEPS, new_tokens)
+    expected, ref_logits = reference(model, prompt, steps)
+    phases.reference_s = time.perf_counter() - t
+
+    memory = bench.watch_memory()
+    cache = ArtifactCache(Path(task.cache_dir)) if task.cache_dir else None
+    decoder = Decoder(model, cell, Path(task.workdir), cache, bench.progress.weights_digest or "")
+    generators = [load_generator(backend.generator_path(), decoder) for _ in range(count)]
+    if (missing := generators[0].missing()) is not None:
+        return RepetitionResult(status="unavailable", reason=missing)
+    names = ("prefill logits", "decode logits")
+    teacher = np.concatenate([prompt, expected], axis=1)
+    checks, colds, phases.prepare_s = [], [], 0.0
+    try:
+        for generator in generators:
+            t = time.perf_counter()
+            generator.prepare()
+            phases.prepare_s += time.perf_counter() - t
+            # The first generation first: whatever compiles on first use is its cold start.
+            colds.append(generator.generate(prompt, new_tokens))
+            forced = generator.teacher_forced(teacher, prompt_len)
+            checks.append(
+                verify(
+                    {names[0]: forced[:, :1], names[1]: forced[:, 1:]},
+                    [(names[0], ref_logits[:, :1]), (names[1], ref_logits[:, 1:])],
+                    task.tolerance,
+                    QUANTIZED.get(cell.precision),
+                )
+            )
+    except Unsupported as exc:  # found out only once the sizes were known
+        return RepetitionResult(status="unsupported", reason=str(exc))
+    token_agreement, prefix = agreement(colds[0].tokens, expected)
+    return Verified(
+        generators=generators,
+        prompt=prompt,
+        cold=colds[0],
+        verification=next((v for v in checks if not v.ok), checks[0]),
+        token_agreement=token_agreement,
+        agreeing_prefix=prefix,
+        memory=memory,
+    )
+
+
+def token_timing(generation: Generation, prompt_len: int) -> TokenTiming:
+    """A generation's clock readings as generation/metrics.py reads them."""
+    from stackcost.generation.metrics import TokenTiming
+
+    return TokenTiming(
+        batch=generation.tokens.shape[0],
+        prompt_len=prompt_len,
+        start_ns=generation.start_ns,
+        token_ns=generation.token_ns,
+    )
+
+
 class Generate(Scenario):
     name = GENERATE
 
     def run(self, bench: Bench) -> RepetitionResult:
-        import numpy as np
-
-        from stackcost import zoo
-        from stackcost.backends.artifacts import ArtifactCache
-        from stackcost.backends.base import Unsupported
-        from stackcost.generation.base import Decoder
         from stackcost.measure.stats import summarize
         from stackcost.result import RepetitionResult
-        from stackcost.verify import verify
 
-        task, cell, backend, phases = bench.task, bench.cell, bench.backend, bench.phases
-        workload = zoo.workload_of(cell.model)
-        if workload.domain != "generation":
-            return RepetitionResult(
-                status="unsupported",
-                reason=f"{cell.model.name} is not a decoder with its LM head: generate runs "
-                "llama-tiny, llama-150m, llama-1b, or hf:TYPE --head causal-lm",
-            )
+        task, cell, phases = bench.task, bench.cell, bench.phases
+        ready = verified_generators(bench, cell.batch_size)
+        if isinstance(ready, RepetitionResult):
+            return ready
+        generator, prompt, verification = ready.generators[0], ready.prompt, ready.verification
         prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
-        t = time.perf_counter()
-        model = bench.build_model(workload)
-        phases.build_s = time.perf_counter() - t
-        if (moe := moe_reason(model.config)) is not None:
-            return RepetitionResult(status="unsupported", reason=moe)
-
-        t = time.perf_counter()
-        prompt = prompt_ids(model.config.vocab_size, cell.batch_size, prompt_len, cell.model.seed)
-        steps = min(VERIFIED_STEPS, new_tokens)
-        expected, ref_logits = reference(model, prompt, steps)
-        phases.reference_s = time.perf_counter() - t
-
-        memory = bench.watch_memory()
-        cache = ArtifactCache(Path(task.cache_dir)) if task.cache_dir else None
-        decoder = Decoder(
-            model, cell, Path(task.workdir), cache, bench.progress.weights_digest or ""
-        )
-        generator = load_generator(backend.generator_path(), decoder)
-        if (missing := generator.missing()) is not None:
-            return RepetitionResult(status="unavailable", reason=missing)
-        try:
-            t = time.perf_counter()
-            generator.prepare()
-            phases.prepare_s = time.perf_counter() - t
-            # The first generation first: whatever compiles on first use is its cold start.
-            cold = generator.generate(prompt, new_tokens)
-            teacher = np.concatenate([prompt, expected], axis=1)
-            forced = generator.teacher_forced(teacher, prompt_len)
-        except Unsupported as exc:  # found out only once the sizes were known
-            return RepetitionResult(status="unsupported", reason=str(exc))
-        names = ("prefill logits", "decode logits")
-        verification = verify(
-            {names[0]: forced[:, :1], names[1]: forced[:, 1:]},
-            [(names[0], ref_logits[:, :1]), (names[1], ref_logits[:, 1:])],
-            task.tolerance,
-            QUANTIZED.get(cell.precision),
-        )
-        token_agreement, prefix = agreement(cold.tokens, expected)
 
         timings, t0 = [], time.perf_counter()
         protocol = task.protocol
         while True:
-            timings.append(self._timing(generator.generate(prompt, new_tokens), prompt_len))
+            timings.append(token_timing(generator.generate(prompt, new_tokens), prompt_len))
             elapsed = time.perf_counter() - t0
             if len(timings) >= MIN_GENERATIONS and elapsed >= protocol.min_time_s:
                 break
             if elapsed >= protocol.max_time_s:
                 break
         phases.timed_s = time.perf_counter() - t0
-        cold_timing = self._timing(cold, prompt_len)
-        result = self._numbers(generator, cell, timings, cold_timing, token_agreement, prefix)
+        cold_timing = token_timing(ready.cold, prompt_len)
+        result = token_numbers(
+            generator, cell, timings, cold_timing, ready.token_agreement, ready.agreeing_prefix
+        )
         steps_ns = [s for g in timings for s in g.decode_steps_ns]
         bad = wrong(verification, task.tolerance)
         return RepetitionResult(
@@ -174,7 +231,7 @@ class Generate(Scenario):
             stats=summarize(steps_ns) if steps_ns else summarize([g.ttft_ns for g in timings]),
             throughput=result.decode_tokens_per_s,
             samples_ns=steps_ns,
-            memory=memory.read(),
+            memory=ready.memory.read(),
             verification=verification,
             generation=result,
             details={
@@ -185,67 +242,55 @@ class Generate(Scenario):
             },
         )
 
-    @staticmethod
-    def _timing(generation: Any, prompt_len: int) -> Any:
-        from stackcost.generation.metrics import TokenTiming
 
-        return TokenTiming(
-            batch=generation.tokens.shape[0],
-            prompt_len=prompt_len,
-            start_ns=generation.start_ns,
-            token_ns=generation.token_ns,
-        )
+def token_numbers(
+    generator: Generator,
+    cell: Cell,
+    timings: list[TokenTiming],
+    cold: TokenTiming,
+    token_agreement: float,
+    prefix: int,
+) -> GenerationResult:
+    """The GenerationResult of timed generations (TokenTimings) of `cell`'s sizes."""
+    import numpy as np
 
-    @staticmethod
-    def _numbers(
-        generator: Generator,
-        cell: Any,
-        timings: list,
-        cold: Any,
-        token_agreement: float,
-        prefix: int,
-    ) -> Any:
-        import numpy as np
+    from stackcost.generation.metrics import DEFINITION, bytes_per_decode_step, kv_cache_bytes
+    from stackcost.result import GenerationResult
 
-        from stackcost.generation.metrics import DEFINITION, bytes_per_decode_step, kv_cache_bytes
-        from stackcost.result import GenerationResult
-
-        config = generator.decoder.config
-        batch, prompt_len, new_tokens = (
-            cell.batch_size,
-            cell.sizes["prompt_len"],
-            cell.sizes["new_tokens"],
-        )
-        steps = np.asarray([s for g in timings for s in g.decode_steps_ns], dtype=np.float64) / 1e6
-        decode = [r for g in timings if (r := g.decode_tokens_per_s) is not None]
-        tpot = {q: float(np.percentile(steps, q)) if steps.size else None for q in (50, 90, 99)}
-        per_element = generator.kv_bytes_per_element
-        weights = generator.weight_bytes()
-        per_step = bytes_per_decode_step(
-            weights, config, batch, prompt_len, new_tokens, per_element
-        )
-        return GenerationResult(
-            batch=batch,
-            prompt_len=prompt_len,
-            new_tokens=new_tokens,
-            generations=len(timings),
-            ttft_ms=float(np.median([g.ttft_ns for g in timings])) / 1e6,
-            tpot_p50_ms=tpot[50],
-            tpot_p90_ms=tpot[90],
-            tpot_p99_ms=tpot[99],
-            prefill_tokens_per_s=float(np.median([g.prefill_tokens_per_s for g in timings])),
-            decode_tokens_per_s=float(np.median(decode)) if decode else None,
-            output_tokens_per_s=float(np.median([g.output_tokens_per_s for g in timings])),
-            e2e_ms=float(np.median([g.e2e_ns for g in timings])) / 1e6,
-            cold_ms=cold.e2e_ns / 1e6,
-            kv_cache_bytes=kv_cache_bytes(config, batch, prompt_len + new_tokens, per_element),
-            kv_bytes_per_element=per_element,
-            weight_bytes=weights,
-            bytes_per_step=per_step,
-            achieved_gbs=per_step / (tpot[50] / 1e3) / 1e9 if tpot[50] else None,
-            api=generator.api,
-            timing=generator.timing,
-            token_agreement=token_agreement,
-            agreeing_prefix=prefix,
-            definition=DEFINITION,
-        )
+    config = generator.decoder.config
+    batch, prompt_len, new_tokens = (
+        cell.batch_size,
+        cell.sizes["prompt_len"],
+        cell.sizes["new_tokens"],
+    )
+    steps = np.asarray([s for g in timings for s in g.decode_steps_ns], dtype=np.float64) / 1e6
+    decode = [r for g in timings if (r := g.decode_tokens_per_s) is not None]
+    tpot = {q: float(np.percentile(steps, q)) if steps.size else None for q in (50, 90, 99)}
+    per_element = generator.kv_bytes_per_element
+    weights = generator.weight_bytes()
+    per_step = bytes_per_decode_step(weights, config, batch, prompt_len, new_tokens, per_element)
+    return GenerationResult(
+        batch=batch,
+        prompt_len=prompt_len,
+        new_tokens=new_tokens,
+        generations=len(timings),
+        ttft_ms=float(np.median([g.ttft_ns for g in timings])) / 1e6,
+        tpot_p50_ms=tpot[50],
+        tpot_p90_ms=tpot[90],
+        tpot_p99_ms=tpot[99],
+        prefill_tokens_per_s=float(np.median([g.prefill_tokens_per_s for g in timings])),
+        decode_tokens_per_s=float(np.median(decode)) if decode else None,
+        output_tokens_per_s=float(np.median([g.output_tokens_per_s for g in timings])),
+        e2e_ms=float(np.median([g.e2e_ns for g in timings])) / 1e6,
+        cold_ms=cold.e2e_ns / 1e6,
+        kv_cache_bytes=kv_cache_bytes(config, batch, prompt_len + new_tokens, per_element),
+        kv_bytes_per_element=per_element,
+        weight_bytes=weights,
+        bytes_per_step=per_step,
+        achieved_gbs=per_step / (tpot[50] / 1e3) / 1e9 if tpot[50] else None,
+        api=generator.api,
+        timing=generator.timing,
+        token_agreement=token_agreement,
+        agreeing_prefix=prefix,
+        definition=DEFINITION,
+    )

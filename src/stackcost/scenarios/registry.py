@@ -11,6 +11,7 @@ from stackcost.scenarios.generate import Generate
 from stackcost.scenarios.loadgen import LoadGen
 from stackcost.scenarios.settings import KINDS, TIMED_LOOP
 from stackcost.scenarios.timed_loop import TimedLoop
+from stackcost.scenarios.token_serving import TokenServing
 from stackcost.scenarios.train import TRAIN, Training
 
 if TYPE_CHECKING:
@@ -22,11 +23,15 @@ SCENARIOS: dict[str, Scenario] = {
     TRAIN: Training(),
     GENERATE: Generate(),
 }
+# Token generation served under LoadGen (mode generate with a Server or Offline config).
+TOKEN_SERVING: dict[str, Scenario] = {name: TokenServing(kind) for name, kind in KINDS.items()}
 
 
 def scenario_of(cell: Cell) -> Scenario:
-    """The scenario a cell names: training and generation by its mode, a LoadGen scenario by its
-    config, otherwise the timed loop."""
+    """The scenario a cell names: training and generation by its mode (generation under
+    LoadGen by its config too), a LoadGen scenario by its config, otherwise the timed loop."""
+    if cell.mode == GENERATE and cell.scenario is not None:
+        return TOKEN_SERVING[cell.scenario.name]
     if cell.mode in (TRAIN, GENERATE):
         return SCENARIOS[cell.mode]
     return SCENARIOS[cell.scenario.name if cell.scenario is not None else TIMED_LOOP]

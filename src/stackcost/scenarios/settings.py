@@ -55,6 +55,10 @@ class LoadGenSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     latency_bound_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_BOUND_MS)  # server: p99
+    # server serving generated tokens (mode generate): p99 time to first token, and p99
+    # time per output token
+    ttft_bound_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_BOUND_MS)
+    tpot_bound_ms: float | None = Field(None, gt=0, le=MAX_LATENCY_BOUND_MS)
     samples_per_query: int | None = Field(None, ge=1, le=1_000_000)  # multi-stream
     instances: int | None = Field(None, ge=1, le=64)  # server, offline
     min_duration_ms: int | None = Field(None, ge=0, le=MAX_MIN_DURATION_MS)
@@ -65,12 +69,17 @@ class LoadGenSettings(BaseModel):
         given = getattr(self, key)
         return DEFAULTS.get(key) if given is None else given
 
-    def config(self, name: str) -> ScenarioConfig:
-        """The cell-identity config of scenario `name`: only the settings it reads."""
+    def config(self, name: str, tokens: bool = False) -> ScenarioConfig:
+        """The cell-identity config of scenario `name`: only the settings it reads. With
+        `tokens` (a generate cell, scenarios/token_serving.py) a bound is on TTFT and TPOT,
+        not on the query's latency."""
         kind = KINDS[name]
+        bound, token_bounds = kind.reads_bound and not tokens, kind.reads_bound and tokens
         return ScenarioConfig(
             name=name,  # type: ignore[arg-type]
-            latency_bound_ms=self.value("latency_bound_ms") if kind.reads_bound else None,
+            latency_bound_ms=self.value("latency_bound_ms") if bound else None,
+            ttft_bound_ms=self.value("ttft_bound_ms") if token_bounds else None,
+            tpot_bound_ms=self.value("tpot_bound_ms") if token_bounds else None,
             samples_per_query=self.value("samples_per_query") if kind.reads_samples else None,
             instances=self.value("instances") if kind.reads_instances else 1,
             min_duration_ms=self.value("min_duration_ms"),
@@ -78,9 +87,12 @@ class LoadGenSettings(BaseModel):
         )
 
 
-# Defaults that keep a small model's run to seconds on 2 cores; 8 samples a query is MLPerf's.
+# Defaults that keep a small model's run to seconds on 2 cores; 8 samples a query is MLPerf's,
+# and so are the token bounds (llama2-70b's Server: TTFT 2 s, TPOT 200 ms).
 DEFAULTS: dict[str, Any] = {
     "latency_bound_ms": 50.0,
+    "ttft_bound_ms": 2000.0,
+    "tpot_bound_ms": 200.0,
     "samples_per_query": 8,
     "instances": 1,
     "min_duration_ms": 2000,
@@ -147,6 +159,10 @@ def test_settings(config: ScenarioConfig, plan: dict[str, Any]) -> Any:
         ts.multi_stream_samples_per_query = config.samples_per_query
     if config.latency_bound_ms is not None:
         ts.server_target_latency_ns = int(config.latency_bound_ms * 1e6)
+    if config.ttft_bound_ms is not None:
+        ts.ttft_latency = int(config.ttft_bound_ms * 1e6)
+    if config.tpot_bound_ms is not None:
+        ts.tpot_latency = int(config.tpot_bound_ms * 1e6)
     for key, value in plan.items():
         if key not in ("calibrated_step_ms", "attempt"):
             setattr(ts, key, value)
@@ -192,6 +208,9 @@ class LoadGenKind:
     metric: str  # the headline: "p90 latency", "QPS at bound", ...
     unit: str  # "ms", "QPS", "samples/s"
     summary_key: str | None  # the summary line it comes from; None: the detail log's peak
+    # Its headline when it serves generated tokens (metric, unit, summary key), as MLPerf's
+    # LLM benchmarks report it; None: it does not serve them (token_serving.py).
+    tokens: tuple[str, str, str | None] | None = None
     reads_bound: bool = False  # latency_bound_ms
     reads_samples: bool = False  # samples_per_query
     reads_instances: bool = False  # instances serving concurrently
@@ -234,6 +253,7 @@ KINDS: dict[str, LoadGenKind] = {
             "QPS at bound",
             "QPS",
             None,
+            tokens=("QPS at TTFT and TPOT bounds", "QPS", None),
             reads_bound=True,
             reads_instances=True,
             find_peak=True,
@@ -247,6 +267,7 @@ KINDS: dict[str, LoadGenKind] = {
             "throughput",
             "samples/s",
             "Samples per second",
+            tokens=("token throughput", "tokens/s", "Tokens per second"),
             reads_instances=True,
         ),
     )

@@ -60,12 +60,16 @@ def parse_summary(text: str) -> dict[str, Any]:
 
 
 def read_result(
-    outdir: Path, scenario: str, settings: dict[str, Any], instances: int
+    outdir: Path, scenario: str, settings: dict[str, Any], instances: int, tokens: bool = False
 ) -> ScenarioResult:
-    """The ScenarioResult of the LoadGen run that wrote its logs to `outdir`."""
+    """The ScenarioResult of the LoadGen run that wrote its logs to `outdir`; with `tokens`,
+    the headline of a run that served generated tokens (LoadGen's token latencies)."""
     parsed = parse_summary((outdir / "mlperf_log_summary.txt").read_text(errors="replace"))
     kind = KINDS[scenario]
     metric, unit, key = kind.metric, kind.unit, kind.summary_key
+    if tokens:
+        assert kind.tokens is not None, f"{scenario} does not serve tokens"
+        metric, unit, key = kind.tokens
     value: float | None = None
     if key is None:  # server: the peak FindPeakPerformance settled on, from the detail log
         detail = (outdir / "mlperf_log_detail.txt").read_text(errors="replace")

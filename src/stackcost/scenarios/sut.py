@@ -50,7 +50,7 @@ STOP = None  # what ends a serving thread
 class StepServer:
     """Answers LoadGen's queries with `steps`, inline or from one thread per step."""
 
-    def __init__(self, steps: Sequence[Callable[[], Any]], inline: bool) -> None:
+    def __init__(self, steps: Sequence[Callable[..., Any]], inline: bool) -> None:
         import mlperf_loadgen as lg
 
         self.lg = lg
@@ -85,39 +85,58 @@ class StepServer:
         for _ in self.steps:
             self.work.put(STOP)
 
-    def _answer(self, step: Callable[[], Any], sample_id: int) -> None:
+    def _answer(self, step: Callable[..., Any], sample_id: int, index: int) -> None:
         """One sample: run the step, and always complete it (LoadGen would wait forever
         for a sample that is never completed); a failure is raised after the test."""
+        output = None  # held until completed: the response may point into it
         try:
-            step()
+            output = self.run_sample(step, sample_id, index)
         except BaseException as exc:  # noqa: BLE001 - re-raised by run_scenario
             if self.failure is None:
                 self.failure = exc
-        self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(sample_id, 0, 0)])
+        self.lg.QuerySamplesComplete([self.response(sample_id, output)])
 
-    def _serve(self, step: Callable[[], Any]) -> None:
-        while (sample_id := self.work.get()) is not STOP:
-            self._answer(step, sample_id)
+    def run_sample(self, step: Callable[..., Any], sample_id: int, index: int) -> Any:
+        """Sample `index` through one instance's step: every index is the same batch."""
+        return step()
+
+    def response(self, sample_id: int, output: Any) -> Any:
+        """The sample's completion: no data, as nothing reads outputs back through LoadGen
+        (they are verified against eager's before the test)."""
+        return self.lg.QuerySampleResponse(sample_id, 0, 0)
+
+    def _serve(self, step: Callable[..., Any]) -> None:
+        while (sample := self.work.get()) is not STOP:
+            self._answer(step, *sample)
 
     def issue_queries(self, samples: list[Any]) -> None:
         if self.inline:
             for s in samples:
-                self._answer(self.steps[0], s.id)
+                self._answer(self.steps[0], s.id, s.index)
             return
         for s in samples:
-            self.work.put(s.id)
+            self.work.put((s.id, s.index))
 
     def flush_queries(self) -> None:
         """Nothing is batched here, so nothing waits to be flushed."""
 
 
 def run_scenario(
-    config: ScenarioConfig, steps: Sequence[Callable[[], Any]], step_ns: float, outdir: Path
+    config: ScenarioConfig,
+    steps: Sequence[Callable[..., Any]],
+    step_ns: float,
+    outdir: Path,
+    server: type[StepServer] = StepServer,
+    tokens: bool = False,
 ) -> ScenarioResult:
-    """One LoadGen test of `config` over warm `steps` (one per instance); LoadGen's logs
-    go to `outdir`, and its summary becomes the result. Server's peak search is started
-    again lower when its start already broke the bound (LoadGen searches upward only)."""
+    """One LoadGen test of `config` over warm `steps` (one per instance), answered by
+    `server`; LoadGen's logs go to `outdir`, and its summary becomes the result. Server's
+    peak search is started again lower when its start already broke the bound (LoadGen
+    searches upward only). `tokens`: the server reports first tokens and token counts,
+    and LoadGen measures token latencies (scenarios/token_serving.py)."""
     plan = planned(config, step_ns)
+    if tokens:
+        plan["use_token_latencies"] = True
     for attempt in range(KINDS[config.name].tries):
         if attempt:  # the peak search's start broke the bound: start lower
             plan["server_target_qps"] /= SERVER_START_BACKOFF
@@ -125,14 +144,19 @@ def run_scenario(
                 plan["server_target_qps"]
             )
         plan["attempt"] = attempt + 1
-        result = _one_test(config, steps, plan, outdir)
+        result = _one_test(config, steps, plan, outdir, server, tokens)
         if result.value is not None:
             break
     return result
 
 
 def _one_test(
-    config: ScenarioConfig, steps: Sequence[Callable[[], Any]], plan: dict[str, Any], outdir: Path
+    config: ScenarioConfig,
+    steps: Sequence[Callable[..., Any]],
+    plan: dict[str, Any],
+    outdir: Path,
+    server_type: type[StepServer],
+    tokens: bool,
 ) -> ScenarioResult:
     import mlperf_loadgen as lg
 
@@ -143,7 +167,7 @@ def _one_test(
     log.log_output.copy_summary_to_stdout = False
     log.enable_trace = False  # the trace is large and nothing here reads it
     inline = len(steps) == 1 and KINDS[config.name].streams
-    with StepServer(steps, inline) as server:
+    with server_type(steps, inline) as server:
 
         def test() -> None:
             sut = lg.ConstructSUT(server.issue_queries, server.flush_queries)
@@ -162,7 +186,7 @@ def _one_test(
             loadgen.join()
     if server.failure is not None:
         raise server.failure
-    return read_result(outdir, config.name, plan, len(steps))
+    return read_result(outdir, config.name, plan, len(steps), tokens)
 
 
 class _Background(threading.Thread):

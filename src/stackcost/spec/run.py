@@ -111,6 +111,10 @@ class RunSpec(BaseModel):
 
     def cells(self) -> list[Cell]:
         out = []
+        # --scenario generate with LoadGen's scenarios: they serve generated tokens.
+        serving = GENERATE in self.scenarios and any(
+            n not in (TIMED_LOOP, GENERATE) for n in self.scenarios
+        )
         for model in self.models:
             workload = self.workload(model)
             axes = workload.axes
@@ -131,11 +135,19 @@ class RunSpec(BaseModel):
             ):
                 # Token generation is a mode of its own (its scenario follows from it).
                 if name == GENERATE:
+                    if serving:
+                        continue  # generate names what the LoadGen scenarios serve
+                    mode = GENERATE
+                elif serving and name != TIMED_LOOP:
                     mode = GENERATE
                 generates = mode == GENERATE
-                scenario = None if name in (TIMED_LOOP, GENERATE) else self.loadgen.config(name)
-                if generates and scenario is not None:
-                    continue  # refused by check_scenarios; views never see such a cell
+                scenario = (
+                    None
+                    if name in (TIMED_LOOP, GENERATE)
+                    else self.loadgen.config(name, tokens=generates)
+                )
+                if generates and scenario is not None and KINDS[name].tokens is None:
+                    continue  # refused by check_generate; views never see such a cell
                 out.append(
                     Cell(
                         model=model,
@@ -327,9 +339,16 @@ def validate(fields: dict | RunSpec) -> RunSpec:
 
 
 # LoadGen knobs and the scenarios that read them (from settings.KINDS): a knob given
-# without one is a mistake.
+# without one is a mistake. The token bounds are read by those scenarios serving generated
+# tokens (mode generate), the latency bound by them serving anything else.
+BOUNDED = tuple(n for n, k in KINDS.items() if k.reads_bound)
+TOKEN_KNOBS = {
+    "ttft_bound_ms": ("ttft-bound", BOUNDED),
+    "tpot_bound_ms": ("tpot-bound", BOUNDED),
+}
+BOUNDS = ("latency_bound_ms",)
 LOADGEN_KNOBS = {
-    "latency_bound_ms": ("latency-bound", tuple(n for n, k in KINDS.items() if k.reads_bound)),
+    "latency_bound_ms": ("latency-bound", BOUNDED),
     "samples_per_query": (
         "samples-per-query",
         tuple(n for n, k in KINDS.items() if k.reads_samples),
@@ -348,9 +367,22 @@ def check_scenarios(spec: RunSpec) -> None:
     parse_scenarios(",".join(spec.scenarios))
     check_generate(spec)
     loadgen = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE)]
-    for key, (flag, readers) in LOADGEN_KNOBS.items():
-        if getattr(spec.loadgen, key) is not None and not set(readers) & set(loadgen):
-            raise SpecError(f"{flag} applies only with --scenario {' or '.join(readers)}")
+    # The query's latency bound is read by LoadGen cells that serve anything but generated
+    # tokens; the token bounds by those that serve them (mode generate); the rest by both.
+    serving = GENERATE in spec.scenarios or GENERATE in spec.modes
+    plain = GENERATE not in spec.scenarios and any(m != GENERATE for m in spec.modes)
+    for key, (flag, readers) in {**LOADGEN_KNOBS, **TOKEN_KNOBS}.items():
+        tokens, bound = key in TOKEN_KNOBS, key in BOUNDS
+        present = [] if (tokens and not serving) or (bound and not plain) else loadgen
+        if getattr(spec.loadgen, key) is not None and not set(readers) & set(present):
+            prefix = "generate," if tokens else ""
+            # A generate cell's bounds are on its tokens, not on the query.
+            hint = " (generate,server: --ttft-bound, --tpot-bound)" if bound and serving else ""
+            raise SpecError(
+                f"{flag} applies only with --scenario "
+                + " or ".join(prefix + r for r in readers)
+                + hint
+            )
     if not loadgen:
         return
     for flag, on in (("find-max-batch", spec.find_max_batch), ("profile", spec.profile)):
@@ -367,14 +399,17 @@ def check_scenarios(spec: RunSpec) -> None:
 
 
 def check_generate(spec: RunSpec) -> None:
-    """--scenario generate (or --mode generate) runs alone, on decoders with their LM head."""
+    """--scenario generate (or --mode generate) runs alone or served under LoadGen's Server
+    or Offline (token latencies), on decoders with their LM head."""
     generates = GENERATE in spec.scenarios or GENERATE in spec.modes
     if not generates:
         return
     others = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE)]
-    if others:
+    if refused := [n for n in others if KINDS[n].tokens is None]:
+        serving = " or ".join(f"generate,{n}" for n, k in KINDS.items() if k.tokens is not None)
         raise SpecError(
-            f"--scenario generate runs on its own; run --scenario {','.join(others)} separately"
+            f"--scenario generate runs on its own or served under LoadGen ({serving}); "
+            f"run --scenario {','.join(refused)} separately"
         )
     for flag, on in (("find-max-batch", spec.find_max_batch), ("profile", spec.profile)):
         if on:
