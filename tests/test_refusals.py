@@ -52,7 +52,7 @@ CASES = [
     (run("--samples", "0"), "samples 0 must be a positive integer"),
     (run("-c", "num_hidden_layers=2"), "-c/--config applies to Hugging Face models"),
     (run("--head", "classification"), "--head applies to Hugging Face models"),
-    (["run", "bert-base", "--head", "lm"], "unknown head 'lm' (allowed: base, classification)"),
+    (["run", "bert-base", "--head", "lm"], "unknown head 'lm' (allowed: base, classification, causal-lm)"),
     (["run", "bert-base", "--seq-len", "4096"], "seq_len 4096 is too large for bert-base"),
     (["run", "bert-base", "-c", "layers"], "config 'layers' must look like key=value"),
     (["run", "hf:Bert!"], "is not of the form hf:<model_type>"),

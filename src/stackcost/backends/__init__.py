@@ -36,6 +36,7 @@ REGISTRY: dict[str, str] = {
     "torchscript-cpp": "stackcost.backends.native:TorchScriptCppBackend",
     "libtorch": "stackcost.backends.native:LibTorchBackend",
     "onednn": "stackcost.backends.native:OneDNNBackend",
+    "llama.cpp": "stackcost.backends.llamacpp:LlamaCppBackend",
 }
 
 # The rung every other is verified against and every ratio is taken to.

@@ -77,13 +77,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
             table.add_column(col)
         for name in REGISTRY:
             b = load_backend(name)
-            a, caps = b.available(), b.capabilities
+            a, caps, gen = b.available(), b.capabilities, b.generate_capabilities()
+            modes = sorted(caps.modes - {"generate"})
+            # A rung that generates says so, with its generator's precisions.
+            generates = [f"generate ({','.join(sorted(gen.precisions))})"] if gen else []
             table.add_row(
                 name,
                 Text("yes", style="green") if a.ok else Text("no", style="red"),
-                ",".join(sorted(caps.modes)),
+                "\n".join([",".join(modes), *generates] if modes else generates),
                 ",".join(sorted(caps.devices)),
-                ",".join(sorted(caps.precisions)),
+                ",".join(sorted(caps.precisions)) if modes else "—",
                 Text(b.description if a.ok else a.reason)
                 + (Text(f"\noptions: {options_line(b.options)}", style="dim") if b.options else ""),
             )

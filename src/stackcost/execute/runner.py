@@ -178,7 +178,8 @@ class Runner:
         run_id = self.store.find_run(spec_hash, env_fp) if resume else None
         if run_id is None:
             # Peaks for the profile's roofline, and for generate's bandwidth fraction.
-            generates = "generate" in (*self.spec.modes, *getattr(self.spec, "scenarios", ()))
+            spec = self.spec
+            generates = "generate" in (*getattr(spec, "modes", ()), *getattr(spec, "scenarios", ()))
             if getattr(self.spec, "profile", False) or generates:
                 env["peaks"] = machine_peaks(env_fp, self.spec.threads)
             # What every worker inherits (thread settings are per cell, in each result).

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from stackcost.backends.llamacpp import BATCH_ONE
 from stackcost.generation.base import Generation, Generator, OnToken
 from stackcost.generation.gguf import FTYPES, METHOD
 
@@ -24,11 +25,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 PRECISIONS = frozenset({"fp32", "w8", "w4"})
-
-BATCH_ONE = (
-    "llama-cpp-python's Llama decodes one sequence at a time; batch > 1 needs llama.cpp's "
-    "server or its batched API"
-)
 
 
 def _round_up(n: int, to: int) -> int:

@@ -55,6 +55,8 @@ class SweepFile(BaseModel):
     resolutions: IntAxis | None = None
     seq_lens: IntAxis | None = None
     samples: IntAxis | None = None
+    prompt_lens: IntAxis | None = None  # generate: prompt length in tokens
+    new_tokens: IntAxis | None = None  # generate: tokens generated after the prompt
     precisions: list[str] = Field(default_factory=lambda: ["fp32"], min_length=1)
     threads: IntAxis = Field(default_factory=cores)  # all CPUs this process may use
     devices: list[str] = Field(default_factory=lambda: ["cpu"], min_length=1)

@@ -1,0 +1,41 @@
+"""llama.cpp: the local-inference community's runtime, through llama-cpp-python.
+
+It generates tokens only (mode generate): a GGUF written from the same weights
+(generation/gguf.py), quantized by llama.cpp's own quantizer for w8 (Q8_0) and w4 (Q4_0),
+decoded by generation/llamacpp.py. llama-cpp-python's `Llama` serves one sequence, so a
+batch above 1 is refused before any worker starts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stackcost.backends.base import Availability, Backend, Capabilities
+
+if TYPE_CHECKING:
+    from stackcost.cell import Cell
+
+BATCH_ONE = (
+    "llama-cpp-python's Llama decodes one sequence at a time; batch > 1 needs llama.cpp's "
+    "server or its batched API"
+)
+
+
+class LlamaCppBackend(Backend):
+    name = "llama.cpp"
+    description = "llama.cpp via llama-cpp-python (GGUF from the same weights; generate only)"
+    capabilities = Capabilities(modes=frozenset({"generate"}))
+    generator = "stackcost.generation.llamacpp:LlamaCppGenerator"
+    torch_profiled = False
+
+    def available(self) -> Availability:
+        return Availability.needs_modules(
+            "llama_cpp", "gguf", install="pip install 'stackcost[llamacpp]' (compiles llama.cpp)"
+        )
+
+    def why_not(self, cell: Cell) -> str | None:
+        if cell.mode == "generate" and cell.batch_size > 1:
+            return BATCH_ONE
+        return super().why_not(cell)
+
+    def prepare(self, model, example, cell, ctx):
+        raise NotImplementedError("llama.cpp generates tokens only: --scenario generate")
