@@ -14,7 +14,8 @@ def test_quick_peaks_are_positive_and_bf16_follows_the_cpu_flags():
     p = measure_peaks(1, quick=True)
     assert torch.get_num_threads() == threads_before
     assert p.threads == 1 and p.quick
-    assert p.fp32_gflops > 0 and p.stream_gbs > 0 and p.seconds > 0
+    assert p.fp32_gflops > 0 and p.stream_gbs > 0 and p.read_gbs and p.seconds > 0
+    assert "read-only" in p.read_method
     assert "2 reads + 1 write" in p.stream_method and "torch.mm" in p.gemm_method
     has_bf16 = bool({"avx512_bf16", "amx_bf16"} & set(cpu_info()["flags"]))
     assert (p.bf16_gflops is not None) == has_bf16
@@ -63,6 +64,7 @@ def _fake(threads: int, quick: bool) -> Peaks:
         bf16_gflops=None,
         bf16_note="n/a",
         stream_gbs=10.0,
+        read_gbs=12.0,
         gemm_method="fake",
         stream_method="fake",
         measured_at=f"quick={quick}",
@@ -115,3 +117,10 @@ def test_store_and_read_back(tmp_path):
     busy = quiet.model_copy(update={"other_busy_cores": 1.5, "measured_at": "later"})
     assert not peaks_mod.store_peaks("fp", busy, tmp_path)
     assert peaks_mod.cached_peaks("fp", 1, tmp_path) == quiet  # the quiet one stays
+
+
+def test_a_cache_without_the_read_peak_is_measured_again(tmp_path, monkeypatch):
+    quiet_fake(monkeypatch)
+    old = _fake(1, True).model_copy(update={"read_gbs": None})
+    (tmp_path / "fp-t1.json").write_text(old.model_dump_json())
+    assert load_or_measure("fp", 1, cache_dir=tmp_path, quick=True).read_gbs == 12.0

@@ -67,7 +67,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps({str(p.threads): p.model_dump(mode="json") for p, _ in rows}, indent=2))
         return 0
     table = Table(title=Text(f"measured peaks (environment {env_fp})"))
-    for col in ("threads", "fp32 GEMM", "bf16 GEMM", "triad", "others' CPU", "measured", "source"):
+    columns = ("threads", "fp32 GEMM", "bf16 GEMM", "triad", "read", "others' CPU", "measured")
+    for col in (*columns, "source"):
         table.add_column(col, justify="right" if col != "source" else "left")
     for p, source in rows:
         others = "—" if p.other_busy_cores is None else f"{p.other_busy_cores:.2f} cores"
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"{p.fp32_gflops:,.0f} GFLOP/s",
             "—" if p.bf16_gflops is None else f"{p.bf16_gflops:,.0f} GFLOP/s",
             f"{p.stream_gbs:.1f} GB/s",
+            "—" if p.read_gbs is None else f"{p.read_gbs:.1f} GB/s",
             Text(others, style="red" if p.busy else ""),
             Text(p.measured_at),
             Text(source),
@@ -86,7 +88,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         # The methods name libraries and flags: printed as text, never as markup.
         console.print(
             Text(
-                f"GEMM: {first.gemm_method}. Triad: {first.stream_method}. bf16: "
+                f"GEMM: {first.gemm_method}. Triad: {first.stream_method}. Read: "
+                f"{first.read_method or 'not measured'}. bf16: "
                 f"{first.bf16_note}.",
                 style="dim",
             )

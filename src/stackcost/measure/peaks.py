@@ -43,6 +43,11 @@ class Peaks(BaseModel):
     bf16_gflops: float | None  # None: no native bf16 GEMM, so no peak to compare against
     bf16_note: str
     stream_gbs: float  # 1e9 bytes/s
+    # Read-only bandwidth (a sum over one large array): decode reads its weights and KV
+    # cache and writes little, so its roofline is this, not triad's (which also writes).
+    # None: measured before it was kept.
+    read_gbs: float | None = None
+    read_method: str = ""
     gemm_method: str
     stream_method: str
     measured_at: str  # ISO 8601, UTC
@@ -97,6 +102,14 @@ def _stream_gbs(n: int) -> float:
     return 3 * a.numel() * a.element_size() / t / 1e9
 
 
+def _read_gbs(n: int) -> float:
+    import torch
+
+    a = torch.full((n,), 1.0)  # filled: every page touched before timing
+    t = _best_seconds(lambda: torch.sum(a), STREAM_RUNS)
+    return a.numel() * a.element_size() / t / 1e9
+
+
 def _bf16_support() -> tuple[bool, str]:
     flags = [f for f in BF16_FLAGS if f in cpu_info()["flags"]]
     if flags:
@@ -126,6 +139,7 @@ def measure_peaks(threads: int, quick: bool = False) -> Peaks:
         bf16_ok, bf16_note = _bf16_support()
         bf16 = _gemm_gflops(n, torch.bfloat16) if bf16_ok else None
         stream = _stream_gbs(elements)
+        read = _read_gbs(elements)
     finally:
         torch.set_num_threads(previous)
     seconds = time.perf_counter() - start
@@ -153,6 +167,12 @@ def measure_peaks(threads: int, quick: bool = False) -> Peaks:
                 else ""
             )
         ),
+        read_gbs=read,
+        read_method=(
+            f"read-only: torch.sum of one float32 array of {elements:,} elements "
+            f"({mib:,.0f} MiB); array bytes per call; best of {STREAM_RUNS} timed calls after "
+            f"{WARMUP} warmup"
+        ),
         measured_at=now(),
         seconds=seconds,
         quick=quick,
@@ -176,6 +196,8 @@ def cached_peaks(
     try:
         cached = Peaks.model_validate_json(cache_path(fingerprint, threads, cache_dir).read_text())
     except (OSError, ValidationError):
+        return None
+    if cached.read_gbs is None:  # kept before the read-only peak was: measure again
         return None
     return cached if cached.threads == threads and (quick or not cached.quick) else None
 

@@ -1,5 +1,5 @@
 """The generate study's two figures: TPOT against batch under the bandwidth roofline (decode
-reads every weight once per step, so its floor is bytes / STREAM peak), and TTFT against
+reads every weight once per step, so its floor is bytes / read-bandwidth peak), and TTFT against
 prompt length. One pair per model, a line per rung and precision; numbers are the medians
 of generate_table.generate_rows."""
 
@@ -31,7 +31,7 @@ def _series(rows: list[dict], x: str) -> dict[str, dict[str, list[tuple[int, flo
 
 def tpot_figure(result: RunResult, model: str) -> Figure | None:
     """TPOT p50 against batch per rung, with the bandwidth floor of each rung's bytes per
-    step at the machine's measured STREAM peak (dashed): below it no rung can go."""
+    step at the machine's measured read-only bandwidth peak (dashed): below it no rung can go."""
     rows = [r for r in generate_rows(result) if r["cell"].cell.model.name == model]
     series = _series(rows, "batch").get(model, {})
     if not series or max(len({b for b, _ in s}) for s in series.values()) < 2:
@@ -54,7 +54,7 @@ def tpot_figure(result: RunResult, model: str) -> Figure | None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch (sequences)")
     ax.set_ylabel("TPOT p50 (ms per decode step)")
-    ax.set_title(f"{model}: TPOT vs batch (dashed: STREAM bandwidth floor)")
+    ax.set_title(f"{model}: TPOT vs batch (dashed: read-bandwidth floor)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return fig
