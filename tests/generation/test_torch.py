@@ -32,3 +32,16 @@ def test_eager_generates_exactly_the_new_tokens_greedily(make_decoder) -> None:
     assert all(a <= b for a, b in zip(out.token_ns[:-1], out.token_ns[1:], strict=True))
     first = reference_logits(decoder.model, ids, 8)[:, 0].argmax(-1)
     assert (out.tokens[:, 0] == first).all()  # greedy: the prefill's argmax
+
+
+def test_eager_weight_only_int8_is_torchao_and_close(make_decoder) -> None:
+    decoder = make_decoder("eager", batch=1, precision="w8")
+    fp32 = EagerGenerator(make_decoder("eager", batch=1)).weight_bytes()
+    generator = EagerGenerator(decoder)
+    generator.prepare()
+    assert "torchao" in generator.details["quantization"]["tool"]
+    assert generator.weight_bytes() < fp32 / 2  # the linears at 1 byte, the embedding fp32
+    ids = fixed_ids(1, 12)
+    ref = reference_logits(make_decoder("eager").model, ids, 8)
+    forced = generator.teacher_forced(ids, 8)
+    assert np.abs(forced - ref).max() / np.abs(ref).max() < 0.05

@@ -75,11 +75,18 @@ def cached_logits(model: Any, ids: np.ndarray, prompt_len: int, **cache: Any) ->
     return np.stack(out, axis=1)
 
 
+# Weight-only (and dynamic int8) through torchao's quantize_, as the eager rung's forward
+# has them (stackcost.quantize.pytorch): nn.Linear layers only, the embedding stays fp32.
+QUANTIZE_PATHS = {"w8": "quantize_", "w4": "quantize_", "int8-dyn": "quantize_"}
+
+
 class EagerGenerator(Generator):
     api = "transformers generate (DynamicCache)"
     timing = (
         "streamer callback (transformers' streamer.put, called as each step's tokens are chosen)"
     )
+    precisions = frozenset({"fp32", *QUANTIZE_PATHS})
+    _weight_bytes: int | None = None
 
     def prepare(self) -> None:
         import transformers
@@ -88,6 +95,21 @@ class EagerGenerator(Generator):
             generator=f"transformers {transformers.__version__} generate",
             cache="DynamicCache",
         )
+        precision = self.decoder.cell.precision
+        if precision in QUANTIZE_PATHS:
+            from stackcost.quantize.pytorch import quantize
+
+            # Generation reads self.decoder.model: the quantized copy replaces it here.
+            model, record = quantize(
+                self.decoder.model, None, precision, QUANTIZE_PATHS[precision], None
+            )
+            self.decoder.model = model
+            self._weight_bytes = record.weight_bytes
+            self.details["quantization"] = record.details()
+
+    def weight_bytes(self) -> int:
+        """torchao's tensors report their sizes as fp32's: its record's count when quantized."""
+        return self._weight_bytes if self._weight_bytes is not None else super().weight_bytes()
 
     def generate(self, ids: np.ndarray, new_tokens: int, on_token: OnToken = None) -> Generation:
         import torch
