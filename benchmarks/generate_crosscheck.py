@@ -19,6 +19,8 @@ are each within 5% of the bare loop's (measure on a quiet machine).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import statistics
 import subprocess
@@ -102,7 +104,7 @@ def bare(args: argparse.Namespace) -> dict:
 
 
 def ours(args: argparse.Namespace, db: Path) -> dict:
-    """One stackcost round: a real run, one repetition, read back from its store."""
+    """One stackcost round: a real run, one repetition, in a store of its own."""
     from stackcost.cli import main as stackcost
     from stackcost.store.database import Store
     from stackcost.store.runs import RunResult
@@ -111,9 +113,10 @@ def ours(args: argparse.Namespace, db: Path) -> dict:
         "run", args.model, "--scenario", "generate", "--backends", "llama.cpp",
         "--precision", args.precision, "--prompt-len", str(args.prompt_len),
         "--new-tokens", str(args.new_tokens), "--threads", str(args.threads),
-        "--repeats", "1", "--min-time", "0", "--db", str(db), "--force", "--quiet",
+        "--repeats", "1", "--min-time", "0", "--db", str(db), "--quiet",
     ]  # fmt: skip
-    code = stackcost(argv)
+    with contextlib.redirect_stdout(io.StringIO()):  # its table: this script prints its own
+        code = stackcost(argv)
     with Store(db, read_only=True) as store:
         run = RunResult.from_store(store, store.run_ids()[-1])
     (cell,) = run.cells()
@@ -144,9 +147,8 @@ def main() -> int:
     ]  # fmt: skip
     rounds = []
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "crosscheck.db"
         for i in range(args.rounds):
-            a = ours(args, db)
+            a = ours(args, Path(tmp) / f"round{i}.db")
             out = subprocess.run(
                 [sys.executable, __file__, "--bare", *flags], capture_output=True, text=True
             )

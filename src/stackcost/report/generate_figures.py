@@ -7,11 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from typing import Any
 
 from matplotlib.figure import Figure
 
 from stackcost.report.generate_table import generate_rows, stream_peak_gbs
 from stackcost.store.runs import RunResult
+
+
+def _label(cell: Any, x: str) -> str:
+    """One line per rung, precision and the size the figure does not vary: TPOT against
+    batch at each prompt length, TTFT against prompt length at each batch."""
+    held = f"prompt {cell.sizes['prompt_len']}" if x == "batch" else f"b{cell.batch_size}"
+    return f"{cell.backend} {cell.precision} {held}"
 
 
 def _series(rows: list[dict], x: str) -> dict[str, dict[str, list[tuple[int, float]]]]:
@@ -21,7 +29,7 @@ def _series(rows: list[dict], x: str) -> dict[str, dict[str, list[tuple[int, flo
         c = r["cell"]
         if not c.valid:
             continue
-        label = f"{c.cell.backend} {c.cell.precision}"
+        label = _label(c.cell, x)
         value = r["tpot_p50_ms"] if x == "batch" else r["ttft_ms"]
         at = c.cell.batch_size if x == "batch" else c.cell.sizes["prompt_len"]
         if value is not None:
@@ -44,7 +52,7 @@ def tpot_figure(result: RunResult, model: str) -> Figure | None:
         floors = sorted(
             (r["cell"].cell.batch_size, r["gbs"] * r["tpot_p50_ms"] / peak)
             for r in rows
-            if f"{r['cell'].cell.backend} {r['cell'].cell.precision}" == label
+            if _label(r["cell"].cell, "batch") == label
             and r["gbs"]
             and r["tpot_p50_ms"]
             and (peak := stream_peak_gbs(result, r["cell"].cell.threads))
