@@ -44,6 +44,33 @@ def fixed_ids(batch: int, length: int, seed: int = 1) -> np.ndarray:
     )
 
 
+def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
+    """max|got - ref| / max|ref|: verification's measure."""
+    return float(np.abs(got - ref).max() / np.abs(ref).max())
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory):
+    """One artifact cache per test module: its builds differ in batch only, so each
+    precision is exported once."""
+    from stackcost.backends.artifacts import ArtifactCache
+
+    return ArtifactCache(Path(tmp_path_factory.mktemp("artifacts")))
+
+
+def prepared_with(make_decoder, cache, generator: type, backend: str):
+    """A factory of prepared generators of one class, sharing the module's cache."""
+    import dataclasses
+
+    def make(batch: int = 1, precision: str = "fp32"):
+        decoder = make_decoder(backend, batch, 8, 4, precision)
+        prepared = generator(dataclasses.replace(decoder, cache=cache))
+        prepared.prepare()
+        return prepared
+
+    return make
+
+
 @pytest.fixture
 def make_decoder(tmp_path: Path):
     def make(

@@ -4,13 +4,17 @@ eager fp32, greedy generation's shape and clock readings, and the weight-only pr
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from stackcost.backends.artifacts import ArtifactCache
-from tests.generation.conftest import TINY, fixed_ids, reference_logits
+from tests.generation.conftest import (
+    TINY,
+    fixed_ids,
+    prepared_with,
+    reference_logits,
+    relative_error,
+)
 
 pytest.importorskip("onnxruntime_genai")
 
@@ -21,27 +25,11 @@ EOS = 2  # LlamaConfig's default, which the builder copies into genai_config.jso
 BOUNDS = {"fp32": 1e-3, "w8": 2e-2, "w4": 0.3}
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> ArtifactCache:
-    # One build per precision for the whole module: the tests differ in batch only.
-    return ArtifactCache(Path(tmp_path_factory.mktemp("ortgenai-artifacts")))
-
-
 @pytest.fixture
-def prepared(make_decoder, cache: ArtifactCache):
+def prepared(make_decoder, cache):
     from stackcost.generation.onnxruntime import OrtGenAIGenerator
 
-    def make(batch: int = 1, precision: str = "fp32") -> OrtGenAIGenerator:
-        decoder = make_decoder("onnxruntime", batch, PROMPT, NEW, precision)
-        generator = OrtGenAIGenerator(dataclasses.replace(decoder, cache=cache))
-        generator.prepare()
-        return generator
-
-    return make
-
-
-def _error(got: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.abs(got - ref).max() / np.abs(ref).max())
+    return prepared_with(make_decoder, cache, OrtGenAIGenerator, "onnxruntime")
 
 
 def _greedy(logits: np.ndarray) -> np.ndarray:
@@ -59,7 +47,7 @@ def test_teacher_forced_matches_eager_fp32(prepared, batch: int) -> None:
     ref = reference_logits(generator.decoder.model, ids, PROMPT)
     assert got.shape == ref.shape == (batch, NEW + 1, TINY["vocab_size"])
     assert got.dtype == np.float32
-    assert _error(got, ref) < BOUNDS["fp32"]
+    assert relative_error(got, ref) < BOUNDS["fp32"]
     assert generator.details["kv_cache_dtype"] == "float32"
     assert generator.details["quantization"] is None
 
@@ -72,7 +60,7 @@ def test_teacher_forced_through_eos(prepared) -> None:
     ids[0, 2] = EOS  # in the prompt as well: not taken for padding
     got = generator.teacher_forced(ids, PROMPT)
     ref = reference_logits(generator.decoder.model, ids, PROMPT)
-    assert _error(got, ref) < BOUNDS["fp32"]
+    assert relative_error(got, ref) < BOUNDS["fp32"]
     assert generator._forcing is not None and generator._forcing[0] not in ids
 
 
@@ -95,7 +83,7 @@ def test_generate_greedy_tokens_and_readings(prepared, batch: int) -> None:
     assert generator.weight_bytes() > 0
 
 
-def test_generate_never_stops_at_eos(make_decoder, cache: ArtifactCache) -> None:
+def test_generate_never_stops_at_eos(make_decoder, cache) -> None:
     """A model whose greedy pick is EOS still yields NEW tokens per row, none EOS."""
     import torch
 
@@ -129,7 +117,7 @@ def test_weight_only(prepared, precision: str) -> None:
     ids = fixed_ids(1, PROMPT + NEW)
     got = generator.teacher_forced(ids, PROMPT)
     ref = reference_logits(generator.decoder.model, ids, PROMPT)
-    error = _error(got, ref)
+    error = relative_error(got, ref)
     print(f"{precision}: max relative error {error:.2e}")
     assert error < BOUNDS[precision]
     quantization = generator.details["quantization"]

@@ -3,15 +3,11 @@ generation's shape and clock readings, and the weight-only precisions."""
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from stackcost.backends.artifacts import ArtifactCache
 from stackcost.backends.base import Unsupported
-from tests.generation.conftest import fixed_ids, reference_logits
+from tests.generation.conftest import fixed_ids, prepared_with, reference_logits, relative_error
 
 pytest.importorskip("openvino_genai")
 pytest.importorskip("openvino_tokenizers")
@@ -21,27 +17,11 @@ PROMPT, NEW = 8, 4
 BOUNDS = {"fp32": 1e-3, "w8": 2e-2, "w4": 0.25}
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> ArtifactCache:
-    # One export per precision for the whole module: the tests differ in batch only.
-    return ArtifactCache(Path(tmp_path_factory.mktemp("ov-artifacts")))
-
-
 @pytest.fixture
-def prepared(make_decoder, cache: ArtifactCache):
+def prepared(make_decoder, cache):
     from stackcost.generation.openvino import OpenVINOGenAIGenerator
 
-    def make(batch: int = 1, precision: str = "fp32") -> OpenVINOGenAIGenerator:
-        decoder = make_decoder("openvino-genai", batch, PROMPT, NEW, precision)
-        generator = OpenVINOGenAIGenerator(dataclasses.replace(decoder, cache=cache))
-        generator.prepare()
-        return generator
-
-    return make
-
-
-def _error(got: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.abs(got - ref).max() / np.abs(ref).max())
+    return prepared_with(make_decoder, cache, OpenVINOGenAIGenerator, "openvino-genai")
 
 
 @pytest.mark.parametrize("batch", [1, 2])
@@ -52,7 +32,7 @@ def test_teacher_forced_matches_eager_fp32(prepared, batch: int) -> None:
     ref = reference_logits(generator.decoder.model, ids, PROMPT)
     assert got.shape == ref.shape == (batch, NEW + 1, 256)
     assert got.dtype == np.float32
-    assert _error(got, ref) < BOUNDS["fp32"]
+    assert relative_error(got, ref) < BOUNDS["fp32"]
     assert "KV_CACHE_PRECISION=f32" in generator.details["verified_through"]
 
 
@@ -102,7 +82,7 @@ def test_weight_only(prepared, precision: str) -> None:
     ids = fixed_ids(1, PROMPT + NEW)
     got = generator.teacher_forced(ids, PROMPT)
     ref = reference_logits(generator.decoder.model, ids, PROMPT)
-    error = _error(got, ref)
+    error = relative_error(got, ref)
     print(f"{precision}: max relative error {error:.2e}")
     assert error < BOUNDS[precision]
     quantization = generator.details["quantization"]

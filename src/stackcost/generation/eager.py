@@ -55,6 +55,24 @@ def greedy_config(model: Any, new_tokens: int, **extra: Any) -> Any:
     )
 
 
+def timed_generate(model: Any, ids: np.ndarray, config: Any, on_token: OnToken) -> Generation:
+    """transformers' `generate` under `config`, each token's clock read by its streamer."""
+    import torch
+
+    device = next(model.parameters()).device
+    inputs = torch.from_numpy(ids).to(device)
+    clock = TokenClock(device.type, on_token)
+    with torch.inference_mode():
+        start = time.perf_counter_ns()
+        out = model.generate(
+            inputs,
+            attention_mask=torch.ones_like(inputs),
+            generation_config=config,
+            streamer=clock,
+        )
+    return Generation(out[:, ids.shape[1] :].cpu().numpy(), start, clock.token_ns)
+
+
 def cached_logits(model: Any, ids: np.ndarray, prompt_len: int, **cache: Any) -> np.ndarray:
     """Teacher forcing through a transformers model's cache: the prompt as one forward, then
     one token per forward with the cache the model returned (or `cache` given)."""
@@ -112,22 +130,8 @@ class EagerGenerator(Generator):
         return self._weight_bytes if self._weight_bytes is not None else super().weight_bytes()
 
     def generate(self, ids: np.ndarray, new_tokens: int, on_token: OnToken = None) -> Generation:
-        import torch
-
         model = self.decoder.model
-        device = next(model.parameters()).device
-        inputs = torch.from_numpy(ids).to(device)
-        clock = TokenClock(device.type, on_token)
-        config = greedy_config(model, new_tokens)
-        with torch.inference_mode():
-            start = time.perf_counter_ns()
-            out = model.generate(
-                inputs,
-                attention_mask=torch.ones_like(inputs),
-                generation_config=config,
-                streamer=clock,
-            )
-        return Generation(out[:, ids.shape[1] :].cpu().numpy(), start, clock.token_ns)
+        return timed_generate(model, ids, greedy_config(model, new_tokens), on_token)
 
     def teacher_forced(self, ids: np.ndarray, prompt_len: int) -> np.ndarray:
         return cached_logits(self.decoder.model, ids, prompt_len)

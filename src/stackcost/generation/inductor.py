@@ -9,11 +9,10 @@ compile happens in the first generation: it is the cell's cold start.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from stackcost.generation.base import Generation, Generator, OnToken
-from stackcost.generation.eager import TokenClock, greedy_config
+from stackcost.generation.eager import greedy_config, timed_generate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,24 +54,11 @@ class InductorGenerator(Generator):
         )
 
     def generate(self, ids: np.ndarray, new_tokens: int, on_token: OnToken = None) -> Generation:
-        import torch
-
         model = self.decoder.model
-        device = next(model.parameters()).device
-        inputs = torch.from_numpy(ids).to(device)
-        clock = TokenClock(device.type, on_token)
         config = greedy_config(
             model, new_tokens, cache_implementation="static", compile_config=self.compile
         )
-        with torch.inference_mode():
-            start = time.perf_counter_ns()
-            out = model.generate(
-                inputs,
-                attention_mask=torch.ones_like(inputs),
-                generation_config=config,
-                streamer=clock,
-            )
-        return Generation(out[:, ids.shape[1] :].cpu().numpy(), start, clock.token_ns)
+        return timed_generate(model, ids, config, on_token)
 
     def teacher_forced(self, ids: np.ndarray, prompt_len: int) -> np.ndarray:
         """Through the same compiled call and a StaticCache: prefill, then one token a step."""
