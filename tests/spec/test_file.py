@@ -136,3 +136,17 @@ def test_messages_stay_one_short_line_whatever_the_value(tmp_path, text):
     message = str(exc.value)
     assert "\n" not in message and len(message) <= 300, message
     assert "spec.yaml:" in message  # the clipped path still ends in the file and line
+
+
+def test_a_generate_spec_makes_generate_cells(tmp_path):
+    spec = load_sweep(
+        write(
+            tmp_path,
+            "models: [llama-tiny]\nbackends: [eager, llama.cpp]\nscenarios: [generate]\n"
+            "prompt_lens: [8, 16]\nnew_tokens: 4\nbatch_sizes: [1]\nthreads: [1]\n",
+        )
+    )
+    cells = spec.cells()
+    assert len(cells) == 4 and {c.mode for c in cells} == {"generate"}
+    assert {c.sizes["prompt_len"] for c in cells} == {8, 16}
+    assert all(c.sizes["new_tokens"] == 4 and c.scenario is None for c in cells)
