@@ -145,3 +145,16 @@ def test_a_server_that_fell_behind_is_named() -> None:
     assert "fell behind: 60 samples/s completed of 100 scheduled" in (
         fell_behind(run(60, 100)) or ""
     )
+
+
+def test_offline_serving_through_the_cli_shows_loadgen_beside_the_tokens(
+    tmp_path: Path, capsys
+) -> None:
+    code, out, err = run_cli(
+        capsys, "run", "llama-tiny", "--scenario", "generate,offline", "--prompt-len", "8",
+        "--new-tokens", "4", "--backends", "eager", "--threads", "1", "--min-time", "0",
+        "--loadgen-min-duration", "300ms", "--loadgen-min-queries", "16",
+        "--db", str(tmp_path / "s.db"), "--quiet",
+    )  # fmt: skip
+    assert code in (0, 1), err  # a short LoadGen run may be INVALID: unstable, exit 1
+    assert "LoadGen" in out and "verdict" in out and "offline" in out and "TTFT" in out

@@ -90,12 +90,17 @@ def _bytes(value: int | None) -> str:
 
 
 def generate_table(result: RunResult) -> Table:
+    from stackcost.report.scenarios import scenario_view
+
     rows = generate_rows(result)
     cells = [r["cell"] for r in rows]
     sizes = size_axes(c.cell for c in cells)
+    # Serving cells (generate under LoadGen) add LoadGen's headline and verdict.
+    serving = any(c.cell.scenario is not None for c in cells)
     table = Table(title=Text(f"run {result.run_id}: generate"), header_style="bold")
     for name in (
         "model",
+        *(["LoadGen", "verdict"] if serving else []),
         "batch",
         *(size_heading(a) for a in sizes),
         "backend",
@@ -120,8 +125,14 @@ def generate_table(result: RunResult) -> Table:
         c = r["cell"]
         if c.status != "ok" and (reason := cell_reason(c)):
             reasons.append(f"{c.cell.label()}: {reason}")
+        view = scenario_view(c) if serving else None
+        loadgen = [
+            Text(f"{view.label}: {view.shown()}" if view else "timed"),
+            Text(view.verdict if view else "—"),
+        ]
         table.add_row(
             Text(c.cell.model.name),
+            *(loadgen if serving else []),
             str(c.cell.batch_size),
             *(size_value(c.cell, a) for a in sizes),
             Text(c.cell.backend),
