@@ -116,3 +116,6 @@ def test_generate_through_the_cli(tmp_path: Path, capsys) -> None:
     )
     assert code == 0, err
     assert (figures / "tpot_vs_batch-llama-tiny.png").is_file()
+    html = (tmp_path / "r.html").read_text()
+    assert 'id="generation"' in html and html.count('<tr class="status-ok">') == 2
+    assert html.count('<tr class="status-unsupported">') == 2  # torchscript generates nothing

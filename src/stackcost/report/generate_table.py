@@ -155,6 +155,42 @@ def generate_table(result: RunResult) -> Table:
     return table
 
 
+HEADER = [
+    "model", "batch", "prompt (tokens)", "new (tokens)", "backend", "precision", "status",
+    "TTFT (ms)", "TPOT p50 (ms)", "TPOT p90 (ms)", "prefill tok/s", "decode tok/s",
+    "KV cache (MiB)", "GB/s", "% of peak", "rel err", "greedy tokens = eager",
+]  # fmt: skip
+
+
+def columns(r: dict) -> list[str]:
+    """One row of generate_rows as HEADER's plain strings (markdown, HTML)."""
+    c = r["cell"]
+
+    def num(value: float | None, fmt: str) -> str:
+        return "—" if value is None else format(value, fmt)
+
+    kv = r["kv_bytes"] / 2**20 if r["kv_bytes"] is not None else None
+    return [
+        c.cell.model.name,
+        str(c.cell.batch_size),
+        str(c.cell.sizes.get("prompt_len", "—")),
+        str(c.cell.sizes.get("new_tokens", "—")),
+        c.cell.backend + (f" [{c.cell.scenario.label()}]" if c.cell.scenario else ""),
+        c.cell.precision,
+        c.status if c.status == "ok" else f"{c.status}: {cell_reason(c)}",
+        num(r["ttft_ms"], ".1f"),
+        num(r["tpot_p50_ms"], ".2f"),
+        num(r["tpot_p90_ms"], ".2f"),
+        num(r["prefill_tps"], ",.0f"),
+        num(r["decode_tps"], ",.1f"),
+        num(kv, ".1f"),
+        num(r["gbs"], ".1f"),
+        num(r["peak_pct"], ".0f"),
+        num(r["rel_err"], ".1e"),
+        num(r["tokens"], ".0%"),
+    ]
+
+
 def generate_markdown(result: RunResult) -> str:
     """The same numbers as a markdown table, its caption below ('' without generate cells)."""
     from stackcost.report.markdown import md_escape
@@ -162,42 +198,6 @@ def generate_markdown(result: RunResult) -> str:
     rows = generate_rows(result)
     if not rows:
         return ""
-    head = (
-        "| model | batch | prompt (tokens) | new (tokens) | backend | precision | status | "
-        "TTFT (ms) | TPOT p50 (ms) | TPOT p90 (ms) | prefill tok/s | decode tok/s | "
-        "KV cache (MiB) | GB/s | % of peak | rel err | greedy tokens = eager |"
-    )
-    lines = [head, "|---|---:|---:|---:|---|---|---|" + "---:|" * 10]
-
-    def num(value: float | None, fmt: str) -> str:
-        return "—" if value is None else format(value, fmt)
-
-    for r in rows:
-        c = r["cell"]
-        status = c.status if c.status == "ok" else f"{c.status}: {cell_reason(c)}"
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    md_escape(c.cell.model.name),
-                    str(c.cell.batch_size),
-                    str(c.cell.sizes.get("prompt_len", "—")),
-                    str(c.cell.sizes.get("new_tokens", "—")),
-                    md_escape(c.cell.backend),
-                    c.cell.precision,
-                    md_escape(status),
-                    num(r["ttft_ms"], ".1f"),
-                    num(r["tpot_p50_ms"], ".2f"),
-                    num(r["tpot_p90_ms"], ".2f"),
-                    num(r["prefill_tps"], ",.0f"),
-                    num(r["decode_tps"], ",.1f"),
-                    num(r["kv_bytes"] / 2**20 if r["kv_bytes"] is not None else None, ".1f"),
-                    num(r["gbs"], ".1f"),
-                    num(r["peak_pct"], ".0f"),
-                    num(r["rel_err"], ".1e"),
-                    num(r["tokens"], ".0%"),
-                ]
-            )
-            + " |"
-        )
+    lines = ["| " + " | ".join(HEADER) + " |", "|---|---:|---:|---:|---|---|---|" + "---:|" * 10]
+    lines += ["| " + " | ".join(md_escape(v) for v in columns(r)) + " |" for r in rows]
     return "\n".join(lines) + "\n\n" + CAPTION + "\n"

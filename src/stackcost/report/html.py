@@ -20,6 +20,9 @@ from plotly.offline import get_plotlyjs
 from stackcost.backends import BASELINE
 from stackcost.env import now
 from stackcost.report import costs, data, plots, quant, study, training
+from stackcost.report.generate_table import CAPTION as GENERATION_CAPTION
+from stackcost.report.generate_table import HEADER as GENERATION_HEADER
+from stackcost.report.generate_table import columns, generate_rows
 from stackcost.report.marks import (
     CI_NOTE,
     DISTURBED_NOTE,
@@ -489,11 +492,16 @@ def render_html(
     # see the timed loop's inference cells only.
     inference = [
         dataclasses.replace(
-            r, records=[x for x in r.records if x[0].mode != "train" and x[0].scenario is None]
+            r,
+            records=[x for x in r.records if x[0].mode == "infer" and x[0].scenario is None],
         )
         for r in runs
     ]
-    scenarios = scenario_rows(runs)
+    scenarios = scenario_rows(runs)  # serving cells too: LoadGen's headline
+    # Generate cells have a table of their own: tokens, not forward passes.
+    generation = [
+        {"status": g["cell"].status, "cols": columns(g)} for r in runs for g in generate_rows(r)
+    ]
     summ = data.summary(inference, baseline)
     colors = series_colors(data.series_order(summ, baseline)) if len(summ) else {}
     figs = _Figures()
@@ -551,6 +559,7 @@ def render_html(
     nav = [
         *([("training", "training")] if training_slots else []),
         *([("scenarios", "LoadGen scenarios")] if scenarios else []),
+        *([("generation", "token generation")] if generation else []),
         *(inference_nav if len(summ) else []),
         ("environment", "environment"),
     ]
@@ -573,6 +582,9 @@ def render_html(
         "size_axes": size_axes,
         "training": training_slots,
         "scenarios": scenarios,
+        "generation": generation,
+        "generation_header": GENERATION_HEADER,
+        "generation_caption": GENERATION_CAPTION,
         "scenario_header": SCENARIO_HEADER,
         "scenario_caption": SCENARIO_CAPTION,
         "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],

@@ -52,7 +52,7 @@ PAGE = r"""<!DOCTYPE html>
 
 {{ suite }}
 
-{% if not has_cells and not training and not scenarios %}
+{% if not has_cells and not training and not scenarios and not generation %}
 <p class="note">No results: these runs have no stored repetitions.</p>
 {% else %}
 {% if has_cells %}<p class="counts">
@@ -96,6 +96,17 @@ PAGE = r"""<!DOCTYPE html>
 <div class="scroll"><table>
   <tr>{% for h in scenario_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
   {% for row in scenarios %}
+  <tr class="status-{{ row.status }}">{% for v in row.cols %}<td class="text">{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{% endif %}
+
+{% if generation %}
+<h2 id="generation">Token generation</h2>
+<p class="muted">{{ generation_caption }}.</p>
+<div class="scroll"><table>
+  <tr>{% for h in generation_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for row in generation %}
   <tr class="status-{{ row.status }}">{% for v in row.cols %}<td class="text">{{ v }}</td>{% endfor %}</tr>
   {% endfor %}
 </table></div>
