@@ -93,7 +93,6 @@ class TrainConfig(Frozen):
 # the one list of their names (scenarios/settings.py's KINDS gives each its settings).
 SCENARIOS: tuple[str, ...] = ("single-stream", "multi-stream", "server", "offline")
 ScenarioName = Literal[SCENARIOS]  # type: ignore[valid-type]
-TOKEN_BOUNDS = ("ttft_bound_ms", "tpot_bound_ms")  # ScenarioConfig's token-serving bounds
 
 
 class ScenarioConfig(Frozen):
@@ -110,15 +109,12 @@ class ScenarioConfig(Frozen):
     min_query_count: int = Field(ge=1)
     # Server serving generated tokens (mode generate): p99 TTFT and TPOT must stay under
     # them. Left out of the cell's key when None, so stored LoadGen cells keep theirs.
-    ttft_bound_ms: float | None = Field(None, gt=0)
-    tpot_bound_ms: float | None = Field(None, gt=0)
+    # Left out of dumps when None, so exports of stores written before them are unchanged.
+    ttft_bound_ms: float | None = Field(None, gt=0, exclude_if=lambda v: v is None)
+    tpot_bound_ms: float | None = Field(None, gt=0, exclude_if=lambda v: v is None)
 
     def key_data(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
-        for name in TOKEN_BOUNDS:
-            if data[name] is None:
-                del data[name]
-        return data
+        return self.model_dump(mode="json")  # the token bounds are left out when None
 
     def label(self) -> str:
         """'server 50ms x2', 'multi-stream 8/q', 'single-stream', 'server TTFT 2000ms

@@ -233,7 +233,7 @@ class RepetitionResult(BaseModel):
     # A scenario cell's LoadGen run: its verdict, headline metric and summary numbers.
     scenario: ScenarioResult | None = None
     # A generate cell's token numbers: TTFT, TPOT, tokens/s, KV bytes, bandwidth.
-    generation: GenerationResult | None = None
+    generation: GenerationResult | None = Field(None, exclude_if=lambda g: g is None)
     host: str | None = None  # the machine it ran on (hostname)
     node: Node | None = None  # on a Ray cluster: the node, its environment, its cores
     lost_attempts: list[LostAttempt] = Field(default_factory=list)  # tries a dead node lost

@@ -79,15 +79,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
             b = load_backend(name)
             a, caps, gen = b.available(), b.capabilities, b.generate_capabilities()
             modes = sorted(caps.modes - {"generate"})
-            # A rung that generates says so, with its generator's precisions.
-            generates = [f"generate ({','.join(sorted(gen.precisions))})"] if gen else []
+            # A rung that generates says so; its generator's precisions go with the description.
+            generates = f"\ngenerate: {','.join(sorted(gen.precisions))}" if gen else ""
             table.add_row(
                 name,
                 Text("yes", style="green") if a.ok else Text("no", style="red"),
-                "\n".join([",".join(modes), *generates] if modes else generates),
+                ",".join([*modes, *(["generate"] if gen else [])]),
                 ",".join(sorted(caps.devices)),
                 ",".join(sorted(caps.precisions)) if modes else "—",
                 Text(b.description if a.ok else a.reason)
+                + Text(generates, style="dim")
                 + (Text(f"\noptions: {options_line(b.options)}", style="dim") if b.options else ""),
             )
     console.print(table)
