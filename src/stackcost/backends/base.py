@@ -283,20 +283,22 @@ class Backend(ABC):
         anything."""
         return why_not(self.capabilities, self.generate_capabilities(), cell)
 
-    def generator_path(self) -> str:
-        if self.generator is None:
-            raise Unsupported(f"{self.name} does not generate tokens")
-        return self.generator
-
-    def generate_capabilities(self) -> Capabilities | None:
-        """What the rung's generator runs (its class's devices and precisions); None when
-        the rung does not generate. Imports the generator's module, not its runtime."""
+    def generator_class(self) -> Any:
+        """The rung's Generator class (stackcost.generation), or None when it does not
+        generate. Imports the generator's module, not its runtime."""
         import importlib
 
         if self.generator is None:
             return None
         module, _, name = self.generator.partition(":")
-        cls = getattr(importlib.import_module(module), name)
+        return getattr(importlib.import_module(module), name)
+
+    def generate_capabilities(self) -> Capabilities | None:
+        """What the rung's generator runs (its class's devices and precisions); None when
+        the rung does not generate."""
+        cls = self.generator_class()
+        if cls is None:
+            return None
         return Capabilities(frozenset({"generate"}), cls.devices, cls.precisions)
 
     def environment(self, cell: Cell) -> dict[str, str]:

@@ -135,10 +135,10 @@ def learn(
     return ask([], backends, environ).facts
 
 
-def _generate_caps(data: Mapping[str, Any] | Capabilities | None) -> Capabilities | None:
-    """A generator's capabilities as the child's JSON answer carries them, or as asked here."""
-    if data is None or isinstance(data, Capabilities):
-        return data
+def _generate_caps(data: Mapping[str, Any] | None) -> Capabilities | None:
+    """A generator's capabilities from their JSON form (_facts_of's)."""
+    if data is None:
+        return None
     return Capabilities(
         frozenset({"generate"}), frozenset(data["devices"]), frozenset(data["precisions"])
     )

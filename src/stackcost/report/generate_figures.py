@@ -59,12 +59,8 @@ def tpot_figure(result: RunResult, model: str) -> Figure | None:
         )
         if floors:  # bytes per step / peak bandwidth, in ms: bytes/1e9/(GB/s)*1e3
             ax.plot(*zip(*floors, strict=True), linestyle="--", color=line.get_color(), alpha=0.6)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch (sequences)")
-    ax.set_ylabel("TPOT p50 (ms per decode step)")
+    _finish(ax, "batch (sequences)", "TPOT p50 (ms per decode step)")
     ax.set_title(f"{model}: TPOT vs batch (dashed: read-bandwidth floor)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
     return fig
 
 
@@ -78,14 +74,19 @@ def ttft_figure(result: RunResult, model: str) -> Figure | None:
     for label, points in sorted(series.items()):
         points.sort()
         ax.plot(*zip(*points, strict=True), marker="o", label=label)
-    ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("prompt length (tokens)")
-    ax.set_ylabel("TTFT (ms, prefill + first token)")
+    _finish(ax, "prompt length (tokens)", "TTFT (ms, prefill + first token)")
     ax.set_title(f"{model}: TTFT vs prompt length")
+    return fig
+
+
+def _finish(ax: Any, xlabel: str, ylabel: str) -> None:
+    """The axes both figures share: log2 sizes, labels, legend, grid."""
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return fig
 
 
 def generate_figures(runs: list[RunResult]) -> list[tuple[str, Figure]]:

@@ -79,13 +79,6 @@ def reference(model: Any, prompt: np.ndarray, steps: int) -> tuple[np.ndarray, n
     return out[:, prompt.shape[1] :].numpy(), logits.float().numpy()
 
 
-def load_generator(path: str, decoder: Any) -> Generator:
-    import importlib
-
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)(decoder)
-
-
 def agreement(tokens: np.ndarray, expected: np.ndarray) -> tuple[float, int]:
     """Fraction of equal tokens over the compared steps, and the shortest matching prefix."""
     import numpy as np
@@ -145,10 +138,20 @@ def verified_generators(bench: Bench, rows: int, count: int = 1) -> Verified | R
 
     memory = bench.watch_memory()
     cache = ArtifactCache(Path(task.cache_dir)) if task.cache_dir else None
-    decoder = Decoder(model, cell, Path(task.workdir), cache, bench.progress.weights_digest or "")
-    generators = [load_generator(backend.generator_path(), decoder) for _ in range(count)]
-    if (missing := generators[0].missing()) is not None:
+    generator_class = backend.generator_class()
+    if generator_class is None:  # the parent refuses it first; a direct task may not
+        return RepetitionResult(status="unsupported", reason=f"{backend.name} does not generate")
+    if (missing := generator_class.missing()) is not None:
         return RepetitionResult(status="unavailable", reason=missing)
+    workdir, digest = Path(task.workdir), bench.progress.weights_digest or ""
+    # A decoder each: a generator may replace its model (eager's quantized copy), and each
+    # instance has a workdir of its own, as backends' instances do.
+    generators = [
+        generator_class(
+            Decoder(model, cell, workdir / f"instance-{i}" if i else workdir, cache, digest)
+        )
+        for i in range(count)
+    ]
     names = ("prefill logits", "decode logits")
     teacher = np.concatenate([prompt, expected], axis=1)
     checks, colds, phases.prepare_s = [], [], 0.0
