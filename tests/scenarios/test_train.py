@@ -162,6 +162,8 @@ def test_divergence_is_a_result_with_its_epoch(tmp_path, capsys):
         (["--lr", "nan"], "must be a positive number"),
         (["--backends", "onnxruntime"], "cannot train: onnxruntime"),
         (["--optimizer", "lbfgs"], "unknown optimizer 'lbfgs'"),
+        (["--device", "gpu"], "unknown device 'gpu' (allowed: cpu, cuda)"),
+        (["--device", ","], "--device ',': give one or more of cpu, cuda"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, needle):
@@ -295,3 +297,21 @@ def test_the_refusal_names_every_backend_that_trains():
     for name in ("eager", "inductor", "torchscript", "tf", "tf-xla", "keras", "keras-xla"):
         assert name in str(refused.value)
     assert "jax, libtorch, onednn)" in str(refused.value)
+
+
+def test_one_command_trains_at_every_thread_count_and_names_each_row(tmp_path, capsys):
+    """The PyTorch/CUDA report's table is one command: threads (and devices) are lists."""
+    db = tmp_path / "t.db"
+    argv = ["train", "mlp", "--backends", "eager", "--epochs", "1", "--limit", "256"]
+    assert main([*argv, "--threads", "1,2", "--device", "cpu", "--db", str(db)]) == 0
+    cells = rows(db, "SELECT threads, device FROM cells ORDER BY threads")
+    assert [(r["threads"], r["device"]) for r in cells] == [(1, "cpu"), (2, "cpu")]
+    out = capsys.readouterr().out
+    assert "where" in out and "t1 cpu" in out and "t2 cpu" in out
+
+
+def test_a_stored_single_device_spec_reads_as_a_list_of_one():
+    from stackcost.spec.train import TrainSpec
+
+    spec = TrainSpec(model=model_ref("mlp"), sizes={}, device="cpu")
+    assert spec.devices == ["cpu"] and {c.device for c in spec.cells()} == {"cpu"}

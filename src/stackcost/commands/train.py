@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
+from stackcost.axes import DEVICES, GRID_AXES
 from stackcost.commands.axes import number
 from stackcost.commands.run import add_hf_args, add_session_args, import_timeout
 from stackcost.env import cores
@@ -17,7 +18,12 @@ from stackcost.errors import SpecError
 from stackcost.execute import scratch
 from stackcost.outputs import check_output_dir
 from stackcost.scenarios.train import KEPT_WEIGHTS
-from stackcost.spec.grammar import check_env_names, parse_config, parse_positive_ints
+from stackcost.spec.grammar import (
+    check_env_names,
+    parse_choices,
+    parse_config,
+    parse_positive_ints,
+)
 from stackcost.spec.run import check_threads, db_problem, model_ref
 from stackcost.workload import SIZE_AXES, Workload
 
@@ -67,7 +73,12 @@ def add_parser(sub: Any) -> None:
         "--num-classes", help="classes of synthetic data (default 10; a dataset's own otherwise)"
     )
     add_hf_args(p, "(default for training: classification)")
-    p.add_argument("--threads", default=str(cores()), help=f"intra-op threads (default {cores()})")
+    p.add_argument(
+        "--threads",
+        default=str(cores()),
+        help=f"comma list of intra-op thread counts (default {cores()}, this machine)",
+    )
+    p.add_argument("--device", default="cpu", help=GRID_AXES["device"].help() + " (default cpu)")
     p.add_argument("--limit", help="use the first N samples of each split")
     p.add_argument("--seed", default="0", help="seed for weights, RNGs and shuffling (default 0)")
     p.add_argument("--timeout", default="1800", help="seconds per repetition (default 1800)")
@@ -124,6 +135,9 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
     seed = int(number(args.seed, "seed", int, -1))
     threads = parse_positive_ints(args.threads, "threads")
     check_threads(threads)
+    devices = parse_choices(args.device, "device", DEVICES)
+    if not devices:
+        raise SpecError(f"--device {args.device!r}: give one or more of {', '.join(DEVICES)}")
     problem = check_env_names(args.inherit_env)
     if problem:
         raise SpecError(problem)
@@ -158,6 +172,7 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
         batch_size=batch,
         sizes=train_sizes(args, workload, DATASETS[dataset]),
         threads=threads,
+        devices=devices,
         repeats=parse_positive_ints(args.repeats, "repeats")[0],
         timeout_s=number(args.timeout, "timeout"),
         data_dir=str(Path(args.data_dir).resolve()) if args.data_dir else None,

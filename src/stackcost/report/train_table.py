@@ -60,17 +60,28 @@ def _agreement(c: CellResult, cells: list[CellResult]) -> Text:
     )
 
 
+def _place(c: CellResult) -> str:
+    """Where a cell trained: its intra-op threads and device, as the cell label writes them."""
+    return f"t{c.cell.threads} {c.cell.device}"
+
+
 def train_table(result: RunResult) -> Table:
     cells = result.cells()
     first = cells[0].cell if cells else None
+    # Threads and device go in the title when the run has one of each, else in a column.
+    places = {_place(c) for c in cells}
     title = f"run {result.run_id}"
     if first is not None and first.train is not None:
         t = first.train
         title += (
             f": train {first.model.name} on {t.dataset} {first.size_label()} b{first.batch_size}"
-            f" {t.optimizer} lr {t.lr:g} x{t.epochs} epochs t{first.threads} {first.device}"
+            f" {t.optimizer} lr {t.lr:g} x{t.epochs} epochs"
         )
+        if len(places) == 1:
+            title += f" {_place(cells[0])}"
     table = Table(title=Text(title), header_style="bold")  # names from users: no markup
+    if len(places) > 1:
+        table.add_column("where", justify="left", no_wrap=True)
     for name in (
         "backend",
         "status",
@@ -109,6 +120,7 @@ def train_table(result: RunResult) -> Table:
         details = rep.details if rep else {}
         variant = details.get("variant") or ("compiled module" if "compiled" in details else "")
         table.add_row(
+            *([Text(_place(c))] if len(places) > 1 else []),
             Text(c.cell.backend),
             status_text(c.status),
             Text(variant or "—"),

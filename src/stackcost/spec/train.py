@@ -33,7 +33,7 @@ class TrainSpec(BaseModel):
     batch_size: int = Field(64, ge=1)
     sizes: dict[str, int]  # the model's size axes: {"resolution": 32}, {"seq_len": 128}
     threads: list[int] = Field(default_factory=lambda: [1])
-    device: str = "cpu"
+    devices: list[str] = Field(default_factory=lambda: ["cpu"])
     repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     timeout_s: float = Field(1800.0, gt=0)
     data_dir: str | None = None  # where the files are; not part of any cell's identity
@@ -47,11 +47,15 @@ class TrainSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _resolution_is_a_size(cls, data: Any) -> Any:
-        """`resolution=` (the spelling before size axes were general) is the image axis."""
-        if isinstance(data, dict) and "resolution" in data:
+    def _older_spellings(cls, data: Any) -> Any:
+        """`resolution=` (the spelling before size axes were general) is the image axis;
+        `device=` (before a training run took several) is a list of one."""
+        if isinstance(data, dict) and ("resolution" in data or "device" in data):
             data = dict(data)
-            data["sizes"] = {"resolution": data.pop("resolution")}
+            if "resolution" in data:
+                data["sizes"] = {"resolution": data.pop("resolution")}
+            if "device" in data:
+                data["devices"] = [data.pop("device")]
         return data
 
     def digest(self) -> str:
@@ -66,10 +70,11 @@ class TrainSpec(BaseModel):
                 batch_size=self.batch_size,
                 sizes=self.sizes,
                 threads=threads,
-                device=self.device,  # type: ignore[arg-type]
+                device=device,  # type: ignore[arg-type]
                 backend_options=self.backend_options.get(backend, {}),
                 train=self.train,
             )
+            for device in self.devices
             for threads in self.threads
             for backend in self.backends
         ]
