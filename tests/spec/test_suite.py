@@ -13,6 +13,7 @@ from scipy.stats import gmean
 
 from stackcost.cell import Cell
 from stackcost.cli import main
+from stackcost.errors import SpecError
 from stackcost.report.suite_data import stored_runs, summarize
 from stackcost.report.suite_summary import suite_section, summary_renderables
 from stackcost.result import Memory, RepetitionResult
@@ -413,3 +414,11 @@ def test_a_suite_with_a_hugging_face_entry_loads_runs_and_is_viewed(tmp_path, ca
     found = stored_runs(load_suite(str(file), for_viewing=True), db)
     assert found.labels == [f"hf:bert b1 128 tokens {config} vocab_size=50"]
     assert len(found.runs) == 1 and found.missing == []
+
+
+def test_device_replaces_the_files_and_is_checked():
+    assert all(s.devices == ["cpu"] for s in load_suite("tiny").specs)
+    cuda = load_suite("tiny", device="cuda", for_viewing=True)
+    assert all(s.devices == ["cuda"] for s in cuda.specs)
+    with pytest.raises(SpecError, match=r"--device 'gpu' is not a device \(allowed: cpu, cuda\)"):
+        load_suite("tiny", device="gpu")

@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from stackcost.axes import PRECISIONS
+from stackcost.axes import DEVICES, PRECISIONS
 from stackcost.commands.executor import check_executor_args, cluster_line, executor_for
 from stackcost.commands.run import (
     add_session_args,
@@ -52,6 +52,10 @@ def add_parser(sub: Any) -> None:
         "--precisions",
         help=f"comma list of {', '.join(PRECISIONS)}, replacing the suite's (default fp32); "
         "fp32 is run beside a quantized one: the summary gives each rung's speedup over it",
+    )
+    p.add_argument(
+        "--device",
+        help=f"{' or '.join(DEVICES)}, replacing the suite's (default: its device:, else cpu)",
     )
     p.add_argument(
         "--summary-only",
@@ -93,7 +97,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         if problem:
             raise SpecError(problem)
     # Every check before the store is touched; a summary is a view: nothing of this machine.
-    suite = load_suite(args.suite, backends, precisions, for_viewing=args.summary_only)
+    suite = load_suite(
+        args.suite, backends, precisions, device=args.device, for_viewing=args.summary_only
+    )
     if args.summary_only:
         return _summary_only(suite, args, console)
     return _measure(suite, args, console)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from stackcost.axes import PRECISIONS, QUANTIZED
+from stackcost.axes import DEVICES, PRECISIONS, QUANTIZED
 from stackcost.backends import BASELINE, check_name
 from stackcost.cell import Device
 from stackcost.clip import middle, one_line, shown
@@ -169,12 +169,14 @@ def load_suite(
     backends: Sequence[str] | None = None,
     precisions: Sequence[str] | None = None,
     *,
+    device: str | None = None,
     for_viewing: bool = False,
 ) -> Suite:
     """Read, check and expand a suite; SpecError (one line, with file:line) on bad input.
 
     `backends` replaces the file's; eager is always run (it is the summary's baseline).
     `precisions` replaces the file's; fp32 is run beside any quantized one (its baseline).
+    `device` replaces the file's (`device:`, default cpu).
     Nothing is written and nothing spawned: user code is asked where each entry runs
     (execute.runner.prepare). `for_viewing`: the suite is read to find its stored runs
     (report --suite, suite --summary-only), which may come from any machine, so nothing
@@ -182,7 +184,7 @@ def load_suite(
     nor, when the file leaves it out, taken from them.
     """
     try:
-        return _load_suite(name_or_file, backends, precisions, for_viewing)
+        return _load_suite(name_or_file, backends, precisions, device, for_viewing)
     except SpecError as exc:
         raise SpecError(one_line(str(exc))) from None
 
@@ -191,6 +193,7 @@ def _load_suite(
     name_or_file: str,
     backends: Sequence[str] | None,
     precisions: Sequence[str] | None,
+    device: str | None,
     for_viewing: bool,
 ) -> Suite:
     from stackcost.spec.reader import load_mapping
@@ -204,6 +207,10 @@ def _load_suite(
         suite = SuiteFile.model_validate(data)
     except ValidationError as exc:
         raise SpecError(_message(source, lines, exc)) from None
+    if device is not None:
+        if device not in DEVICES:
+            raise SpecError(f"--device {device!r} is not a device (allowed: {', '.join(DEVICES)})")
+        suite = suite.model_copy(update={"device": device})
     return _expand(suite, path, source, lines, backends, precisions, for_viewing)
 
 
