@@ -93,3 +93,4 @@ def test_every_rung_runs_verified_and_records_its_framework(tmp_path, capsys):
     assert tf_details["tf_intra_op_threads"] == 1 and tf_details["tf_inter_op_threads"] == 1
     assert by_backend["jax"][2]["details"]["keras_backend"] == "jax"
     assert by_backend["jax"][2]["details"]["xla_cpu_threads"] == 1
+    assert "cpu" in by_backend["jax"][2]["details"]["jax_device"].lower()  # the cell's device

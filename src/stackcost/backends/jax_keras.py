@@ -8,6 +8,10 @@ JAX user's inference function takes its parameters.
 XLA's CPU client sizes its thread pool by the CPUs the process may use, so the cell's
 thread count is applied as CPU affinity before JAX imports (pin_threads).
 
+A cuda cell runs on JAX's CUDA plugin (`JAX_PLATFORMS=cuda`: no silent fall back to the
+CPU), without XLA's preallocation of 75% of the card, so the device memory recorded is
+what the cell used. Not yet run on a GPU.
+
 Training is the loop of Keras' guide to training in JAX: `jax.value_and_grad` of the
 stateless forward and loss, then `optimizer.stateless_apply`, jitted as one step over the
 whole state (weights, BatchNorm statistics, optimizer slots), which the step donates.
@@ -17,8 +21,8 @@ from __future__ import annotations
 
 import os
 
-from stackcost.backends.base import Availability, TrainPrepared
-from stackcost.backends.keras_common import KerasRung
+from stackcost.backends.base import Availability, Capabilities, TrainPrepared
+from stackcost.backends.keras_common import POLICY, KerasRung
 
 
 class JaxBackend(KerasRung):
@@ -26,12 +30,24 @@ class JaxBackend(KerasRung):
     description = "XLA via jax.jit: Keras 3 model on the JAX backend (stateless_call)"
     keras_backend = "jax"
     jit = True
+    capabilities = Capabilities(
+        modes=frozenset({"infer", "train"}),
+        devices=frozenset({"cpu", "cuda"}),
+        precisions=frozenset(POLICY),
+    )
 
     def available(self):
         return Availability.needs_modules("keras", "jax", install="pip install 'stackcost[jax]'")
 
     def environment(self, cell):
-        env = {"KERAS_BACKEND": self.keras_backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
+        env = {
+            "KERAS_BACKEND": self.keras_backend,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            # The cell's device, not whichever platform JAX finds first.
+            "JAX_PLATFORMS": "cuda" if cell.device == "cuda" else "cpu",
+        }
+        if cell.device == "cuda":
+            env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         if cell.threads == 1:
             # XLA's CPU client has no thread-count flag beyond single-threaded Eigen; for
             # more threads it uses the CPUs this process may run on (pin_threads).
@@ -49,6 +65,7 @@ class JaxBackend(KerasRung):
             "xla_cpu_threads": len(os.sched_getaffinity(0)),
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "jax": jax.__version__,
+            "jax_device": str(jax.devices()[0]),
         }
 
     def compile_step(self, keras_model, x, cell):
