@@ -1,4 +1,8 @@
-"""`stackcost peaks`: the machine's measured ceilings that "% of peak" divides by."""
+"""`stackcost peaks`: the machine's measured ceilings that "% of peak" divides by.
+
+`--device cpu` (the default): GEMM and bandwidth per thread count. `--device cuda`: the
+GPU's matmul peak per precision (fp32 with TF32 off, tf32, bf16, fp16) and its copy
+bandwidth, timed with CUDA events (stackcost.measure.gpu_peaks)."""
 
 from __future__ import annotations
 
@@ -12,11 +16,24 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+DEVICES = ("cpu", "cuda")
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "peaks",
-        help="show (or measure) this machine's GEMM and memory-bandwidth peaks per thread count",
+        help="show (or measure) this machine's GEMM and memory-bandwidth peaks per thread count "
+        "(--device cuda: the GPU's matmul peak per precision and its copy bandwidth)",
+    )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help=f"{' or '.join(DEVICES)} (default cpu); cuda needs an NVIDIA GPU and a CUDA torch",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes: seconds, not a ceiling (a smoke test; a full request measures again)",
     )
     p.add_argument(
         "--threads",
@@ -38,9 +55,14 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.env import collect, fingerprint
+    from stackcost.errors import SpecError
     from stackcost.measure.peaks import cached_peaks, measure_peaks, store_peaks
     from stackcost.spec.grammar import parse_positive_ints
 
+    if args.device not in DEVICES:
+        raise SpecError(f"device {args.device!r} is not one of {', '.join(DEVICES)}")
+    if args.device == "cuda":
+        return run_cuda(args, console)
     if args.threads is not None:
         threads = sorted(set(parse_positive_ints(args.threads, "threads")))
     else:
@@ -48,11 +70,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     env_fp = fingerprint(collect())
     rows = []
     for t in threads:
-        peaks = None if args.remeasure else cached_peaks(env_fp, t, args.cache_dir)
+        peaks = None if args.remeasure else cached_peaks(env_fp, t, args.cache_dir, args.quick)
         source = "cache"
         if peaks is None:
             with console.status(Text(f"measuring peaks at {t} thread(s)…")):
-                peaks = measure_peaks(t)
+                peaks = measure_peaks(t, quick=args.quick)
             source = (
                 "measured now, cached"
                 if store_peaks(env_fp, peaks, args.cache_dir)
@@ -94,4 +116,54 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 style="dim",
             )
         )
+    return 0
+
+
+def run_cuda(args: argparse.Namespace, console: Console) -> int:
+    """The GPU's peaks: from the cache, or measured now in this process with CUDA events."""
+    from stackcost.env import collect, fingerprint
+    from stackcost.errors import SpecError
+    from stackcost.measure.gpu_peaks import GPU_PRECISIONS, cuda_unavailable_reason
+    from stackcost.measure.gpu_peaks import measure_gpu_peaks as measure
+    from stackcost.measure.peaks import cached_gpu_peaks, gpu_key, store_gpu_peaks
+
+    if args.threads is not None:
+        raise SpecError("--threads applies to --device cpu only (a GPU's peaks have no threads)")
+    reason = cuda_unavailable_reason("cuda")
+    if reason:
+        raise SpecError(f"device 'cuda' is not available here: {reason}; use --device cpu")
+    env = collect()
+    env_fp, key = fingerprint(env), gpu_key(env)
+    peaks = None if args.remeasure else cached_gpu_peaks(env_fp, key, args.cache_dir, args.quick)
+    source = "cache"
+    if peaks is None:
+        with console.status(Text("measuring the GPU's peaks (CUDA events)…")):
+            peaks = measure("cuda", quick=args.quick)
+        source = (
+            "measured now, cached"
+            if store_gpu_peaks(env_fp, key, peaks, args.cache_dir)
+            else (
+                "measured now, NOT cached: another process used the GPU"
+                if peaks.busy
+                else "measured now, not cached (cache not writable)"
+            )
+        )
+    if args.json:
+        print(json.dumps({"cuda": peaks.model_dump(mode="json")}, indent=2))
+        return 0
+    table = Table(title=Text(f"measured GPU peaks (environment {env_fp})"))
+    columns = ("GPU", *(f"{p} matmul" for p in GPU_PRECISIONS), "copy", "other processes")
+    for col in (*columns, "measured", "source"):
+        table.add_column(col, justify="left" if col in ("GPU", "source") else "right")
+    others = "—" if peaks.other_processes is None else str(peaks.other_processes)
+    table.add_row(
+        Text(f"{peaks.name} ({peaks.device})"),
+        *(f"{getattr(peaks, f'{p}_gflops') / 1e3:,.1f} TFLOP/s" for p in GPU_PRECISIONS),
+        f"{peaks.copy_gbs:,.0f} GB/s",
+        Text(others, style="red" if peaks.busy else ""),
+        Text(peaks.measured_at),
+        Text(source),
+    )
+    console.print(table)
+    console.print(Text(f"matmul: {peaks.gemm_method}. Copy: {peaks.copy_method}.", style="dim"))
     return 0

@@ -9,6 +9,7 @@ in flight.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -70,14 +71,23 @@ def why_not_runnable(cell: Cell, facts: dict[str, BackendFacts]) -> tuple[str, s
     return ("unavailable", device) if device else None
 
 
-def machine_peaks(env_fp: str, threads: list[int]) -> dict[str, dict]:
-    """This machine's measured FLOP/s and bandwidth per thread count, stored with the run's
-    environment (measured once per environment, then read from the cache)."""
-    from stackcost.measure.peaks import load_or_measure
+def machine_peaks(
+    env: dict, threads: list[int], devices: list[str] | None = None
+) -> dict[str, dict]:
+    """This machine's measured FLOP/s and bandwidth per thread count, and the GPU's under
+    "cuda" when a cell runs there, stored with the run's environment (measured once per
+    environment, then read from the cache). The GPU's are measured in a child process; if
+    that fails, the run goes on without them and env["gpu_peaks_error"] says why."""
+    from stackcost.measure.peaks import gpu_key, load_or_measure, load_or_measure_gpu
 
-    return {
-        str(t): load_or_measure(env_fp, t).model_dump(mode="json") for t in sorted(set(threads))
-    }
+    env_fp = fingerprint(env)
+    out = {str(t): load_or_measure(env_fp, t).model_dump(mode="json") for t in sorted(set(threads))}
+    if "cuda" in (devices or []) and _device_reason("cuda") is None:
+        try:
+            out["cuda"] = load_or_measure_gpu(env_fp, gpu_key(env)).model_dump(mode="json")
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            env["gpu_peaks_error"] = f"GPU peaks not measured: {exc}"
+    return out
 
 
 @dataclass(frozen=True)
@@ -181,7 +191,7 @@ class Runner:
             spec = self.spec
             generates = "generate" in (*getattr(spec, "modes", ()), *getattr(spec, "scenarios", ()))
             if getattr(self.spec, "profile", False) or generates:
-                env["peaks"] = machine_peaks(env_fp, self.spec.threads)
+                env["peaks"] = machine_peaks(env, self.spec.threads, spec.devices)
             # What every worker inherits (thread settings are per cell, in each result).
             # An A/B side's executor adds its own variables: they are part of the record.
             inherited = worker_environ(os.environ, {}, self.spec.inherit_env)

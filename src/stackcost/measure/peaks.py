@@ -13,19 +13,31 @@ measurement is recorded; a measurement taken on a busy machine is used but not c
 a low ceiling does not outlive the load that caused it (`stackcost peaks --remeasure`
 replaces a cached one by hand).
 
+A GPU's ceilings (matmul per precision, copy bandwidth) are measured by gpu_peaks.py and
+cached here too, keyed by the fingerprint and the GPU; a run stores them in its
+environment beside the CPU's, under "cuda" (the CPU's are under their thread count), and
+`cell_peaks` picks a cell's by its device. `Peaks.peak` and `GpuPeaks.peak` say which peak
+a cell's precision is held to.
+
 torch is imported inside the functions: the CLI imports this module without paying for it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from stackcost.env import cpu_info, now
+from stackcost.measure.gpu_peaks import GpuPeaks
 from stackcost.measure.sampler_process import SystemCpu
 from stackcost.measure.telemetry import BUSY_OTHER_CORES
 
@@ -60,6 +72,17 @@ class Peaks(BaseModel):
     def busy(self) -> bool:
         """Measured while other processes took enough CPU to lower the ceilings."""
         return (self.other_busy_cores or 0.0) > BUSY_OTHER_CORES
+
+    def peak(self, precision: str) -> tuple[str, float] | None:
+        """(what the peak is, GFLOP/s) for a cell at `precision`; None where there is none.
+
+        fp16 and tf32 are not measured on a CPU, and bf16 only where it has bf16
+        instructions."""
+        value = {"fp32": self.fp32_gflops, "bf16": self.bf16_gflops}.get(precision)
+        if not value:
+            return None
+        plural = "thread" if self.threads == 1 else "threads"
+        return f"{precision} GEMM, {self.threads} {plural}", value
 
 
 def default_cache_dir() -> Path:
@@ -206,7 +229,10 @@ def store_peaks(fingerprint: str, peaks: Peaks, cache_dir: Path | None = None) -
     """Cache `peaks` unless they were measured on a busy machine; True when written."""
     if peaks.busy:
         return False
-    path = cache_path(fingerprint, peaks.threads, cache_dir)
+    return _write_atomic(cache_path(fingerprint, peaks.threads, cache_dir), peaks)
+
+
+def _write_atomic(path: Path, peaks: BaseModel) -> bool:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Write then rename: a concurrent reader sees the old file or the new one, not half.
@@ -230,12 +256,102 @@ def load_or_measure(
     return peaks
 
 
-def percent_of_peak(gflops: float, peaks: Peaks, precision: str) -> float | None:
-    """`gflops` as a percentage of the GEMM peak at `precision`; None where there is none.
+def percent_of_peak(gflops: float, peaks: Peaks | GpuPeaks, precision: str) -> float | None:
+    """`gflops` as a percentage of the matmul peak at `precision`; None where there is none.
 
-    fp16 is not measured, and bf16 only where the CPU has bf16 instructions.
+    On a CPU: fp32, and bf16 where the CPU has bf16 instructions. On a GPU: the peak of
+    the cell's precision (gpu_peaks.PEAK_OF_PRECISION; amp is held to bf16's).
     """
-    peak = {"fp32": peaks.fp32_gflops, "bf16": peaks.bf16_gflops}.get(precision)
-    if not peak:
+    peak = peaks.peak(precision)
+    if peak is None or peak[1] <= 0:
         return None
-    return 100.0 * gflops / peak
+    return 100.0 * gflops / peak[1]
+
+
+def cell_peaks(
+    env_peaks: dict[str, Any] | None, device: str, threads: int
+) -> Peaks | GpuPeaks | None:
+    """The peaks a cell is held to, from a run's stored `env["peaks"]`: a CPU cell's at its
+    thread count (key "2"), a cuda cell's its GPU's (key "cuda"). None where none were
+    measured or the record does not read back."""
+    value = (env_peaks or {}).get(device if device != "cpu" else str(threads))
+    if not value:
+        return None
+    try:
+        return (Peaks if device == "cpu" else GpuPeaks).model_validate(value)
+    except ValidationError:
+        return None
+
+
+# GPU peaks: cached beside the CPU's, keyed by the environment's fingerprint and a name for
+# the GPU (the environment's fingerprint does not name its GPUs).
+
+
+def gpu_key(env: dict[str, Any]) -> str:
+    """A cache key for the GPU "cuda" means in this environment: the GPUs NVML lists (name
+    and uuid) and CUDA_VISIBLE_DEVICES, so another card, or another choice of card, is
+    measured afresh. Needs no CUDA context (env comes from stackcost.env.collect)."""
+    import hashlib
+
+    gpus = env.get("gpus") or []
+    ident = [[g.get("name"), g.get("uuid")] for g in gpus]
+    ident.append([os.environ.get("CUDA_VISIBLE_DEVICES")])
+    digest = hashlib.sha1(json.dumps(ident).encode()).hexdigest()[:8]
+    return f"{gpus[0].get('name') if gpus else 'gpu'}-{digest}"
+
+
+def gpu_cache_path(fingerprint: str, gpu: str, cache_dir: Path | None = None) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-").lower() or "gpu"
+    return (cache_dir or default_cache_dir()) / f"{fingerprint}-gpu-{slug}.json"
+
+
+def cached_gpu_peaks(
+    fingerprint: str, gpu: str, cache_dir: Path | None = None, quick: bool = False
+) -> GpuPeaks | None:
+    """The cached peaks of the GPU `gpu` names, if any satisfy the request (a quick
+    measurement does not satisfy a full one); an unreadable file counts as absent."""
+    try:
+        text = gpu_cache_path(fingerprint, gpu, cache_dir).read_text()
+        cached = GpuPeaks.model_validate_json(text)
+    except (OSError, ValidationError):
+        return None
+    return cached if quick or not cached.quick else None
+
+
+def store_gpu_peaks(
+    fingerprint: str, gpu: str, peaks: GpuPeaks, cache_dir: Path | None = None
+) -> bool:
+    """Cache `peaks` unless another process used the GPU meanwhile; True when written."""
+    if peaks.busy:
+        return False
+    return _write_atomic(gpu_cache_path(fingerprint, gpu, cache_dir), peaks)
+
+
+def measure_gpu_peaks_in_child(device: str = "cuda", quick: bool = False) -> GpuPeaks:
+    """Measure in a fresh interpreter, so the caller never holds a CUDA context (the runner
+    stays out of the GPU its workers measure on). RuntimeError with the child's reason."""
+    cmd = [sys.executable, "-m", "stackcost.measure.gpu_peaks", "--device", device]
+    done = subprocess.run(
+        [*cmd, *(["--quick"] if quick else [])],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(tail[-1] if tail else f"exit status {done.returncode}")
+    return GpuPeaks.model_validate(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def load_or_measure_gpu(
+    fingerprint: str, gpu: str, cache_dir: Path | None = None, quick: bool = False
+) -> GpuPeaks:
+    """The peaks of torch's current CUDA device, which `gpu` names (its cache key), from
+    the cache or measured once in a child and stored."""
+    cached = cached_gpu_peaks(fingerprint, gpu, cache_dir, quick)
+    if cached is not None:
+        return cached
+    peaks = measure_gpu_peaks_in_child("cuda", quick=quick)
+    store_gpu_peaks(fingerprint, gpu, peaks, cache_dir)
+    return peaks

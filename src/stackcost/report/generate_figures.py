@@ -55,7 +55,7 @@ def tpot_figure(result: RunResult, model: str) -> Figure | None:
             if _label(r["cell"].cell, "batch") == label
             and r["gbs"]
             and r["tpot_p50_ms"]
-            and (peak := stream_peak_gbs(result, r["cell"].cell.threads))
+            and (peak := stream_peak_gbs(result, r["cell"].cell.threads, r["cell"].cell.device))
         )
         if floors:  # bytes per step / peak bandwidth, in ms: bytes/1e9/(GB/s)*1e3
             ax.plot(*zip(*floors, strict=True), linestyle="--", color=line.get_color(), alpha=0.6)

@@ -22,7 +22,7 @@ CAPTION = (
     "tokens/s count every row of the batch; decode tokens/s exclude prefill and the first "
     "token; KV = keys and values of every layer at prompt + new tokens, all rows; GB/s = "
     "(weights + KV at the mean decode context) read per step / TPOT p50, % of the measured "
-    "read-only bandwidth peak at the cell's threads (`stackcost peaks`); rel err = teacher-forced logits vs eager fp32 "
+    "read-only bandwidth peak at the cell's threads (`stackcost peaks`; a cuda cell: its GPU's copy bandwidth); rel err = teacher-forced logits vs eager fp32 "
     "(prefill + 8 decode steps); tokens = greedy tokens equal to eager's over those steps "
     "(information only: random weights make near-ties); numbers are medians over valid "
     "repetitions"
@@ -38,12 +38,15 @@ def median_of(gens: list[GenerationResult], get: Callable[[GenerationResult], fl
     return statistics.median(values) if values else None
 
 
-def stream_peak_gbs(result: RunResult, threads: int) -> float | None:
+def stream_peak_gbs(result: RunResult, threads: int, device: str = "cpu") -> float | None:
     """The bandwidth decode is held to: the read-only peak at the cell's threads, or the
-    STREAM triad's in a run measured before the read-only peak was kept."""
-    peaks = (result.env.get("peaks") or {}).get(str(threads))
+    STREAM triad's in a run measured before the read-only peak was kept; a cuda cell's,
+    its GPU's device-to-device copy bandwidth (`stackcost peaks --device cuda`)."""
+    peaks = (result.env.get("peaks") or {}).get(str(threads) if device == "cpu" else device)
     if not peaks:
         return None
+    if device != "cpu":
+        return peaks.get("copy_gbs")
     return peaks.get("read_gbs") or peaks.get("stream_gbs")
 
 
@@ -59,7 +62,7 @@ def generate_rows(result: RunResult) -> list[dict]:
             return median_of(gens, get)
 
         gbs = med(lambda g: g.achieved_gbs)
-        peak = stream_peak_gbs(result, c.cell.threads)
+        peak = stream_peak_gbs(result, c.cell.threads, c.cell.device)
         reps = [r for r in c.repetitions if r.verification is not None]
         rows.append(
             {

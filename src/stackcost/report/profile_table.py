@@ -22,13 +22,14 @@ def profiled(c: CellResult) -> RepetitionResult | None:
 
 
 def percent_of_peak(rep: RepetitionResult, c: CellResult, env: dict) -> float | None:
-    """Achieved FLOP/s as a share of the peak measured for the cell's thread count."""
-    from stackcost.measure.peaks import Peaks, percent_of_peak
+    """Achieved FLOP/s as a share of the peak measured for the cell: a CPU cell's at its
+    thread count, a cuda cell's its GPU's matmul peak at the cell's precision."""
+    from stackcost.measure.peaks import cell_peaks, percent_of_peak
 
-    peaks = (env.get("peaks") or {}).get(str(c.cell.threads))
-    if rep.achieved_gflops is None or not peaks:
+    peaks = cell_peaks(env.get("peaks"), c.cell.device, c.cell.threads)
+    if rep.achieved_gflops is None or peaks is None:
         return None
-    return percent_of_peak(rep.achieved_gflops, Peaks(**peaks), c.cell.precision)
+    return percent_of_peak(rep.achieved_gflops, peaks, c.cell.precision)
 
 
 def _split(rep: RepetitionResult) -> tuple[str, str]:
@@ -106,7 +107,8 @@ def profile_table(result: RunResult) -> Table | None:
         "breakdown from a separate profiled pass (torch.profiler or ONNX Runtime's profiler): "
         "kernels vs overhead (wall not covered by kernels), remainder = wall − parts; "
         "GFLOP/s = FlopCounterMode FLOPs / median step; % peak of this machine's measured "
-        "GEMM peak at the same threads; CPU util in cores over the timed loop (side-channel "
+        "GEMM peak at the same threads (a cuda cell: its GPU's matmul peak at its precision, "
+        "`stackcost peaks --device cuda`); CPU util in cores over the timed loop (side-channel "
         "sampler under SCHED_IDLE, so it never takes a core from the cell; the means come from "
         "the cell's own CPU counters at the loop's edges); energy 'estimated' = a stated "
         "power model, 'measured' = RAPL/NVML counters"

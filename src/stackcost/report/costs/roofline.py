@@ -30,7 +30,7 @@ def roof(intensity: float, peak_gflops: float, stream_gbs: float) -> float:
 
 @dataclass(frozen=True)
 class Roof:
-    threads: int
+    where: str  # "2 threads" on a CPU; the GPU's name on cuda
     precision: str
     peak_gflops: float
     stream_gbs: float
@@ -38,12 +38,13 @@ class Roof:
 
     def label(self, with_runs: bool) -> str:
         prec = "" if self.precision == "fp32" else f" {self.precision}"
-        where = f" (run {', '.join(self.runs)})" if with_runs else ""
-        plural = "thread" if self.threads == 1 else "threads"
-        return (
-            f"roof, {self.threads} {plural}{prec}: {self.peak_gflops:,.0f} GFLOP/s, "
-            f"{self.stream_gbs:.1f} GB/s{where}"
+        runs = f" (run {', '.join(self.runs)})" if with_runs else ""
+        peak = (
+            f"{self.peak_gflops / 1e3:,.1f} TFLOP/s"
+            if self.peak_gflops >= 10_000
+            else f"{self.peak_gflops:,.0f} GFLOP/s"
         )
+        return f"roof, {self.where}{prec}: {peak}, {self.stream_gbs:,.1f} GB/s{runs}"
 
     def points(self, lo: float, hi: float) -> tuple[list[float], list[float]]:
         """The roof from intensity lo to hi: straight segments on log-log axes, so the
@@ -53,20 +54,29 @@ class Roof:
         return xs, [roof(x, self.peak_gflops, self.stream_gbs) for x in xs]
 
 
+def where(r: Row) -> str:
+    """Whose peaks hold a row: its thread count on a CPU, its GPU on cuda."""
+    if r.cell.device != "cpu":
+        name = getattr(r.peaks, "name", None)
+        return f"{name} ({r.cell.device})" if name else r.cell.device
+    return f"{r.cell.threads} thread{'s' if r.cell.threads != 1 else ''}"
+
+
 def roofs(rows: list[Row]) -> list[Roof]:
-    """One roof per (thread count, precision) the points use; runs that measured the same
-    peaks share it, runs whose peaks differ get their own (labelled with the run)."""
+    """One roof per (thread count or GPU, precision) the points use; runs that measured the
+    same peaks share it, runs whose peaks differ get their own (labelled with the run)."""
     groups: dict[tuple, list[str]] = {}
     for r in rows:
         peak = r.peak_gflops
         if peak is None or r.peaks is None or r.peaks.stream_gbs <= 0:
             continue
-        key = (r.cell.threads, r.cell.precision, peak, r.peaks.stream_gbs)
+        order = (r.cell.device != "cpu", r.cell.threads)
+        key = (order, where(r), r.cell.precision, peak, r.peaks.stream_gbs)
         if r.run_id not in groups.setdefault(key, []):
             groups[key].append(r.run_id)
     return [
-        Roof(t, p, peak, bw, tuple(ids))
-        for (t, p, peak, bw), ids in sorted(groups.items(), key=lambda kv: kv[0][:2])
+        Roof(w, p, peak, bw, tuple(ids))
+        for (_, w, p, peak, bw), ids in sorted(groups.items(), key=lambda kv: kv[0][:3])
     ]
 
 
@@ -88,11 +98,18 @@ def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
     if not pts:
         return Panel(None, "No profiled cell has both a FLOP count and a byte estimate.", notes)
     all_roofs = roofs(pts)
-    missing = sorted({(r.cell.threads, r.cell.precision) for r in pts if r.peak_gflops is None})
+    missing = sorted(
+        {(r.cell.device, r.cell.threads, r.cell.precision) for r in pts if r.peak_gflops is None}
+    )
     notes += [
-        f"no measured {p} peak at {t} threads: those points have no roof"
-        + (" (bf16 peak only where the CPU has native bf16)" if p != "fp32" else "")
-        for t, p in missing
+        (
+            f"no measured {p} peak at {t} threads: those points have no roof"
+            + (" (bf16 peak only where the CPU has native bf16)" if p != "fp32" else "")
+            if d == "cpu"
+            else f"no measured {p} peak on {d}: those points have no roof"
+            + (" (stackcost peaks --device cuda measures fp32, tf32, bf16, fp16)")
+        )
+        for d, t, p in missing
     ]
     for r in pts:
         ceiling = None
@@ -184,11 +201,13 @@ PEAK_HEADER = [
     "achieved (GFLOP/s)",
     "measured peak (GFLOP/s)",
     "% of peak",
+    "peak",
 ]
 
 
 def peak_table(rows: list[Row]) -> list[list[str]]:
-    """Cells with an achieved GFLOP/s, against the peak at their threads and precision."""
+    """Cells with an achieved GFLOP/s, against the peak of their precision on their device
+    (a CPU's at their thread count, a GPU's matmul peak), named in the last column."""
     out = []
     for r in rows:
         g = r.rep.achieved_gflops
@@ -205,6 +224,7 @@ def peak_table(rows: list[Row]) -> list[list[str]]:
                 num(g),
                 num(r.peak_gflops) if r.peak_gflops else "—",
                 f"{pct:.1f}" if pct is not None else "—",
+                r.peak[0] if r.peak else "—",
             ]
         )
     return out

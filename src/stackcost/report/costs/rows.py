@@ -7,10 +7,10 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
-from pydantic import ValidationError
 
 from stackcost.cell import Cell
-from stackcost.measure.peaks import Peaks, percent_of_peak
+from stackcost.measure.gpu_peaks import GpuPeaks
+from stackcost.measure.peaks import Peaks, cell_peaks, percent_of_peak
 from stackcost.report.plots import escape_label
 from stackcost.report.profile_table import profiled
 from stackcost.report.study import machine_of
@@ -41,7 +41,8 @@ class Row:
     series: str  # the legend name the rest of the report uses (raw, not escaped)
     workload: str  # model · batch · sizes (with units) · threads (+ axes that vary), raw
     rep: RepetitionResult
-    peaks: Peaks | None  # measured at the cell's thread count, from the run's env
+    # From the run's env: a CPU cell's measured at its thread count, a cuda cell's its GPU's.
+    peaks: Peaks | GpuPeaks | None
     median_ms: float | None = None  # median over repetitions, as in the other sections
     throughput: float | None = None  # samples/s, median over repetitions
     machine: str = ""  # host and CPU (or GPU) of the run's environment
@@ -51,30 +52,19 @@ class Row:
         return f"{self.series} · {self.workload}"
 
     @property
+    def peak(self) -> tuple[str, float] | None:
+        """(which peak, GFLOP/s) the cell is held to: its precision's, on its device."""
+        return None if self.peaks is None else self.peaks.peak(self.cell.precision)
+
+    @property
     def peak_gflops(self) -> float | None:
-        if self.peaks is None:
-            return None
-        return {"fp32": self.peaks.fp32_gflops, "bf16": self.peaks.bf16_gflops}.get(
-            self.cell.precision
-        )
+        return None if self.peak is None else self.peak[1]
 
     @property
     def percent_of_peak(self) -> float | None:
         if self.rep.achieved_gflops is None or self.peaks is None:
             return None
         return percent_of_peak(self.rep.achieved_gflops, self.peaks, self.cell.precision)
-
-
-def run_peaks(run: RunResult) -> dict[int, Peaks]:
-    """The run's measured peaks by thread count; an unreadable entry is left out."""
-    out: dict[int, Peaks] = {}
-    for key, value in ((run.env or {}).get("peaks") or {}).items():
-        try:
-            p = Peaks.model_validate(value)
-            out[int(key)] = p
-        except (ValidationError, ValueError, TypeError):
-            continue
-    return out
 
 
 _EXTRA_AXES = {
@@ -123,7 +113,6 @@ def collect(runs: list[RunResult], summ: pd.DataFrame | None = None) -> list[Row
     extra = [
         a for a in _EXTRA_AXES if len({c.cell.flat()[a] for _, c, _ in found}) > 1
     ]  # only the axes that vary get a place in the label
-    peaks = {run.run_id: run_peaks(run) for run in runs}
     rows = []
     for run, c, rep in found:
         s = by_key.get((run.run_id, c.cell.key()), {})
@@ -136,7 +125,7 @@ def collect(runs: list[RunResult], summ: pd.DataFrame | None = None) -> list[Row
                 series=s.get("series") or c.cell.backend,
                 workload=_workload(c.cell, extra),
                 rep=rep,
-                peaks=peaks[run.run_id].get(c.cell.threads),
+                peaks=cell_peaks((run.env or {}).get("peaks"), c.cell.device, c.cell.threads),
                 machine=machine_of(run.env),
                 median_ms=None if median is None or pd.isna(median) else float(median),
                 throughput=None if tput is None or pd.isna(tput) else float(tput),

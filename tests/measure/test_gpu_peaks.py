@@ -1,0 +1,175 @@
+"""GPU peaks: the arithmetic on cpu at tiny sizes, the precision -> peak mapping, the
+refusal where CUDA is absent, and (on a GPU only) a small real measurement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from stackcost.cli import main
+from stackcost.measure import gpu_peaks as gp
+from stackcost.measure.gpu_peaks import GpuPeaks, copy_peak, matmul_flops, matmul_peak
+from stackcost.measure.peaks import Peaks, cell_peaks, percent_of_peak
+
+CUDA = torch.cuda.is_available()
+
+
+def gpu(**over) -> GpuPeaks:
+    fields = dict(
+        device="cuda:0",
+        name="Test GPU",
+        fp32_gflops=50_000.0,
+        tf32_gflops=400_000.0,
+        bf16_gflops=800_000.0,
+        fp16_gflops=810_000.0,
+        best_gflops={},
+        copy_gbs=3_000.0,
+        gemm_n=8192,
+        copy_bytes=1 << 30,
+        gemm_method="test",
+        copy_method="test",
+        torch="test",
+        cuda="13.0",
+        measured_at="2026-01-01T00:00:00+00:00",
+        seconds=1.0,
+    )
+    return GpuPeaks(**{**fields, **over})
+
+
+def test_matmul_flops_and_units_with_a_known_time(monkeypatch):
+    # Every call "takes" 2 ms: 2 * 64^3 FLOPs / 2e-3 s = 0.262144 GFLOP/s.
+    monkeypatch.setattr(gp, "time_calls", lambda fn, device, warmup, runs: [2.0] * runs)
+    assert matmul_flops(64) == 2 * 64**3 == 524_288
+    t = matmul_peak("cpu", 64, "fp32", warmup=0, runs=3)
+    assert t.work == 524_288
+    assert t.median_rate == pytest.approx(0.262144)
+    assert t.best_rate == pytest.approx(0.262144)
+
+
+def test_median_and_best_are_taken_from_the_calls():
+    t = gp.Timed(ms=[4.0, 1.0, 2.0], work=2e9)  # 2 GFLOP per call
+    assert t.median_rate == pytest.approx(1000.0)  # 2e9 / 2e-3 / 1e9
+    assert t.best_rate == pytest.approx(2000.0)
+
+
+def test_copy_counts_read_and_write(monkeypatch):
+    monkeypatch.setattr(gp, "time_calls", lambda fn, device, warmup, runs: [1.0] * runs)
+    t = copy_peak("cpu", 4096, warmup=0, runs=2)
+    assert t.work == 2 * 4096  # read once, written once
+    assert t.median_rate == pytest.approx(8192 / 1e-3 / 1e9)
+
+
+@pytest.mark.parametrize("precision", gp.GPU_PRECISIONS)
+def test_each_precision_runs_on_cpu_at_a_tiny_size(precision):
+    t = matmul_peak("cpu", 32, precision, warmup=1, runs=3)
+    assert len(t.ms) == 3 and all(ms > 0 for ms in t.ms)
+    assert t.median_rate > 0 and t.best_rate >= t.median_rate
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="int8"):
+        matmul_peak("cpu", 8, "int8")
+
+
+def test_fp32_precision_is_set_inside_and_restored():
+    m = torch.backends.cuda.matmul
+    before = m.fp32_precision
+    with gp.fp32_matmul_precision("tf32") as said:
+        assert m.fp32_precision == "tf32" and '"tf32"' in said
+    with gp.fp32_matmul_precision("fp32") as said:
+        assert m.fp32_precision == "ieee" and '"ieee"' in said
+    assert m.fp32_precision == before
+
+
+@pytest.mark.parametrize(
+    "precision, peak",
+    [
+        ("fp32", 50_000.0),
+        ("tf32", 400_000.0),
+        ("bf16", 800_000.0),
+        ("amp", 800_000.0),
+        ("fp16", 810_000.0),
+        ("int8", None),
+        ("w4", None),
+        ("nf4", None),  # a name nobody mapped: no peak, not an error
+    ],
+)
+def test_a_cuda_cell_is_held_to_its_precisions_peak(precision, peak):
+    p = gpu()
+    got = p.peak(precision)
+    if peak is None:
+        assert got is None and percent_of_peak(1000.0, p, precision) is None
+    else:
+        assert got[1] == peak and got[0].startswith(gp.PEAK_OF_PRECISION[precision])
+        assert "Test GPU" in got[0]
+        assert percent_of_peak(peak / 4, p, precision) == pytest.approx(25.0)
+    assert p.stream_gbs == 3_000.0  # the copy is the GPU's bandwidth roof
+
+
+def test_cpu_peaks_keep_their_mapping():
+    p = Peaks(threads=2, fp32_gflops=100.0, bf16_gflops=None, bf16_note="", stream_gbs=10.0,
+              gemm_method="", stream_method="", measured_at="", seconds=0.0)  # fmt: skip
+    assert p.peak("fp32") == ("fp32 GEMM, 2 threads", 100.0)
+    assert p.peak("bf16") is None and p.peak("tf32") is None and p.peak("amp") is None
+
+
+def test_cell_peaks_picks_the_device():
+    cpu = Peaks(threads=2, fp32_gflops=100.0, bf16_gflops=None, bf16_note="", stream_gbs=10.0,
+                gemm_method="", stream_method="", measured_at="", seconds=0.0)  # fmt: skip
+    env = {"2": cpu.model_dump(mode="json"), "cuda": gpu().model_dump(mode="json")}
+    assert cell_peaks(env, "cpu", 2) == cpu
+    assert cell_peaks(env, "cuda", 2).name == "Test GPU"
+    assert cell_peaks(env, "cpu", 1) is None
+    assert cell_peaks({"2": cpu.model_dump(mode="json")}, "cuda", 2) is None
+    assert cell_peaks({"cuda": {"fp32_gflops": "x"}}, "cuda", 2) is None  # unreadable
+    assert cell_peaks(None, "cpu", 2) is None
+
+
+@pytest.mark.skipif(CUDA, reason="checks the refusal where CUDA is absent")
+def test_peaks_device_cuda_is_refused_without_cuda(capsys, tmp_path):
+    code = main(["peaks", "--device", "cuda", "--cache-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1
+    assert err.startswith("stackcost: error: device 'cuda' is not available here")
+    assert "use --device cpu" in err
+    assert not list(tmp_path.iterdir())  # nothing measured, nothing cached
+
+
+def test_an_unknown_device_is_refused(capsys):
+    code = main(["peaks", "--device", "tpu"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == "stackcost: error: device 'tpu' is not one of cpu, cuda\n"
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_gpu_peaks_measured_small_are_positive_and_ordered():
+    p = gp.measure_gpu_peaks("cuda", quick=True)
+    assert p.basis == "measured" and p.quick and p.device.startswith("cuda:")
+    for precision in gp.GPU_PRECISIONS:
+        assert getattr(p, f"{precision}_gflops") > 0
+    assert p.copy_gbs > 0
+    # Tensor cores: TF32 is not slower than full fp32, bf16 not slower than TF32 (loose).
+    assert p.tf32_gflops >= 0.9 * p.fp32_gflops
+    assert p.bf16_gflops >= 0.9 * p.tf32_gflops
+    assert "CUDA event" in p.gemm_method and '"ieee"' in p.gemm_method
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_peaks_device_cuda_on_a_gpu(capsys, tmp_path):
+    argv = ["peaks", "--device", "cuda", "--quick", "--json", "--cache-dir", str(tmp_path)]
+    code = main(argv)
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["cuda"]["fp32_gflops"] > 0
+    assert main(argv) == 0  # from the cache the second time
+    assert json.loads(capsys.readouterr().out) == out
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_the_child_measurement_reads_back():
+    from stackcost.measure.peaks import measure_gpu_peaks_in_child
+
+    p = measure_gpu_peaks_in_child("cuda", quick=True)
+    assert p.fp32_gflops > 0 and p.copy_gbs > 0
