@@ -89,7 +89,7 @@ def test_fp32_precision_is_set_inside_and_restored():
         ("fp32", 50_000.0),
         ("tf32", 400_000.0),
         ("bf16", 800_000.0),
-        ("amp", 800_000.0),
+        ("amp", 810_000.0),  # autocast runs float16 on CUDA
         ("fp16", 810_000.0),
         ("int8", None),
         ("w4", None),
@@ -113,6 +113,21 @@ def test_cpu_peaks_keep_their_mapping():
               gemm_method="", stream_method="", measured_at="", seconds=0.0)  # fmt: skip
     assert p.peak("fp32") == ("fp32 GEMM, 2 threads", 100.0)
     assert p.peak("bf16") is None and p.peak("tf32") is None and p.peak("amp") is None
+    with_bf16 = p.model_copy(update={"bf16_gflops": 400.0, "threads": 1})
+    assert with_bf16.peak("amp") == ("bf16 GEMM, 1 thread", 400.0)
+    assert with_bf16.peak("fp16") is None
+
+
+def test_amp_is_held_to_the_dtype_autocast_runs_in():
+    torch_common = pytest.importorskip("stackcost.backends.torch_common")
+    autocast = getattr(torch_common, "AUTOCAST_DTYPE", None)
+    if autocast is None:
+        pytest.skip("no amp precision in this tree")
+    short = {"float16": "fp16", "bfloat16": "bf16"}
+    from stackcost.measure.peaks import CPU_PEAK_OF_PRECISION
+
+    assert gp.PEAK_OF_PRECISION["amp"] == short[autocast["cuda"]]
+    assert CPU_PEAK_OF_PRECISION["amp"] == short[autocast["cpu"]]
 
 
 def test_cell_peaks_picks_the_device():

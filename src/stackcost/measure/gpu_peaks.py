@@ -48,9 +48,11 @@ GEMM_N, GEMM_N_QUICK = 8192, 2048
 COPY_BYTES, COPY_BYTES_QUICK = 1 << 30, 64 << 20  # per buffer: L2 is tens of MiB
 WARMUP, GEMM_RUNS, COPY_RUNS = 5, 20, 50
 
-# A cell's precision -> the GPU peak it is held to. "amp" (autocast) runs its matmuls and
-# convolutions in bf16; a precision not here (a quantized one, or a new name) has no peak.
-PEAK_OF_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "amp": "bf16", "fp16": "fp16"}
+# A cell's precision -> the GPU peak it is held to. "amp" runs each call under
+# torch.autocast, in float16 on CUDA (backends/torch_common.AUTOCAST_DTYPE; a test keeps the
+# two in step), so its matmuls and convolutions are held to fp16's. A precision not here (a
+# quantized one, or a name added later) has no peak.
+PEAK_OF_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "amp": "fp16", "fp16": "fp16"}
 
 
 class GpuPeaks(BaseModel):

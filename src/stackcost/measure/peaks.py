@@ -45,6 +45,9 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 GEMM_N, GEMM_N_QUICK = 2048, 512
 STREAM_N, STREAM_N_QUICK = 64 << 20, 4 << 20  # float32 elements per array
 WARMUP, GEMM_RUNS, STREAM_RUNS = 2, 5, 10
+# A CPU cell's precision -> the GEMM peak it is held to (amp: CPU autocast's bfloat16, as
+# backends/torch_common.AUTOCAST_DTYPE says). The GPU's mapping is gpu_peaks'.
+CPU_PEAK_OF_PRECISION = {"fp32": "fp32", "bf16": "bf16", "amp": "bf16"}
 
 
 class Peaks(BaseModel):
@@ -77,12 +80,13 @@ class Peaks(BaseModel):
         """(what the peak is, GFLOP/s) for a cell at `precision`; None where there is none.
 
         fp16 and tf32 are not measured on a CPU, and bf16 only where it has bf16
-        instructions."""
-        value = {"fp32": self.fp32_gflops, "bf16": self.bf16_gflops}.get(precision)
+        instructions; amp autocasts to bfloat16 on a CPU, so it is held to bf16's."""
+        which = CPU_PEAK_OF_PRECISION.get(precision)
+        value = {"fp32": self.fp32_gflops, "bf16": self.bf16_gflops}.get(which or "")
         if not value:
             return None
         plural = "thread" if self.threads == 1 else "threads"
-        return f"{precision} GEMM, {self.threads} {plural}", value
+        return f"{which} GEMM, {self.threads} {plural}", value
 
 
 def default_cache_dir() -> Path:
@@ -259,8 +263,8 @@ def load_or_measure(
 def percent_of_peak(gflops: float, peaks: Peaks | GpuPeaks, precision: str) -> float | None:
     """`gflops` as a percentage of the matmul peak at `precision`; None where there is none.
 
-    On a CPU: fp32, and bf16 where the CPU has bf16 instructions. On a GPU: the peak of
-    the cell's precision (gpu_peaks.PEAK_OF_PRECISION; amp is held to bf16's).
+    On a CPU: fp32, and bf16 (and amp) where the CPU has bf16 instructions. On a GPU: the
+    peak of the cell's precision (gpu_peaks.PEAK_OF_PRECISION; amp is held to fp16's).
     """
     peak = peaks.peak(precision)
     if peak is None or peak[1] <= 0:

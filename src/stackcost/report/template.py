@@ -311,7 +311,7 @@ PAGE = r"""<!DOCTYPE html>
 {% if costs.peak_rows %}
 <p class="muted">Achieved GFLOP/s = FLOPs of one batch / median step time; peak = this
   machine's best GEMM at the cell's thread count and precision, or for a cuda cell its GPU's
-  matmul peak at the cell's precision (fp32 with TF32 off, tf32, bf16 — amp too — or fp16;
+  matmul peak at the cell's precision (fp32 with TF32 off, tf32, bf16, or fp16 — amp too;
   median of CUDA-event-timed calls), named in the last column (measured by stackcost, not a
   datasheet figure).</p>
 <div class="scroll"><table class="peak">
