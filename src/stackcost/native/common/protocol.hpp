@@ -124,8 +124,17 @@ inline int64_t time_once(const Step& step) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
 }
 
-inline void run_n(const Step& step, int64_t n, std::vector<int64_t>& samples) {
-  for (int64_t i = 0; i < n; ++i) samples.push_back(time_once(step));
+// A device's own clock beside the wall clock (a GPU program's CUDA events around each
+// call): called right after a timed call, outside its wall time, it returns that call's
+// device time in ns. Programs without one pass none and answer as before.
+using DeviceTime = std::function<int64_t()>;
+
+inline void run_n(const Step& step, int64_t n, std::vector<int64_t>& samples,
+                  const DeviceTime& device = nullptr, std::vector<int64_t>* device_samples = nullptr) {
+  for (int64_t i = 0; i < n; ++i) {
+    samples.push_back(time_once(step));
+    if (device) device_samples->push_back(device());
+  }
 }
 
 inline double median(std::vector<int64_t> v) {
@@ -324,6 +333,7 @@ struct Edge {
 struct Measured {
   int64_t cold_ns = 0;
   std::vector<int64_t> samples;
+  std::vector<int64_t> device_samples;  // DeviceTime's reading per timed call, when given
   int64_t warmup_iters = 0;
   bool settled = false;
   double warmup_s = 0, timed_s = 0;
@@ -332,8 +342,10 @@ struct Measured {
 };
 
 // Warmup and the timed loop, after the caller has timed the cold call itself (it may
-// want that call's output).
-inline Measured measure_after_cold(const Step& step, const Protocol& p, int64_t cold_ns) {
+// want that call's output). `device`, when given, is read after every timed call (not
+// during warmup): the answer then carries "device_samples_ns" beside "samples_ns".
+inline Measured measure_after_cold(const Step& step, const Protocol& p, int64_t cold_ns,
+                                   const DeviceTime& device = nullptr) {
   Measured m;
   m.cold_ns = cold_ns;
   auto start = Clock::now();
@@ -363,7 +375,7 @@ inline Measured measure_after_cold(const Step& step, const Protocol& p, int64_t 
     const double left = p.max_time_s - seconds_since(start);
     batch = std::min(batch, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(
                                                      left * 1e9 / std::max(estimate, 1.0)))));
-    run_n(step, std::min(p.max_iters - n, batch), samples);
+    run_n(step, std::min(p.max_iters - n, batch), samples, device, &m.device_samples);
     const double elapsed = seconds_since(start);
     const auto size = static_cast<int64_t>(samples.size());
     estimate = median(
@@ -393,7 +405,15 @@ inline std::string answer_json(const Measured& m, int64_t baseline_rss, const st
   std::ostringstream js;
   js << "{\"cold_ns\":" << m.cold_ns << ",\"samples_ns\":[";
   for (size_t i = 0; i < m.samples.size(); ++i) js << (i ? "," : "") << m.samples[i];
-  js << "],\"warmup_iters\":" << m.warmup_iters
+  js << "]";
+  if (!m.device_samples.empty()) {  // only a program that passed a DeviceTime
+    js << ",\"device_samples_ns\":[";
+    for (size_t i = 0; i < m.device_samples.size(); ++i) {
+      js << (i ? "," : "") << m.device_samples[i];
+    }
+    js << "]";
+  }
+  js << ",\"warmup_iters\":" << m.warmup_iters
      << ",\"warmup_settled\":" << (m.settled ? "true" : "false") << ",\"warmup_s\":" << m.warmup_s
      << ",\"timed_s\":" << m.timed_s << ",\"peak_rss_bytes\":" << vm_bytes("VmHWM:")
      << ",\"baseline_rss_bytes\":" << baseline_rss

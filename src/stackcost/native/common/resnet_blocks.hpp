@@ -1,7 +1,7 @@
 // The residual blocks of a torchvision-layout ResNet (stackcost/zoo/resnet.py), in order:
-// the one walk over a family's depths that the inference network (stackcost_onednn.cpp,
-// BatchNorm folded, sum fused) and the training network (train_net.cpp, BatchNorm explicit)
-// both build from, each a block its own way.
+// the one walk over a family's depths that every program's network builds from, each a
+// block its own way: oneDNN's inference network (BatchNorm folded, sum fused) and training
+// network (BatchNorm explicit), cuDNN's inference network (BatchNorm folded, residual fused).
 #pragma once
 
 #include "common/protocol.hpp"
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace stackcost::onednn {
+namespace stackcost {
 
 constexpr int64_t kResNetStem = 64;  // conv1's output channels, the first stage's width
 
@@ -38,4 +38,4 @@ inline std::vector<ResBlock> resnet_blocks(const Family& family) {
   return blocks;
 }
 
-}  // namespace stackcost::onednn
+}  // namespace stackcost

@@ -12,7 +12,7 @@
 
 #include "common/protocol.hpp"
 #include "onednn_util.hpp"
-#include "resnet_blocks.hpp"
+#include "common/resnet_blocks.hpp"
 
 #include <functional>
 #include <memory>

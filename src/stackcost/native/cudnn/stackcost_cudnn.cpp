@@ -1,0 +1,582 @@
+// stackcost's cuDNN rung: the zoo's networks built from cuDNN 9's legacy API and cuBLAS,
+// inference only, float32 tensors in NCHW. Written and compiled on a machine without a GPU:
+// not yet run on one (native/README.md, "The cuDNN program").
+//
+//   stackcost_cudnn echo IN.scw OUT.scw         read a tensor file, write it back
+//   stackcost_cudnn run key=value ...            measure one repetition on CUDA device 0
+//
+// run keys: those of stackcost_onednn (family and its parameters, arch, weights, folded_bn,
+// num_classes, in_channels, resolution, input, output, threads and the protocol's), plus
+// device=cuda and math=fp32|tf32 (default fp32). The answer is the shared JSON
+// (common/protocol.hpp) plus "device_samples_ns": CUDA events around each timed call.
+//
+// What a call is: every layer enqueued on one stream between two CUDA events, then
+// cudaStreamSynchronize, so the work is done before the protocol's clock is read. The
+// input is copied to the device once at load; the output is copied back after the cold
+// call, untimed. Training (a later rung's work) and a per-layer profiled pass are not here.
+//
+// The weights file is prepared by Python exactly as for stackcost_onednn
+// (stackcost.backends.native.folded_state): BatchNorm folded into every convolution.
+#include "common/protocol.hpp"
+#include "common/resnet_blocks.hpp"
+#include "common/scw1.hpp"
+#include "cuda_util.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using namespace stackcost;         // the shared protocol and SCW1 format (common/)
+using namespace stackcost::cudnn;  // checks, device memory, descriptors (cuda_util.hpp)
+
+const float kOne = 1.f, kZero = 0.f;
+
+// ---- host tensors from SCW1 files ---------------------------------------------------------
+
+struct Tensor {
+  std::vector<int64_t> dims;
+  std::vector<float> data;
+};
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+Named read_tensors(const std::string& path) {
+  return read_scw1<Tensor>(path, [&](const std::string& name, const std::vector<int64_t>& dims,
+                                     ScwType dtype) {
+    if (dtype != ScwType::f32) {
+      throw std::runtime_error(path + ": " + name + " is " + scw_name(dtype) +
+                               "; stackcost_cudnn reads float32 only");
+    }
+    Tensor t;
+    t.dims = dims;
+    size_t numel = 1;
+    for (const int64_t d : dims) numel *= static_cast<size_t>(d);
+    t.data.resize(numel);
+    float* dst = t.data.data();  // a moved vector keeps its buffer
+    return std::pair{std::move(t), dst};
+  });
+}
+
+void write_tensors(const std::string& path, const Named& tensors) {
+  std::vector<ScwView> views;
+  for (const auto& [name, t] : tensors) views.push_back({name, t.dims, t.data.data(), t.data.size()});
+  write_scw1(path, views);
+}
+
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Tensors by name; every one must be taken exactly once with the expected shape.
+class Weights {
+ public:
+  explicit Weights(Named tensors) {
+    for (auto& [name, t] : tensors) by_name_.emplace(name, std::move(t));
+  }
+  Tensor take(const std::string& name, const std::vector<int64_t>& dims) {
+    const auto it = by_name_.find(name);
+    if (it == by_name_.end()) throw std::runtime_error("weights file has no tensor " + name);
+    Tensor t = std::move(it->second);
+    by_name_.erase(it);
+    if (t.dims != dims) {
+      throw std::runtime_error("shape mismatch for " + name + ": file " + dims_str(t.dims) +
+                               ", model " + dims_str(dims));
+    }
+    return t;
+  }
+  void check_all_used() const {
+    if (!by_name_.empty()) {
+      throw std::runtime_error("weights file has a tensor the model lacks: " + by_name_.begin()->first);
+    }
+  }
+
+ private:
+  std::map<std::string, Tensor> by_name_;
+};
+
+// ---- the network: layers enqueued on one stream -----------------------------------------
+
+struct Act {  // an activation on the device, dense NCHW float
+  float* data = nullptr;
+  int n = 0, c = 0, h = 0, w = 0;
+  size_t numel() const { return static_cast<size_t>(n) * c * h * w; }
+};
+
+// What the answer records of one convolution.
+struct ConvChoice {
+  std::string name, algo, math, fused;
+  size_t workspace_bytes = 0;
+  int heuristic_rank = -1;  // its place in cudnnGetConvolutionForwardAlgorithm_v7's list
+  int rejected = 0;         // heuristic entries skipped before it (status, math, or a refusal)
+};
+
+class Net {
+ public:
+  Net(Weights& weights, DeviceMemory& mem, cudnnHandle_t dnn, cublasHandle_t blas,
+      cudaStream_t stream, bool tf32)
+      : w_(weights), mem_(mem), dnn_(dnn), blas_(blas), stream_(stream), tf32_(tf32),
+        relu_(CUDNN_ACTIVATION_RELU) {}
+
+  // The input, copied to the device once here: the timed call starts from device memory.
+  Act input(const Tensor& x) {
+    Act a{nullptr, static_cast<int>(x.dims[0]), static_cast<int>(x.dims[1]),
+          static_cast<int>(x.dims[2]), static_cast<int>(x.dims[3])};
+    a.data = mem_.floats(a.numel(), "input");
+    copy_in(a.data, x.data);
+    return a;
+  }
+
+  // Convolution with BatchNorm folded: weights "<name>.folded_weight", bias
+  // "<name>.folded_bias". With `relu`, one cudnnConvolutionBiasActivationForward computes
+  // relu(conv(x) + bias + residual) (alpha2 = 1 with the residual as z, else alpha2 = 0).
+  // Without (a projection shortcut), cudnnConvolutionForward then cudnnAddTensor for the
+  // bias: the fused call's IDENTITY activation runs only with IMPLICIT_PRECOMP_GEMM, which
+  // would overrule the heuristic's choice.
+  Act conv(const std::string& name, const Act& x, int cout, int k, int stride, int pad, bool relu,
+           const Act* residual = nullptr) {
+    if (residual && !relu) throw std::runtime_error(name + ": a residual add comes with ReLU here");
+    const cudnnMathType_t math = tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    auto L = std::make_unique<ConvLayer>(x.c, cout, k, pad, stride, math);
+    L->x = x;
+    L->relu = relu;
+    L->residual = residual ? residual->data : nullptr;
+    const int oh = (x.h + 2 * pad - k) / stride + 1, ow = (x.w + 2 * pad - k) / stride + 1;
+    L->xd = std::make_unique<TensorDesc>(x.n, x.c, x.h, x.w);
+    int n = 0, c = 0, h = 0, w = 0;
+    SC_CHECK(cudnnGetConvolution2dForwardOutputDim(L->cd.get(), L->xd->get(), L->fd.get(), &n, &c, &h, &w));
+    if (n != x.n || c != cout || h != oh || w != ow) {
+      throw std::runtime_error(name + ": cuDNN's output shape differs from torch's");
+    }
+    if (residual && (residual->n != n || residual->c != c || residual->h != h || residual->w != w)) {
+      throw std::runtime_error(name + ": the residual's shape differs from the output's");
+    }
+    L->yd = std::make_unique<TensorDesc>(n, c, h, w);
+    L->bd = std::make_unique<TensorDesc>(1, cout, 1, 1);
+    L->weight = upload(w_.take(name + ".folded_weight", {cout, x.c, k, k}));
+    L->bias = upload(w_.take(name + ".folded_bias", {cout}));
+    L->y = Act{mem_.floats(static_cast<size_t>(n) * c * h * w, "activations"), n, c, h, w};
+    L->choice.name = name;
+    L->choice.fused = relu ? (residual ? "conv+bias+residual+relu" : "conv+bias+relu")
+                           : "conv, then bias (cudnnAddTensor)";
+    choose_algorithm(*L);
+    ConvLayer* layer = L.get();
+    convs_.push_back(std::move(L));
+    steps_.push_back([this, layer] { SC_CHECK(launch(*layer)); });
+    return layer->y;
+  }
+
+  // Max pooling (resnet's stem: 3x3/2 pad 1 over a ReLU output, so whether a pad counts as
+  // 0 or -inf cannot change a max) and global average pooling (window = spatial size).
+  Act pool(const Act& x, cudnnPoolingMode_t mode, int kh, int kw, int stride, int pad) {
+    auto pd = std::make_shared<PoolDesc>(mode, kh, kw, pad, stride);
+    auto xd = std::make_shared<TensorDesc>(x.n, x.c, x.h, x.w);
+    int n = 0, c = 0, h = 0, w = 0;
+    SC_CHECK(cudnnGetPooling2dForwardOutputDim(pd->get(), xd->get(), &n, &c, &h, &w));
+    if (h != (x.h + 2 * pad - kh) / stride + 1 || w != (x.w + 2 * pad - kw) / stride + 1) {
+      throw std::runtime_error("pooling: cuDNN's output shape differs from torch's (floor mode)");
+    }
+    const Act y{mem_.floats(static_cast<size_t>(n) * c * h * w, "activations"), n, c, h, w};
+    auto yd = std::make_shared<TensorDesc>(n, c, h, w);
+    cudnnHandle_t dnn = dnn_;
+    steps_.push_back([=] {
+      SC_CHECK(cudnnPoolingForward(dnn, pd->get(), &kOne, xd->get(), x.data, &kZero, yd->get(), y.data));
+    });
+    return y;
+  }
+
+  // Fully connected over all of x's non-batch dims (C,H,W order, torch's flatten):
+  // Y[N, out] = X[N, in] W[out, in]^T in cuBLAS's column-major terms Y^T = W^T' X^T, i.e.
+  // cublasSgemm(T, N, m=out, n=N, k=in); then the bias (cudnnAddTensor) and ReLU in place.
+  Act linear(const std::string& name, const Act& x, int out, bool relu) {
+    const int in = x.c * x.h * x.w;
+    const float* weight = upload(w_.take(name + ".weight", {out, in}));
+    const float* bias = upload(w_.take(name + ".bias", {out}));
+    const Act y{mem_.floats(static_cast<size_t>(x.n) * out, "activations"), x.n, out, 1, 1};
+    auto yd = std::make_shared<TensorDesc>(x.n, out, 1, 1);
+    auto bd = std::make_shared<TensorDesc>(1, out, 1, 1);
+    cudnnHandle_t dnn = dnn_;
+    cublasHandle_t blas = blas_;
+    const cudnnActivationDescriptor_t act = relu ? relu_.get() : nullptr;
+    steps_.push_back([=] {
+      SC_CHECK(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, x.n, in, &kOne, weight, in, x.data,
+                           in, &kZero, y.data, out));
+      SC_CHECK(cudnnAddTensor(dnn, &kOne, bd->get(), bias, &kOne, yd->get(), y.data));
+      if (act) {
+        SC_CHECK(cudnnActivationForward(dnn, act, &kOne, yd->get(), y.data, &kZero, yd->get(), y.data));
+      }
+    });
+    return y;
+  }
+
+  Act log_softmax(const Act& x) {
+    const Act y{mem_.floats(x.numel(), "activations"), x.n, x.c, x.h, x.w};
+    auto d = std::make_shared<TensorDesc>(x.n, x.c, x.h, x.w);
+    cudnnHandle_t dnn = dnn_;
+    steps_.push_back([=] {
+      SC_CHECK(cudnnSoftmaxForward(dnn, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, d->get(),
+                                   x.data, &kZero, d->get(), y.data));
+    });
+    return y;
+  }
+
+  void output(const Act& y) { output_ = y; }
+
+  // One call's work, enqueued on the stream (the caller records events and synchronizes).
+  void enqueue() {
+    for (const auto& s : steps_) s();
+  }
+
+  // The network's answer [N, classes], copied back (synchronously: after the call).
+  Tensor result() const {
+    Tensor t;
+    t.dims = {output_.n, static_cast<int64_t>(output_.c) * output_.h * output_.w};
+    t.data.resize(output_.numel());
+    SC_CHECK(cudaMemcpy(t.data.data(), output_.data, t.data.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return t;
+  }
+
+  size_t launches() const { return steps_.size(); }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  std::string convs_json() const {
+    std::ostringstream out;
+    out << "[";
+    for (size_t i = 0; i < convs_.size(); ++i) {
+      const ConvChoice& c = convs_[i]->choice;
+      out << (i ? "," : "") << "{\"name\":" << json_string(c.name) << ",\"algo\":" << json_string(c.algo)
+          << ",\"workspace_bytes\":" << c.workspace_bytes << ",\"math\":" << json_string(c.math)
+          << ",\"heuristic_rank\":" << c.heuristic_rank << ",\"rejected\":" << c.rejected
+          << ",\"fused\":" << json_string(c.fused) << "}";
+    }
+    return out.str() + "]";
+  }
+
+ private:
+  struct ConvLayer {
+    ConvLayer(int cin, int cout, int k, int pad, int stride, cudnnMathType_t math)
+        : fd(cout, cin, k, k), cd(pad, stride, math) {}
+    FilterDesc fd;
+    ConvDesc cd;
+    std::unique_ptr<TensorDesc> xd, yd, bd;
+    Act x, y;
+    const float* weight = nullptr;
+    const float* bias = nullptr;
+    const float* residual = nullptr;
+    bool relu = false;
+    cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    size_t workspace = 0;
+    ConvChoice choice;
+  };
+
+  float* upload(const Tensor& t) {
+    float* p = mem_.floats(t.data.size(), "weights");
+    copy_in(p, t.data);
+    return p;
+  }
+
+  // On the network's stream and waited for: a plain cudaMemcpy from pageable memory may
+  // return before its DMA lands, and the trial launches at load read these buffers.
+  void copy_in(float* dst, const std::vector<float>& src) {
+    SC_CHECK(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    SC_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // The one workspace every convolution shares (they run one after another on one stream):
+  // grown to the largest a chosen algorithm asks for.
+  void reserve_workspace(size_t bytes) {
+    if (bytes <= workspace_bytes_) return;
+    SC_CHECK(cudaDeviceSynchronize());  // nothing may still use the old one
+    mem_.release(workspace_);
+    workspace_ = mem_.bytes(bytes, "workspace");
+    workspace_bytes_ = bytes;
+  }
+
+  cudnnStatus_t launch(const ConvLayer& L) {
+    if (L.relu) {
+      // z: the residual (alpha2 = 1), else y itself with alpha2 = 0 (z must be a valid
+      // tensor of y's shape; y holds the previous call's finite output, or zeros).
+      const float* alpha2 = L.residual ? &kOne : &kZero;
+      const float* z = L.residual ? L.residual : L.y.data;
+      return cudnnConvolutionBiasActivationForward(
+          dnn_, &kOne, L.xd->get(), L.x.data, L.fd.get(), L.weight, L.cd.get(), L.algo, workspace_,
+          L.workspace, alpha2, L.yd->get(), z, L.bd->get(), L.bias, relu_.get(), L.yd->get(), L.y.data);
+    }
+    const cudnnStatus_t s =
+        cudnnConvolutionForward(dnn_, &kOne, L.xd->get(), L.x.data, L.fd.get(), L.weight, L.cd.get(),
+                                L.algo, workspace_, L.workspace, &kZero, L.yd->get(), L.y.data);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    return cudnnAddTensor(dnn_, &kOne, L.bd->get(), L.bias, &kOne, L.yd->get(), L.y.data);
+  }
+
+  // cuDNN's heuristics rank the algorithms (cudnnGetConvolutionForwardAlgorithm_v7, no
+  // benchmarking); the first that suits the cell's math and that the call accepts is kept.
+  // fp32: the descriptor stays CUDNN_FMA_MATH and tensor-op entries are skipped, so TF32
+  // never runs; tf32: the entry's own math type is set, as the heuristic's contract asks.
+  // Each candidate is launched once here, at load, on the zeroed buffers: a refusal
+  // (CUDNN_STATUS_NOT_SUPPORTED for this fused call) moves on to the next entry.
+  void choose_algorithm(ConvLayer& L) {
+    int max_count = 0;
+    SC_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(dnn_, &max_count));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
+    int returned = 0;
+    SC_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(dnn_, L.xd->get(), L.fd.get(), L.cd.get(),
+                                                    L.yd->get(), max_count, &returned, perf.data()));
+    std::string refusals;
+    for (int i = 0; i < returned; ++i) {
+      const auto& p = perf[static_cast<size_t>(i)];
+      const bool tensor_op =
+          p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+      if (p.status != CUDNN_STATUS_SUCCESS || (!tf32_ && tensor_op)) {
+        ++L.choice.rejected;
+        continue;
+      }
+      const cudnnMathType_t math = tf32_ ? p.mathType : CUDNN_FMA_MATH;
+      SC_CHECK(cudnnSetConvolutionMathType(L.cd.get(), math));
+      size_t bytes = 0;
+      cudnnStatus_t s = cudnnGetConvolutionForwardWorkspaceSize(dnn_, L.xd->get(), L.fd.get(), L.cd.get(),
+                                                                L.yd->get(), p.algo, &bytes);
+      if (s == CUDNN_STATUS_SUCCESS) {
+        reserve_workspace(bytes);
+        L.algo = p.algo;
+        L.workspace = bytes;
+        s = launch(L);
+      }
+      if (s != CUDNN_STATUS_SUCCESS) {
+        refusals += " " + algo_name(p.algo) + ": " + cudnnGetErrorString(s) + ";";
+        ++L.choice.rejected;
+        continue;
+      }
+      SC_CHECK(cudaStreamSynchronize(stream_));  // a launch that failed on the device throws here
+      L.choice.algo = algo_name(p.algo);
+      L.choice.math = math_name(math);
+      L.choice.workspace_bytes = bytes;
+      L.choice.heuristic_rank = i;
+      return;
+    }
+    throw std::runtime_error(L.choice.name + ": none of the " + std::to_string(returned) +
+                             " algorithms cuDNN's heuristics offered runs it;" + refusals);
+  }
+
+  Weights& w_;
+  DeviceMemory& mem_;
+  cudnnHandle_t dnn_;
+  cublasHandle_t blas_;
+  cudaStream_t stream_;
+  bool tf32_;
+  ActivationDesc relu_;
+  std::vector<std::unique_ptr<ConvLayer>> convs_;
+  std::vector<std::function<void()>> steps_;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  Act output_;
+};
+
+void build_resnet(Net& net, Act x, const Family& family, int classes) {
+  x = net.conv("conv1", x, static_cast<int>(kResNetStem), 7, 2, 3, true);
+  x = net.pool(x, CUDNN_POOLING_MAX, 3, 3, 2, 1);
+  for (const ResBlock& b : resnet_blocks(family)) {
+    const std::string& p = b.prefix;
+    const int width = static_cast<int>(b.width), cout = static_cast<int>(b.cout);
+    const int stride = static_cast<int>(b.stride);
+    const Act identity = b.project ? net.conv(p + "downsample.0", x, cout, 1, stride, 0, false) : x;
+    if (family.bottleneck()) {
+      x = net.conv(p + "conv1", x, width, 1, 1, 0, true);
+      x = net.conv(p + "conv2", x, width, 3, stride, 1, true);
+      x = net.conv(p + "conv3", x, cout, 1, 1, 0, true, &identity);
+    } else {
+      x = net.conv(p + "conv1", x, width, 3, stride, 1, true);
+      x = net.conv(p + "conv2", x, cout, 3, 1, 1, true, &identity);
+    }
+  }
+  x = net.pool(x, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, x.h, x.w, 1, 0);
+  net.output(net.linear("fc", x, classes, false));
+}
+
+// conv -> max pool 2 -> relu is computed as conv+relu -> max pool 2: max and relu commute.
+void build_mnist(Net& net, Act x, int classes) {
+  x = net.conv("conv1", x, 10, 5, 1, 0, true);
+  x = net.pool(x, CUDNN_POOLING_MAX, 2, 2, 2, 0);
+  x = net.conv("conv2", x, 20, 5, 1, 0, true);
+  x = net.pool(x, CUDNN_POOLING_MAX, 2, 2, 2, 0);
+  x = net.linear("fc1", x, 50, true);
+  net.output(net.log_softmax(net.linear("fc2", x, classes, false)));
+}
+
+std::string version3(int v) {  // cuDNN 9's encoding: major * 10000 + minor * 100 + patch
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+std::string cuda_version(int v) {  // CUDA's encoding: major * 1000 + minor * 10
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+int64_t device_used_bytes(size_t* total = nullptr) {
+  size_t free_b = 0, total_b = 0;
+  SC_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (total) *total = total_b;
+  return static_cast<int64_t>(total_b - free_b);
+}
+
+int run(const Args& args) {
+  require_device();  // before anything else: one clear line on a machine without a GPU
+  const Protocol p = parse_protocol(args);
+  const Family family = parse_family(args, "cudnn");
+  const auto device = args.count("device") ? args.at("device") : std::string("cuda");
+  if (device != "cuda") throw std::runtime_error("stackcost_cudnn runs on device=cuda only, not " + device);
+  const auto math = args.count("math") ? args.at("math") : std::string("fp32");
+  if (math != "fp32" && math != "tf32") throw std::runtime_error("math must be fp32 or tf32, not " + math);
+  const bool tf32 = math == "tf32";
+  if (parse_profile(args).iters > 0) {
+    throw std::runtime_error("stackcost_cudnn has no profiled pass (per-layer timing is not written yet)");
+  }
+  const auto threads = std::stoll(arg(args, "threads"));  // recorded: one host thread enqueues
+  const auto folded_bn = std::stoll(arg(args, "folded_bn"));
+  const auto classes = static_cast<int>(std::stoll(arg(args, "num_classes")));
+
+  SC_CHECK(cudaSetDevice(0));
+  SC_CHECK(cudaFree(nullptr));  // the context, now, so the readings below exclude it
+  size_t device_total = 0;
+  const int64_t used_context = device_used_bytes(&device_total);
+  cudaDeviceProp prop{};
+  SC_CHECK(cudaGetDeviceProperties(&prop, 0));
+  int runtime_version = 0, driver_version = 0;
+  SC_CHECK(cudaRuntimeGetVersion(&runtime_version));
+  SC_CHECK(cudaDriverGetVersion(&driver_version));
+
+  // A blocking stream: it waits for the legacy default stream, where DeviceMemory's
+  // cudaMemset zeroes each new buffer.
+  cudaStream_t stream = nullptr;
+  SC_CHECK(cudaStreamCreate(&stream));
+  cudnnHandle_t dnn = nullptr;
+  SC_CHECK(cudnnCreate(&dnn));
+  SC_CHECK(cudnnSetStream(dnn, stream));
+  cublasHandle_t blas = nullptr;
+  SC_CHECK(cublasCreate(&blas));
+  SC_CHECK(cublasSetStream(blas, stream));  // before cublasSetWorkspace: it resets the workspace
+  // fp32: PEDANTIC, the prescribed precision in every phase (DEFAULT would not use TF32 for
+  // an SGEMM either, but may reduce in lower precision); tf32: TF32 tensor cores allowed.
+  const cublasMath_t blas_math = tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH;
+  SC_CHECK(cublasSetMathMode(blas, blas_math));
+  DeviceMemory mem;
+  // cuBLAS's workspace from our own allocation, so the program's accounting holds it too
+  // (32 MiB: cuBLAS's recommendation for Hopper).
+  const size_t blas_workspace = size_t{32} << 20;
+  SC_CHECK(cublasSetWorkspace(blas, mem.bytes(blas_workspace, "cublas_workspace"), blas_workspace));
+  const int64_t used_handles = device_used_bytes();
+  const int64_t baseline_rss = vm_bytes("VmRSS:");
+
+  auto input = read_tensors(arg(args, "input"));
+  if (input.size() != 1) throw std::runtime_error("input file must hold exactly one tensor");
+  const Tensor& x = input[0].second;
+  if (x.dims.size() != 4) throw std::runtime_error("input must be NCHW, got " + dims_str(x.dims));
+
+  Weights weights(read_tensors(arg(args, "weights")));
+  Net net(weights, mem, dnn, blas, stream, tf32);
+  const Act in = net.input(x);
+  if (family.resnet()) {
+    build_resnet(net, in, family, classes);
+  } else {
+    build_mnist(net, in, classes);
+  }
+  weights.check_all_used();
+  SC_CHECK(cudaDeviceSynchronize());
+  const int64_t used_loaded = device_used_bytes();
+
+  cudaEvent_t start = nullptr, stop = nullptr;
+  SC_CHECK(cudaEventCreate(&start));
+  SC_CHECK(cudaEventCreate(&stop));
+  // The call: events around the enqueued layers, then wait, so the protocol's clock is read
+  // only once the device is done.
+  const stackcost::Step step = [&] {
+    SC_CHECK(cudaEventRecord(start, stream));
+    net.enqueue();
+    SC_CHECK(cudaEventRecord(stop, stream));
+    SC_CHECK(cudaStreamSynchronize(stream));
+  };
+  const DeviceTime event_ns = [&] {
+    float ms = 0;
+    SC_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return static_cast<int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+  };
+
+  const int64_t cold_ns = time_once(step);
+  const int64_t cold_event_ns = event_ns();
+  const Tensor output = net.result();  // the cold call's answer, copied back untimed
+  const Measured m = measure_after_cold(step, p, cold_ns, event_ns);
+  const int64_t used_after = device_used_bytes();
+
+  write_tensors(arg(args, "output"), {{"output", output}});
+
+  std::ostringstream by_kind;
+  for (const auto& [kind, bytes] : mem.by_kind()) {
+    by_kind << (by_kind.tellp() > 0 ? "," : "") << json_string(kind) << ":" << bytes;
+  }
+  std::ostringstream d;
+  d << "\"arch\":" << json_string(family.arch) << ",\"device\":\"cuda\""
+    << ",\"device_name\":" << json_string(prop.name) << ",\"compute_capability\":\"" << prop.major
+    << "." << prop.minor << "\""
+    << ",\"cudnn\":\"" << version3(static_cast<int>(cudnnGetVersion())) << "\""
+    << ",\"cudnn_header\":\"" << CUDNN_MAJOR << "." << CUDNN_MINOR << "." << CUDNN_PATCHLEVEL << "\""
+    << ",\"cudnn_api\":\"legacy\",\"cublas\":\"" << CUBLAS_VER_MAJOR << "." << CUBLAS_VER_MINOR << "."
+    << CUBLAS_VER_PATCH << "\",\"cuda_runtime\":\"" << cuda_version(runtime_version)
+    << "\",\"cuda_driver\":\"" << cuda_version(driver_version) << "\""
+    << ",\"math\":" << json_string(math)
+    << ",\"conv_math_type\":" << json_string(math_name(tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH))
+    << ",\"cublas_math\":" << json_string(cublas_math_name(blas_math))
+    << ",\"layout\":\"NCHW\",\"algo_choice\":\"heuristic\""
+    << ",\"algo_heuristic\":\"cudnnGetConvolutionForwardAlgorithm_v7, first entry that runs\""
+    << ",\"bn_folded\":" << (folded_bn > 0 ? "true" : "false") << ",\"bn_folded_count\":" << folded_bn
+    << ",\"convs\":" << net.convs_json() << ",\"conv_workspace_bytes\":" << net.workspace_bytes()
+    << ",\"launches_per_call\":" << net.launches()
+    << ",\"device_alloc_peak_bytes\":" << mem.peak() << ",\"device_alloc_bytes\":{" << by_kind.str() << "}"
+    << ",\"device_total_bytes\":" << device_total << ",\"device_used_context_bytes\":" << used_context
+    << ",\"device_used_handles_bytes\":" << used_handles << ",\"device_used_loaded_bytes\":" << used_loaded
+    << ",\"device_used_after_bytes\":" << used_after
+    << ",\"device_used_method\":\"cudaMemGetInfo (total - free, whole device): after the context, "
+       "after the library handles, after loading, after the timed loop\""
+    << ",\"cold_event_ns\":" << cold_event_ns
+    << ",\"device_clock\":\"cudaEventElapsedTime, events on the stream around each timed call\""
+    << ",\"sync\":\"cudaStreamSynchronize inside every call, before the clock is read\""
+    << ",\"input_copy\":\"host to device once at load, outside the timed step\""
+    << ",\"output_copy\":\"device to host after the cold call, untimed\""
+    << ",\"cold_call\":\"after one trial launch of each convolution at load (algorithm check)\""
+    << ",\"host_threads\":1,\"threads_requested\":" << threads;
+  std::cout << answer_json(m, baseline_rss, d.str()) << std::endl;
+
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cublasDestroy(blas);
+  cudnnDestroy(dnn);
+  cudaStreamDestroy(stream);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::vector<std::string> argv_(argv + 1, argv + argc);
+    if (argv_.size() == 3 && argv_[0] == "echo") {
+      write_tensors(argv_[2], read_tensors(argv_[1]));
+      return 0;
+    }
+    if (!argv_.empty() && argv_[0] == "run") {
+      return run(parse_args(argv_));
+    }
+    std::cerr << "usage: stackcost_cudnn echo IN OUT | run key=value ...\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  }
+  return 1;
+}
