@@ -36,6 +36,7 @@ REGISTRY: dict[str, str] = {
     "torchscript-cpp": "stackcost.backends.native:TorchScriptCppBackend",
     "libtorch": "stackcost.backends.native:LibTorchBackend",
     "onednn": "stackcost.backends.native:OneDNNBackend",
+    "cudnn": "stackcost.backends.cudnn:CUDNNBackend",
     "llama.cpp": "stackcost.backends.llamacpp:LlamaCppBackend",
 }
 

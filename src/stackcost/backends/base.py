@@ -272,6 +272,10 @@ class Backend(ABC):
     # The rung's token generator (stackcost.generation), "module:Class", for mode
     # "generate"; None: this rung does not generate. Imported only in workers and checks.
     generator: ClassVar[str | None] = None
+    # Code written for a GPU that has not yet run on one (it compiles; without CUDA it is
+    # unavailable with the reason): `list backends` says so, and none of its numbers counts
+    # as measured until a GPU session has run it and cleared this.
+    not_yet_run_on_gpu: ClassVar[bool] = False
 
     def available(self) -> Availability:
         return Availability(True)

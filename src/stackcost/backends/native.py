@@ -359,9 +359,10 @@ def forward_order(module: Any, example: Example) -> list[str]:
 
 
 def folded_state(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], int]:
-    """The tensors stackcost_onednn reads: each Conv2d as "<conv>.folded_weight" and
-    "<conv>.folded_bias" with its eval-mode BatchNorm folded in (computed in float64), and
-    every Linear's weight and bias under its state_dict name.
+    """The tensors stackcost_onednn and stackcost_cudnn read: each Conv2d as
+    "<conv>.folded_weight" and "<conv>.folded_bias" with its eval-mode BatchNorm folded in
+    (computed in float64, on the model's device), and every Linear's weight and bias under
+    its state_dict name.
 
     The BatchNorm that follows a conv is found by the zoo's naming: "...convN" -> "...bnN",
     "...downsample.0" -> "...downsample.1". A conv without one (mnist-cnn) gets its own
@@ -386,7 +387,7 @@ def folded_state(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], int]:
         b = (
             module.bias.detach().double()
             if module.bias is not None
-            else torch.zeros(w.shape[0], dtype=torch.float64)
+            else torch.zeros(w.shape[0], dtype=torch.float64, device=w.device)
         )
         if isinstance(bn, nn.BatchNorm2d):
             assert bn.running_mean is not None and bn.running_var is not None

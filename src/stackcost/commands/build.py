@@ -15,7 +15,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--backends",
         default="libtorch,torchscript-cpp,onednn",
-        help="comma-separated native backends (default: all of them)",
+        help=(
+            "comma-separated native backends (default: the CPU ones; "
+            "cudnn, the GPU one, on request)"
+        ),
     )
     p.add_argument(
         "--cache-dir",

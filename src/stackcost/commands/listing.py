@@ -81,6 +81,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
             modes = sorted(caps.modes - {"generate"})
             # A rung that generates says so; its generator's precisions go with the description.
             generates = f"\ngenerate: {','.join(sorted(gen.precisions))}" if gen else ""
+            # GPU code that compiled but never ran: said whether or not this machine has a GPU.
+            unrun = (
+                "\nnot yet run on a GPU: no number of it is measured"
+                if b.not_yet_run_on_gpu
+                else ""
+            )
             table.add_row(
                 name,
                 Text("yes", style="green") if a.ok else Text("no", style="red"),
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 ",".join(sorted(caps.devices)),
                 ",".join(sorted(caps.precisions)) if modes else "—",
                 Text(b.description if a.ok else a.reason)
+                + Text(unrun, style="yellow")
                 + Text(generates, style="dim")
                 + (Text(f"\noptions: {options_line(b.options)}", style="dim") if b.options else ""),
             )
