@@ -205,8 +205,8 @@ def test_renderings_say_the_same_and_escape_foreign_text():
         ("models: [mlp\n", "not valid YAML"),
         (
             "models: [mlp]\nprecisions: [fp32, int9]\n",
-            ":2: precisions: unknown precision 'int9' (allowed: fp32, bf16, fp16, int8-dyn, "
-            "int8, w8, w4)",
+            ":2: precisions: unknown precision 'int9' (allowed: fp32, tf32, bf16, fp16, amp, "
+            "int8-dyn, int8, w8, w4)",
         ),
         ("models: [mlp]\nprecisions: []\n", ":2: precisions must not be empty"),
         ("models: [mlp]\nprecisions: [int8, int8]\n", ":2: precisions: int8, int8 names one"),
@@ -236,8 +236,8 @@ def test_flags_and_names_are_checked_before_anything_is_written(tmp_path, capsys
         (["suite", "tiny", "--summary-only", "--force"], "--force does not apply"),
         (
             ["suite", "tiny", "--precisions", "fp32,int9"],
-            "--precisions: unknown precision 'int9' (allowed: fp32, bf16, fp16, int8-dyn, int8, "
-            "w8, w4)",
+            "--precisions: unknown precision 'int9' (allowed: fp32, tf32, bf16, fp16, amp, "
+            "int8-dyn, int8, w8, w4)",
         ),
         (["suite", "tiny", "--precisions", " , "], "--precisions is empty"),
         (["suite", "tiny", "--precisions", "int8,int8"], "--precisions: int8, int8 names one"),

@@ -7,7 +7,13 @@ import shutil
 from pathlib import Path
 
 from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
-from stackcost.backends.torch_common import cast, quantized, torch_dtype
+from stackcost.backends.torch_common import (
+    cast,
+    device_problem,
+    numerics,
+    quantized,
+    torch_dtype,
+)
 from stackcost.quantize.pytorch import COMPILED_PATHS
 
 
@@ -17,8 +23,12 @@ class ExportAOTBackend(Backend):
         "torch.export + AOTInductor package (aoti_compile_and_package, compiled in prepare)"
     )
     capabilities = Capabilities(
-        devices=frozenset({"cpu", "cuda"}), precisions=frozenset({"fp32", "bf16", *COMPILED_PATHS})
+        devices=frozenset({"cpu", "cuda"}),
+        precisions=frozenset({"fp32", "tf32", "bf16", "amp", *COMPILED_PATHS}),
     )
+
+    def why_not(self, cell):
+        return super().why_not(cell) or device_problem(cell)
 
     def available(self) -> Availability:
         if shutil.which("g++") is None and shutil.which("c++") is None:
@@ -46,6 +56,7 @@ class ExportAOTBackend(Backend):
         import torch
         from torch._inductor.utils import fresh_cache
 
+        precision = numerics(cell)
         model, example = cast(model, example, cell)
 
         def make(home: Path) -> dict:
@@ -57,7 +68,9 @@ class ExportAOTBackend(Backend):
                 # torch's own pytree deprecation (LeafSpec) fires in export and packaging.
                 warnings.simplefilter("ignore", FutureWarning)
                 start = time.perf_counter()
-                program = torch.export.export(built, example.args, example.kwargs)
+                # amp: the autocast inside the exported forward, so the program holds it.
+                exportable = precision.exportable(built)
+                program = torch.export.export(exportable, example.args, example.kwargs)
                 export_s = time.perf_counter() - start
                 start = time.perf_counter()
                 # A fresh inductor cache beside the package: compile_s is a real compile,
@@ -77,6 +90,10 @@ class ExportAOTBackend(Backend):
                 "torch": torch.__version__,
             }
             home, record = ctx.cache.reuse_or_make(key, make)
+        # torch.export hands cuDNN's TF32 flags back in their legacy form ("ieee" comes
+        # back as "none", which cuDNN also reads as no TF32): set them again, so the step
+        # runs with, and the record names, the cell's own.
+        precision.apply()
         package = home / "model.pt2"
         compiled = torch._inductor.aoti_load_package(str(package))
 
@@ -97,6 +114,7 @@ class ExportAOTBackend(Backend):
                 "cache": "fresh per prepare" if ctx.cache is None else "package per cell",
                 "grad_mode": "inference_mode",
                 "torch": torch.__version__,
+                **precision.details(),
             },
             infer=infer,
         )

@@ -16,7 +16,15 @@ from stackcost.backends.base import (
     Prepared,
     TrainPrepared,
 )
-from stackcost.backends.torch_common import cast, evaluator, quantized, torch_dtype, train_step
+from stackcost.backends.torch_common import (
+    cast,
+    device_problem,
+    evaluator,
+    numerics,
+    quantized,
+    torch_dtype,
+    train_step,
+)
 from stackcost.quantize.pytorch import COMPILED_PATHS
 
 
@@ -26,7 +34,7 @@ class InductorBackend(Backend):
     capabilities = Capabilities(
         modes=frozenset({"infer", "train"}),
         devices=frozenset({"cpu", "cuda"}),
-        precisions=frozenset({"fp32", "bf16", *COMPILED_PATHS}),
+        precisions=frozenset({"fp32", "tf32", "bf16", "amp", *COMPILED_PATHS}),
     )
     generator = "stackcost.generation.inductor:InductorGenerator"
     # freezing=true folds weights into the graph as constants (what TorchBench's CPU
@@ -43,6 +51,9 @@ class InductorBackend(Backend):
         if shutil.which("g++") is None and shutil.which("c++") is None:
             return Availability(False, "no C++ compiler: apt-get install g++")
         return Availability.needs_modules("torch", install="pip install torch")
+
+    def why_not(self, cell):
+        return super().why_not(cell) or device_problem(cell)
 
     def _fresh_cache(self, ctx, cell=None) -> tuple[str, dict]:
         """Inductor's kernel cache for this compile, and what to record of it.
@@ -79,6 +90,7 @@ class InductorBackend(Backend):
         import torch
         import torch._inductor
 
+        precision = numerics(cell)  # before the compile: Inductor reads the CUDA flags
         cache_dir, cache = self._fresh_cache(ctx, cell)
         mode = self.option(cell, "mode")
         freezing = self.option(cell, "freezing")
@@ -99,12 +111,14 @@ class InductorBackend(Backend):
         if frozen is not _unfrozen:
             record["freezing_why"] = PT2E_FREEZING
 
+        # amp: Dynamo traces the first call under the autocast it finds (and guards on it),
+        # so the compiled graph holds autocast's casts.
         def step():
-            with torch.inference_mode(), frozen():
+            with torch.inference_mode(), frozen(), precision.call():
                 return example.call(compiled)
 
         def infer(ex):  # the same shapes: no recompile (dynamic=False)
-            with torch.inference_mode(), frozen():
+            with torch.inference_mode(), frozen(), precision.call():
                 return ex.to(cell.device).cast(torch_dtype(cell.precision)).call(compiled)
 
         return Prepared(
@@ -118,6 +132,7 @@ class InductorBackend(Backend):
                 "cache_dir": cache_dir,
                 "grad_mode": "inference_mode",
                 "torch": torch.__version__,
+                **precision.details(),
                 **record,
             },
             infer=infer,

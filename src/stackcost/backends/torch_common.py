@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -14,14 +17,122 @@ if TYPE_CHECKING:
 
 TrainStep = Callable[[Any, Any], tuple[Any, Any]]
 
+# The precisions a torch rung runs on CUDA only, each with the reason a cell elsewhere is
+# refused for.
+CUDA_ONLY: dict[str, str] = {
+    "tf32": "tf32 is a CUDA tensor-core math mode; on cpu use fp32 or bf16",
+}
+# amp's lower dtype per device: classic mixed precision (float16, with fp32 weights) on
+# CUDA; on the CPU, bfloat16, the dtype CPU autocast is built for.
+AUTOCAST_DTYPE: dict[str, str] = {"cuda": "float16", "cpu": "bfloat16"}
+
 
 def torch_dtype(precision: str) -> torch.dtype:
-    """The float dtype a cell's model and inputs take; a quantized precision's model is
-    quantized from fp32 (stackcost.quantize), so it starts in fp32."""
+    """The float dtype a cell's model and inputs take. tf32 and amp keep them in fp32 (the
+    precision is in the math, see Numerics); a quantized precision's model is quantized
+    from fp32 (stackcost.quantize), so it starts in fp32 too."""
     import torch
 
-    floats = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    floats = {"bf16": torch.bfloat16, "fp16": torch.float16}
     return floats.get(precision, torch.float32)
+
+
+def device_problem(cell: Cell) -> str | None:
+    """Why a torch rung cannot run the cell's precision on the cell's device (tf32 off
+    CUDA), or None; the rungs' `why_not` asks it after their capabilities."""
+    if cell.device != "cuda" and cell.precision in CUDA_ONLY:
+        return f"precision {cell.precision}: {CUDA_ONLY[cell.precision]}"
+    return None
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """How a cell's precision runs beyond its dtype.
+
+    - `fp32_math`, on CUDA only: whether cuBLAS matmuls and cuDNN convolutions may round
+      fp32 operands to TF32 on tensor cores. "tf32" for a tf32 cell, "ieee" for every
+      other: torch lets cuDNN convolutions use TF32 by default, so an fp32 cell that
+      kept the defaults would not be fp32. The flags are this process's (one repetition,
+      one process) and are read back into the record.
+    - `autocast_dtype`, amp only: each call runs under torch.autocast in that dtype, the
+      model and inputs staying fp32.
+    """
+
+    device: str
+    fp32_math: str | None  # "ieee" or "tf32" on cuda; None elsewhere (the flags are CUDA's)
+    autocast_dtype: str | None  # amp's AUTOCAST_DTYPE; None for any other precision
+
+    def apply(self) -> None:
+        """Set this process's CUDA fp32 math flags (nothing off CUDA); idempotent.
+
+        torch keeps a legacy TF32 state (allow_tf32, the float32 matmul precision) beside
+        the per-op `fp32_precision` flags, and its legacy getters raise when the two
+        disagree; torch.export and Inductor still read them (cudnn.conv set to "ieee"
+        alone makes torch.export raise). So the legacy setters, which set both, go first,
+        and the per-op flags then name the precision of matmuls, convolutions and RNNs."""
+        if self.fp32_math is None:
+            return
+        import torch
+
+        tf32 = self.fp32_math == "tf32"
+        with warnings.catch_warnings():  # torch 2.9-2.11 warn that the legacy API will go
+            warnings.filterwarnings("ignore", message=".*new API settings to control TF32")
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.fp32_precision = self.fp32_math
+        torch.backends.cudnn.conv.fp32_precision = self.fp32_math
+        torch.backends.cudnn.rnn.fp32_precision = self.fp32_math
+
+    def call(self) -> contextlib.AbstractContextManager[Any]:
+        """What each call of the step runs under: torch.autocast for amp, else nothing."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.autocast(self.device, dtype=getattr(torch, self.autocast_dtype))
+
+    def exportable(self, model: torch.nn.Module) -> torch.nn.Module:
+        """`model` with the autocast inside its forward, for a rung that exports a graph
+        (torch.export captures it as a region of the program); `model` itself otherwise."""
+        if self.autocast_dtype is None:
+            return model
+        import torch
+
+        numerics = self
+
+        class Autocast(torch.nn.Module):
+            def __init__(self, inner: torch.nn.Module) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                with numerics.call():
+                    return self.inner(*args, **kwargs)
+
+        return Autocast(model).eval()
+
+    def details(self) -> dict[str, str]:
+        """What to record: the CUDA flags as torch reads them now, and amp's dtype."""
+        record = {}
+        if self.fp32_math is not None:
+            import torch
+
+            record["matmul_fp32_precision"] = torch.backends.cuda.matmul.fp32_precision
+            record["cudnn_conv_fp32_precision"] = torch.backends.cudnn.conv.fp32_precision
+        if self.autocast_dtype is not None:
+            record["autocast_dtype"] = self.autocast_dtype
+        return record
+
+
+def numerics(cell: Cell) -> Numerics:
+    """The cell's Numerics, its CUDA flags already set: a rung calls it first in prepare,
+    before anything is traced or compiled (Inductor reads the flags as it generates)."""
+    on_cuda = cell.device == "cuda"
+    fp32_math = ("tf32" if cell.precision == "tf32" else "ieee") if on_cuda else None
+    amp = AUTOCAST_DTYPE[cell.device] if cell.precision == "amp" else None
+    chosen = Numerics(cell.device, fp32_math, amp)
+    chosen.apply()
+    return chosen
 
 
 def cast(model: torch.nn.Module, example: Example, cell: Cell) -> tuple[torch.nn.Module, Example]:

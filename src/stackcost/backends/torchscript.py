@@ -11,9 +11,15 @@ from stackcost.backends.base import (
     Prepared,
     TrainPrepared,
 )
-from stackcost.backends.torch_common import cast, evaluator, train_step
+from stackcost.backends.torch_common import cast, device_problem, evaluator, numerics, train_step
 
 _FLAGS = {"true": True, "false": False}
+# Why amp is not a TorchScript precision (tried on mnist-cnn, torch 2.13).
+NO_AMP = (
+    "a trace under torch.autocast bakes the weights' cast copies into the graph as "
+    "constants, which torch.jit.trace refused, and torch.jit's own autocast pass is "
+    "deprecated with the rest of torch.jit; amp runs on eager, inductor and export-aot"
+)
 
 
 def graph_flags_problem(name: str, given: dict[str, str]) -> str | None:
@@ -62,7 +68,8 @@ class TorchScriptBackend(Backend):
     capabilities = Capabilities(
         modes=frozenset({"infer", "train"}),
         devices=frozenset({"cpu", "cuda"}),
-        precisions=frozenset({"fp32", "bf16"}),
+        precisions=frozenset({"fp32", "tf32", "bf16"}),
+        precision_reasons=(("amp", NO_AMP),),
     )
     options = {
         "variant": Option("trace", ("trace", "script")),
@@ -76,6 +83,9 @@ class TorchScriptBackend(Backend):
     def available(self) -> Availability:
         return Availability.needs_modules("torch", install="pip install torch")
 
+    def why_not(self, cell):
+        return super().why_not(cell) or device_problem(cell)
+
     def prepare(self, model, example, cell, ctx):
         import warnings
 
@@ -86,6 +96,7 @@ class TorchScriptBackend(Backend):
             raise ValueError(f"torchscript variant {variant!r}: use trace or script")
         freeze, optimize = graph_flags(self, cell)
 
+        precision = numerics(cell)
         model, example = cast(model, example, cell)
         # torch 2.13 deprecates every torch.jit entry point (one warning per call); the rung
         # still measures it, so keep those notices out of the worker's output.
@@ -110,6 +121,7 @@ class TorchScriptBackend(Backend):
                 "optimize": optimize,
                 "grad_mode": "inference_mode",
                 "torch": torch.__version__,
+                **precision.details(),
             },
         )
 
