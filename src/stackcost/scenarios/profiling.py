@@ -36,9 +36,18 @@ PROFILE_ITERS = 10
 def work(
     model: torch.nn.Module, example: Example, cell: Cell, stats: Stats | None
 ) -> tuple[Work, float | None]:
-    """FLOPs and estimated bytes of one call, and the achieved GFLOP/s at the median."""
+    """FLOPs and estimated bytes of one call, and the achieved GFLOP/s at the median.
+
+    A torch rung casts the model it is handed in place (`module.to(bf16)`) and feeds a cast
+    copy of the inputs to its own step, so a bf16/fp16 cell's model here no longer takes
+    the fp32 example: the inputs are cast to the model's floating dtype to count."""
+    import torch
+
     from stackcost.measure.flops import count_work
 
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if dtype in (torch.bfloat16, torch.float16):
+        example = example.cast(dtype)
     counted = count_work(model, example, cell.mode)
     if stats is None or stats.median_ms <= 0:
         return counted, None
