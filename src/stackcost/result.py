@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stackcost.measure.copies import HostCopies
 from stackcost.measure.disturbance import Disturbance
 from stackcost.measure.energy import Energy
 from stackcost.measure.flops import Work
@@ -228,6 +229,8 @@ class RepetitionResult(BaseModel):
     telemetry: Telemetry | None = None  # side-channel sampler over the timed loop
     energy: Energy | None = None  # measured or estimated: always labelled with its method
     profile_notes: list[str] = Field(default_factory=list)  # what could not be profiled, why
+    # --profile on a GPU: the batch's host -> device copy, pageable and pinned.
+    host_copies: HostCopies | None = Field(None, exclude_if=lambda c: c is None)
     # Other processes' CPU over the timed loop (always measured; None where not timed).
     disturbance: Disturbance | None = None
     # A scenario cell's LoadGen run: its verdict, headline metric and summary numbers.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.measure.copies import HostCopies
 from stackcost.report.table import size_axes, size_heading, size_value
 from stackcost.result import RepetitionResult
 from stackcost.store.runs import CellResult, RunResult
@@ -16,7 +17,7 @@ def profiled(c: CellResult) -> RepetitionResult | None:
     reps = [
         r
         for r in c.repetitions
-        if r.valid and (r.work or r.breakdown or r.telemetry or r.profile_notes)
+        if r.valid and (r.work or r.breakdown or r.telemetry or r.profile_notes or r.host_copies)
     ]
     return reps[-1] if reps else None
 
@@ -43,6 +44,15 @@ def _split(rep: RepetitionResult) -> tuple[str, str]:
     return f"{b.wall_ms:.3g} ms\n" + "\n".join(
         parts
     ), f"{top.name}\n{top.share:.0%}" if top else "—"
+
+
+def copies_line(h: HostCopies) -> str:
+    """One batch's host -> device copy, pageable against pinned, in words."""
+    return (
+        f"host->device copy of the batch, {h.bytes / 1e6:.3g} MB: pageable {h.pageable_ms:.3g} ms "
+        f"({h.pageable_gbs:.3g} GB/s), pinned {h.pinned_ms:.3g} ms ({h.pinned_gbs:.3g} GB/s); "
+        f"median of {h.iters} CUDA-event-timed copies"
+    )
 
 
 def profile_table(result: RunResult) -> Table | None:
@@ -72,6 +82,8 @@ def profile_table(result: RunResult) -> Table | None:
     for c, rep in rows:
         split, top = _split(rep)
         notes += [f"{c.cell.backend} b{c.cell.batch_size}: {n}" for n in rep.profile_notes]
+        if rep.host_copies is not None:
+            notes.append(f"{c.cell.backend} b{c.cell.batch_size}: {copies_line(rep.host_copies)}")
         peak = percent_of_peak(rep, c, result.env)
         tel, energy = rep.telemetry, rep.energy
         util = Text("—")

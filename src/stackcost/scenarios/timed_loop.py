@@ -70,11 +70,15 @@ class TimedLoop(Scenario):
         m.output = None  # the outputs are verified: free them before any profiled pass
         bench.phases.warmup_s, bench.phases.timed_s = m.warmup_s, m.timed_s
         assert m.stats is not None
-        work = achieved_gflops = breakdown = None
+        work = achieved_gflops = breakdown = host_copies = None
         if task.profile:
             work, achieved_gflops = profiling.work(subject.model, subject.example, cell, m.stats)
             breakdown, breakdown_notes = profiling.breakdown(backend, run, cell)
             notes += breakdown_notes
+            if cell.device == "cuda":
+                from stackcost.measure.copies import host_to_device
+
+                host_copies = host_to_device(subject.example.tensors)
         status, reason = _verdict(m, wrong(verification, task.tolerance), task.protocol)
         return RepetitionResult(
             status=status,
@@ -98,6 +102,7 @@ class TimedLoop(Scenario):
             telemetry=telemetry,
             energy=energy,
             profile_notes=notes,
+            host_copies=host_copies,
             disturbance=disturbance,
         )
 
