@@ -5,6 +5,8 @@
         --threads T --min-time S --result PATH
     python _agreement_peers.py onnxruntime --prepared DIR/b1 --threads T --min-time S \
         --result PATH
+    python _agreement_peers.py triton --prepared DIR/b1 --resolution R --batch-size B \
+        --threads T --min-time S --device cuda --result PATH
 
 `prepare` builds resnet18 exactly as a stackcost worker does (zoo.build_model: seeded
 weights; workload.make_example: seeded inputs), exports it once per batch size with
@@ -18,6 +20,13 @@ sample, and a convolution's time does not depend on the values.)
 with torch.utils.benchmark.Timer.blocked_autorange; `onnxruntime` is the loop anyone would
 write: a default InferenceSession with intra_op_num_threads set, timed call by call with
 time.perf_counter. Each writes one JSON object to --result.
+
+With --device cuda, `torch` and `triton` put the model and inputs on the GPU as a stackcost
+worker does and take the eager backend's step, which sets the cell's CUDA math flags (fp32:
+TF32 off for matmuls and cuDNN convolutions); Timer synchronizes around each block of calls
+when CUDA is there. `triton` times that step with triton.testing.do_bench (CUDA events
+around each call; do_bench clears L2 before every call, stackcost's loop does not). `prepare
+--no-onnx` skips the export the cuda peers do not load.
 """
 
 from __future__ import annotations
@@ -77,7 +86,9 @@ def prepare(args: argparse.Namespace) -> int:
         np.savez(home / "reference.npz", *reference)
         inputs = {n: t.detach().contiguous().numpy() for n, t in example.named().items()}
         np.savez(home / "inputs.npz", **inputs)
-        details = export_onnx(model, example, home / "onnx" / "model.onnx", "dynamo", True)
+        details: dict[str, Any] = {"exporter": "none (--no-onnx)"}
+        if not args.no_onnx:
+            details = export_onnx(model, example, home / "onnx" / "model.onnx", "dynamo", True)
         out[str(bs)] = {
             "dir": str(home),
             "onnx_path": str(home / "onnx" / "model.onnx"),
@@ -89,11 +100,11 @@ def prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def peer_torch(args: argparse.Namespace) -> int:
+def _eager_step(args: argparse.Namespace):
+    """The eager backend's step for this cell on --device, as a stackcost worker builds it
+    (model and inputs moved to the device before prepare); its model and max abs error."""
     import torch
-    import torch.utils.benchmark as tb
 
-    from stackcost import zoo
     from stackcost.backends import PrepareContext, load_backend
     from stackcost.cell import Cell
     from stackcost.verify import leaves
@@ -102,10 +113,22 @@ def peer_torch(args: argparse.Namespace) -> int:
     ref, model, example = _subject(args.resolution, args.batch_size)
     cell = Cell(
         model=ref, backend="eager", batch_size=args.batch_size,
-        sizes={"resolution": args.resolution}, threads=args.threads,
+        sizes={"resolution": args.resolution}, threads=args.threads, device=args.device,
     )  # fmt: skip
-    step = load_backend("eager").prepare(model, example, cell, PrepareContext(Path("."))).step
+    device = torch.device(args.device)
+    on_device, example = model.to(device), example.to(device)
+    step = load_backend("eager").prepare(on_device, example, cell, PrepareContext(Path("."))).step
     err = _max_abs_err([a for _, a in leaves(step())], args.reference)
+    return step, model, err
+
+
+def peer_torch(args: argparse.Namespace) -> int:
+    import torch
+    import torch.utils.benchmark as tb
+
+    from stackcost import zoo
+
+    step, model, err = _eager_step(args)
     timer = tb.Timer(stmt="step()", globals={"step": step}, num_threads=args.threads)
     m = timer.blocked_autorange(min_run_time=args.min_time)
     result = {
@@ -118,7 +141,44 @@ def peer_torch(args: argparse.Namespace) -> int:
         "weights_digest": zoo.weights_digest(model),
         "max_abs_err": err,
         "threads": torch.get_num_threads(),
+        "device": args.device,
         "torch": torch.__version__,
+    }
+    Path(args.result).write_text(json.dumps(result))
+    return 0
+
+
+def peer_triton(args: argparse.Namespace) -> int:
+    import torch
+
+    if not args.device.startswith("cuda") or not torch.cuda.is_available():
+        print(
+            "triton.testing.do_bench times with CUDA events: it needs a CUDA device",
+            file=sys.stderr,
+        )
+        return 2
+    import triton
+    from triton.testing import do_bench
+
+    from stackcost import zoo
+
+    step, model, err = _eager_step(args)
+    # warmup and rep are milliseconds of calls, as do_bench counts them.
+    median, q25, q75 = do_bench(
+        step, warmup=500, rep=max(int(args.min_time * 1e3), 100), quantiles=[0.5, 0.25, 0.75]
+    )
+    result = {
+        "peer": "triton.testing.do_bench",
+        "median_ms": median,  # median of single calls, each between CUDA events, L2 cleared
+        "iqr_ms": q75 - q25,
+        "warmup_ms": 500,
+        "rep_ms": max(int(args.min_time * 1e3), 100),
+        "weights_digest": zoo.weights_digest(model),
+        "max_abs_err": err,
+        "device": args.device,
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
     }
     Path(args.result).write_text(json.dumps(result))
     return 0
@@ -171,20 +231,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-sizes", required=True)
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--result", required=True)
-    for name in ("torch", "onnxruntime"):
+    p.add_argument("--no-onnx", action="store_true", help="skip the export (cuda peers)")
+    for name in ("torch", "onnxruntime", "triton"):
         p = sub.add_parser(name)
         p.add_argument("--prepared", type=Path, required=True, help="prepare's dir for the batch")
         p.add_argument("--resolution", type=int, required=True)
         p.add_argument("--batch-size", type=int, required=True)
         p.add_argument("--threads", type=int, required=True)
         p.add_argument("--min-time", type=float, required=True)
+        p.add_argument("--device", default="cpu", help="cpu (default) or cuda (torch, triton)")
         p.add_argument("--result", required=True)
     args = ap.parse_args(argv)
     if args.command != "prepare":
         args.reference = args.prepared / "reference.npz"
-    return {"prepare": prepare, "torch": peer_torch, "onnxruntime": peer_onnxruntime}[args.command](
-        args
-    )
+    peers = {"torch": peer_torch, "onnxruntime": peer_onnxruntime, "triton": peer_triton}
+    return {"prepare": prepare, **peers}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,15 @@ from typing import Any
 
 from rich.console import Console
 
-from stackcost.env import cpu_info
+from stackcost.env import cpu_info, gpus
 
 
 def write_figures(path: Path, benchmark: str, figures: dict[str, Any], console: Console) -> None:
     payload = {
         "benchmark": benchmark,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpu": cpu_info(), "python": platform.python_version()},
+        # The GPUs NVML lists (none, with the reason, on a machine without one).
+        "machine": {"cpu": cpu_info(), "gpus": gpus()[0], "python": platform.python_version()},
         **figures,
     }
     path.parent.mkdir(parents=True, exist_ok=True)

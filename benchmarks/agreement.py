@@ -22,13 +22,24 @@ first in blocks 1 and 4, the peer first in 2 and 3, ...). The verdict compares t
 of stackcost's block medians with the median of the peer's: PASS within 3%. It needs at
 least 5 blocks; fewer is a smoke run and says so. Exit 0 either way.
 
-    python benchmarks/agreement.py [--blocks 6] [--batch-sizes 1,8] [--resolution 64] \
-        [--peers torch,onnxruntime,openvino] [--threads 2] [--min-time 2] [--json PATH]
+--device cuda: the same model on the GPU, against two peers that time the eager backend's
+own cuda step: torch.utils.benchmark.Timer (which synchronizes around each block of calls)
+and triton.testing.do_bench (CUDA events around each call, L2 cleared before each), vs
+`stackcost run --backends eager --device cuda` (CudaTimer: CUDA events around each step).
+A peer that cannot run (no triton, no CUDA, a CPU-only peer on cuda) is skipped with its
+reason. Without CUDA, --device cuda is refused (exit 2). --quick is a smoke run of the code
+path: one block, batch 1, 32 px, 0.5 s a side. On cuda the defaults are 5 blocks of
+resnet18 at 224 px, batch 32, 1 s a side (a batch that keeps the GPU busy).
+
+    python benchmarks/agreement.py [--device cpu|cuda] [--blocks 6] [--batch-sizes 1,8] \
+        [--resolution 64] [--peers torch,onnxruntime,openvino] [--threads 2] [--min-time 2] \
+        [--quick] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -71,8 +82,30 @@ PEERS = {
         Peer("torch", "torch.utils.benchmark", "eager"),
         Peer("onnxruntime", "onnxruntime loop", "onnxruntime"),
         Peer("openvino", "benchmark_app", "openvino"),
+        Peer("triton", "triton.testing.do_bench", "eager"),
     )
 }
+# The peers each device runs by default; any other asked for is skipped with its reason.
+DEVICE_PEERS = {"cpu": ("torch", "onnxruntime", "openvino"), "cuda": ("torch", "triton")}
+
+
+def peer_unavailable(peer: str, device: str) -> str | None:
+    """Why `peer` cannot be timed on `device` here, or None when it can."""
+    if peer not in DEVICE_PEERS[device]:
+        if peer == "triton":
+            return "triton.testing.do_bench times with CUDA events: it needs --device cuda"
+        return f"{PEERS[peer].label} runs on the CPU here: not a {device} peer"
+    if peer == "triton" and importlib.util.find_spec("triton") is None:
+        return "triton is not installed (it ships with CUDA builds of torch)"
+    return None
+
+
+def cuda_unavailable() -> str | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA device here (torch.cuda.is_available() is False)"
+    return None
 
 
 def _child(cmd: list[str], env: dict[str, str] | None = None) -> tuple[int, str, float]:
@@ -104,7 +137,7 @@ def stackcost_side(args: argparse.Namespace, backend: str, bs: int, db: Path) ->
         sys.executable, "-m", "stackcost.cli", "run", MODEL, "--backends", backend,
         "--batch-size", str(bs), "--resolution", str(args.resolution),
         "--threads", str(args.threads), "--repeats", "1", "--min-time", str(args.min_time),
-        "--on-disturbed", "keep", "--quiet", "--db", str(db),
+        "--device", args.device, "--on-disturbed", "keep", "--quiet", "--db", str(db),
     ]  # fmt: skip
     rc, out, wall = _child(cmd)
     base: dict[str, Any] = {"rc": rc, "wall_s": wall}
@@ -175,7 +208,7 @@ def python_peer_side(
         sys.executable, str(PEERS_SCRIPT), peer, "--prepared", prepared,
         "--resolution", str(args.resolution), "--batch-size", str(bs),
         "--threads", str(args.threads), "--min-time", str(args.min_time),
-        "--result", str(result),
+        "--device", args.device, "--result", str(result),
     ]  # fmt: skip
     rc, out, wall = _child(cmd, _peer_env(args.threads))
     if rc != 0 or not result.exists():
@@ -224,34 +257,63 @@ def summarize(pairs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--blocks", type=int, default=6, help=f"blocks (default 6; a verdict "
-                    f"needs ≥ {MIN_BLOCKS}, fewer is a smoke run)")  # fmt: skip
-    ap.add_argument("--batch-sizes", default="1,8", help="comma list (default 1,8)")
-    ap.add_argument("--resolution", type=int, default=64, help="input side, px (default 64)")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument("--blocks", type=int, default=None, help=f"blocks (default 6, cuda 5; a "
+                    f"verdict needs ≥ {MIN_BLOCKS}, fewer is a smoke run)")  # fmt: skip
+    ap.add_argument("--batch-sizes", default=None, help="comma list (default 1,8; cuda 32)")
+    ap.add_argument("--resolution", type=int, default=None,
+                    help="input side, px (default 64; cuda 224)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2, help="threads, every side (default 2)")
-    ap.add_argument("--peers", default=",".join(PEERS), help="comma list of " + ", ".join(PEERS))
+    ap.add_argument("--peers", default=None, help="comma list of " + ", ".join(PEERS)
+                    + " (default: cpu " + ",".join(DEVICE_PEERS["cpu"]) + "; cuda "
+                    + ",".join(DEVICE_PEERS["cuda"]) + ")")  # fmt: skip
     ap.add_argument(
-        "--min-time", type=float, default=2.0,
+        "--min-time", type=float, default=None,
         help="timed seconds per side per block: stackcost's --min-time, Timer's min_run_time, "
-        "the ORT loop's duration, benchmark_app's -t (default 2)",
+        "the ORT loop's duration, benchmark_app's -t, do_bench's rep (default 2; cuda 1)",
     )  # fmt: skip
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 block, batch 1, 32 px, "
+                    "0.5 s a side (any of those given explicitly wins)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0, help="seed of the per-block pair order")
     ap.add_argument("--workdir", type=Path, help="keep the exports and stores here")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
+    if args.device not in DEVICE_PEERS:
+        ap.error(f"--device {args.device!r}: use cpu or cuda")
+    if args.device == "cuda" and (why := cuda_unavailable()):
+        print(f"agreement.py: error: --device cuda: {why}; use --device cpu", file=sys.stderr)
+        return 2
+    quick = {"blocks": 1, "batch_sizes": "1", "resolution": 32, "min_time": 0.5}
+    full = {
+        # On a GPU, a batch that keeps it busy (resnet18 at 224 px, batch 32, runs ~ms per
+        # call), and 5 blocks of 1 s sides: ~4 min with two peers, inside a 10-minute slot.
+        "cuda": {"blocks": 5, "batch_sizes": "32", "resolution": 224, "min_time": 1.0},
+        "cpu": {"blocks": 6, "batch_sizes": "1,8", "resolution": 64, "min_time": 2.0},
+    }[args.device]
+    for key, value in (quick if args.quick else full).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     except ValueError:
         ap.error(f"--batch-sizes {args.batch_sizes!r}: a comma list of integers")
-    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    asked = args.peers or ",".join(DEVICE_PEERS[args.device])
+    peers = [p.strip() for p in asked.split(",") if p.strip()]
     unknown = [p for p in peers if p not in PEERS]
     if unknown or not peers:
-        ap.error(f"--peers {args.peers!r}: use some of {', '.join(PEERS)}")
+        ap.error(f"--peers {asked!r}: use some of {', '.join(PEERS)}")
     if args.blocks < 1:
         ap.error("--blocks must be ≥ 1")
+    skipped = {p: why for p in peers if (why := peer_unavailable(p, args.device))}
+    peers = [p for p in peers if p not in skipped]
 
     # Piped output would otherwise wrap at 80 columns and mangle the table.
     console = Console(width=None if sys.stdout.isatty() else 160)
+    for name, why in skipped.items():
+        console.print(f"[yellow]skipped[/] {PEERS[name].label}: {escape(why)}", highlight=False)
+    if not peers:
+        console.print("[yellow]no peer can run here: nothing to compare[/]")
+        return 0
     load_before = os.getloadavg()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="stackcost-agreement-") as tmp:
@@ -262,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
             rc, out, prep_s = _child(
                 [sys.executable, str(PEERS_SCRIPT), "prepare", "--out", str(work / "prepared"),
                  "--resolution", str(args.resolution), "--batch-sizes", args.batch_sizes,
-                 "--threads", str(args.threads), "--result", str(prep_json)],
+                 "--threads", str(args.threads), "--result", str(prep_json),
+                 *(["--no-onnx"] if args.device != "cpu" else [])],
                 _peer_env(args.threads),
             )  # fmt: skip
         if rc != 0:
@@ -270,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         prepared = json.loads(prep_json.read_text())
         console.print(
-            f"prepared {MODEL} at {args.resolution}px, batch {args.batch_sizes}: weights "
+            f"prepared {MODEL} on {args.device} at {args.resolution}px, batch "
+            f"{args.batch_sizes}: weights "
             f"{prepared[str(batch_sizes[0])]['weights_digest']}, exporter "
             f"{prepared[str(batch_sizes[0])]['exporter']} ({prep_s:.1f} s)"
         )
@@ -319,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
 
     smoke = args.blocks < MIN_BLOCKS
     table = Table(
-        title=f"{MODEL} fp32, {args.resolution}px, {args.threads} threads: stackcost vs peers, "
+        title=f"{MODEL} fp32 on {args.device}, {args.resolution}px, {args.threads} threads: "
+        "stackcost vs peers, "
         f"{args.blocks} interleaved block{'s' if args.blocks != 1 else ''} of fresh processes"
     )
     columns = (
@@ -364,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         f"of the per-block ratios over their median. torch.utils.benchmark's median is of "
         f"per-block means (calls per block: {', '.join(map(str, blocks_of)) or '—'}); the "
         f"others' are of single calls. benchmark_app feeds random inputs, the others "
-        f"stackcost's seeded ones. Load average (1 min) {load_before[0]:.2f} before, "
+        f"stackcost's seeded ones; do_bench clears L2 before every call, stackcost and Timer "
+        f"run calls back to back. Load average (1 min) {load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after. Wall {wall:.0f} s; per block "
         f"{', '.join(f'{b:.0f} s' for b in block_s)}.[/dim]",
         highlight=False,
@@ -412,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         figures = {
             "model": MODEL,
+            "device": args.device,
+            "quick": args.quick,
+            "skipped_peers": skipped,
             "resolution": args.resolution,
             "threads": args.threads,
             "batch_sizes": batch_sizes,

@@ -1,18 +1,27 @@
 """What the engine adds per iteration, against a bare timing loop written inline.
 
-For an empty step and a ~10 us busy-wait step, each round times the same step three ways
-in this one process: a bare inline loop, CpuTimer.run (the engine's hot loop) and the full
-protocol (measure() with a short Protocol). Rounds rotate the order so no path always runs
-first; per-round engine-minus-bare differences are paired, then their median is reported.
+--device cpu (default): for an empty step and a ~10 us busy-wait step, each round times the
+same step three ways in this one process: a bare inline loop, CpuTimer.run (the engine's
+hot loop) and the full protocol (measure() with a short Protocol).
+
+--device cuda: for an empty step (two CUDA events and nothing between them) and a tiny
+kernel (an in-place add on one float), the bare loop is the event-timed loop anyone would
+write (an event pair per call, recorded back to back, read after one synchronize),
+against CudaTimer.run and measure() with CudaTimer.
+
+Rounds rotate the order so no path always runs first; per-round engine-minus-bare
+differences are paired, then their median is reported.
 
 Two figures per path:
   median sample  the median of the per-iteration samples (what the engine reports);
   wall/iter      the whole call's wall time over the number of step calls, so the loop's
-                 own bookkeeping (range, append, stop-rule checks) counts too.
+                 own bookkeeping (range, append, events, stop-rule checks) counts too.
 
-Target: the engine adds <= 1 us per iteration on both figures.
+Target: the engine adds <= 1 us per iteration on CPU, <= 2 us with CUDA events, on both
+figures.
 
-    python benchmarks/harness_overhead.py [--rounds 7] [--stress] [--json PATH]
+    python benchmarks/harness_overhead.py [--device cpu|cuda] [--rounds 7] [--quick] \
+        [--stress] [--json PATH]
 """
 
 from __future__ import annotations
@@ -31,11 +40,15 @@ from rich.table import Table
 
 from _figures import write_figures
 from stackcost.measure.protocol import Protocol, measure
-from stackcost.measure.timer import CpuTimer
+from stackcost.measure.timer import CpuTimer, CudaTimer, timer_for
 
 Step = Callable[[], Any]
-TARGET_NS = 1_000
-PATHS = ("bare", "CpuTimer.run", "measure()")
+TARGET_NS = {"cpu": 1_000, "cuda": 2_000}
+ENGINE = {"cpu": "CpuTimer.run", "cuda": "CudaTimer.run"}
+
+
+def paths(device: str) -> tuple[str, str, str]:
+    return ("bare", ENGINE[device], "measure()")
 
 
 def busy_step(ns: int) -> Step:
@@ -73,17 +86,38 @@ def run_bare(step: Step, n: int) -> tuple[list[int], int, int]:
     return samples, perf_counter_ns() - w0, n
 
 
-def run_timer(step: Step, n: int) -> tuple[list[int], int, int]:
+def run_bare_cuda(step: Step, n: int) -> tuple[list[int], int, int]:
+    """The event-timed loop anyone would write: a pair per call, read after one sync."""
+    import torch
+
+    w0 = perf_counter_ns()
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(n)
+    ]
+    torch.cuda.synchronize()
+    for start, end in events:
+        start.record()
+        step()
+        end.record()
+    torch.cuda.synchronize()
+    samples = [int(start.elapsed_time(end) * 1e6) for start, end in events]
+    return samples, perf_counter_ns() - w0, n
+
+
+def run_timer(step: Step, n: int, device: str = "cpu") -> tuple[list[int], int, int]:
     samples: list[int] = []
-    timer = CpuTimer()
+    timer: CpuTimer | CudaTimer = timer_for(device)
     w0 = perf_counter_ns()
     timer.run(step, n, samples)
     return samples, perf_counter_ns() - w0, n
 
 
-def run_measure(step: Step, protocol: Protocol) -> tuple[list[int], int, int, float, str]:
+def run_measure(
+    step: Step, protocol: Protocol, device: str = "cpu"
+) -> tuple[list[int], int, int, float, str]:
     w0 = perf_counter_ns()
-    m = measure(step, CpuTimer(), protocol)
+    m = measure(step, timer_for(device), protocol)
     wall = perf_counter_ns() - w0
     # Every step call counts (cold + warmup + timed): the wall covers all of them.
     calls = 1 + m.warmup_iters + len(m.samples_ns)
@@ -91,19 +125,23 @@ def run_measure(step: Step, protocol: Protocol) -> tuple[list[int], int, int, fl
     return m.samples_ns, wall, calls, timed_per_iter, m.stop_reason
 
 
-def bench_step(step: Step, n: int, protocol: Protocol, rounds: int) -> dict[str, Any]:
+def bench_step(
+    step: Step, n: int, protocol: Protocol, rounds: int, device: str = "cpu"
+) -> dict[str, Any]:
     """Rounds of the three paths, order rotated each round; per-round figures kept."""
-    per: dict[str, list[dict[str, Any]]] = {p: [] for p in PATHS}
+    all_paths = paths(device)
+    per: dict[str, list[dict[str, Any]]] = {p: [] for p in all_paths}
     for r in range(rounds):
-        order = PATHS[r % 3 :] + PATHS[: r % 3]
+        order = all_paths[r % 3 :] + all_paths[: r % 3]
         for path in order:
             extra: dict[str, Any] = {}
             if path == "bare":
-                samples, wall, calls = run_bare(step, n)
-            elif path == "CpuTimer.run":
-                samples, wall, calls = run_timer(step, n)
+                bare = run_bare_cuda if device == "cuda" else run_bare
+                samples, wall, calls = bare(step, n)
+            elif path == ENGINE[device]:
+                samples, wall, calls = run_timer(step, n, device)
             else:
-                samples, wall, calls, timed, reason = run_measure(step, protocol)
+                samples, wall, calls, timed, reason = run_measure(step, protocol, device)
                 extra = {"timed_loop_wall_per_iter_ns": timed, "stop_reason": reason}
             per[path].append(
                 {
@@ -116,7 +154,7 @@ def bench_step(step: Step, n: int, protocol: Protocol, rounds: int) -> dict[str,
             )
     out: dict[str, Any] = {}
     base = per["bare"]
-    for path in PATHS:
+    for path in all_paths:
         rows = per[path]
         out[path] = {
             "median_sample_ns": statistics.median(r["median_sample_ns"] for r in rows),
@@ -134,6 +172,17 @@ def bench_step(step: Step, n: int, protocol: Protocol, rounds: int) -> dict[str,
             "rounds": rows,
         }
     return out
+
+
+def cuda_steps(iters: int) -> dict[str, tuple[Step, int]]:
+    """The GPU steps: nothing between the events, and one tiny kernel (launch-bound)."""
+    import torch
+
+    x = torch.zeros(1, device="cuda")
+    return {
+        "empty (events only)": (lambda: None, iters),
+        "tiny kernel": (lambda: x.add_(1.0), iters),
+    }
 
 
 def stress_stop_rule(busy_ns: int, rounds: int) -> dict[str, Any]:
@@ -176,34 +225,70 @@ def fmt_ns(value: float, signed: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
-    ap.add_argument("--iters-empty", type=int, default=200_000, help="iterations, empty step")
-    ap.add_argument("--iters-busy", type=int, default=20_000, help="iterations, busy step")
-    ap.add_argument("--busy-us", type=float, default=10.0, help="busy step length, us")
+    ap.add_argument(
+        "--device", default="cpu", help="cpu (default) or cuda: which timer, which steps"
+    )
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7)")
+    ap.add_argument("--iters-empty", type=int, default=None,
+                    help="iterations, empty step (default 200,000 on cpu, 20,000 on cuda)")  # fmt: skip
+    ap.add_argument("--iters-busy", type=int, default=None,
+                    help="iterations, busy step / tiny kernel (default 20,000)")  # fmt: skip
+    ap.add_argument("--busy-us", type=float, default=10.0, help="busy step length, us (cpu)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: 2 rounds, 1/20 of the iterations (checks the code path; not a verdict)",
+    )
     ap.add_argument(
         "--stress",
         action="store_true",
-        help="also time the stop rule when it never holds (informational, not in the verdict)",
+        help="also time the stop rule when it never holds (cpu; informational, not in the verdict)",
     )
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
+    device = args.device
+    if device not in TARGET_NS:
+        print(f"harness_overhead.py: error: --device {device!r}: use cpu or cuda", file=sys.stderr)
+        return 2
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            print(
+                "harness_overhead.py: error: --device cuda: no CUDA device here "
+                "(torch.cuda.is_available() is False); use --device cpu",
+                file=sys.stderr,
+            )
+            return 2
+    scale = 20 if args.quick else 1
+    rounds = args.rounds or (2 if args.quick else 7)
+    iters_empty = args.iters_empty or (200_000 if device == "cpu" else 20_000) // scale
+    iters_busy = args.iters_busy or 20_000 // scale
+    target = TARGET_NS[device]
 
     # Piped output would otherwise wrap at 80 columns and mangle the table.
     console = Console(width=None if sys.stdout.isatty() else 132)
     # Short enough to keep the run quick; the stop rule and warmup still run as in a real cell.
     protocol = Protocol(min_time_s=0.1, max_time_s=0.5, warmup_max_time_s=0.2)
-    busy_label = f"busy {args.busy_us:g} µs"
-    steps: dict[str, tuple[Step, int]] = {
-        "empty": (lambda: None, args.iters_empty),
-        busy_label: (busy_step(int(args.busy_us * 1_000)), args.iters_busy),
-    }
+    if device == "cuda":
+        steps = cuda_steps(iters_busy)
+        steps["empty (events only)"] = (steps["empty (events only)"][0], iters_empty)
+    else:
+        busy_label = f"busy {args.busy_us:g} µs"
+        steps = {
+            "empty": (lambda: None, iters_empty),
+            busy_label: (busy_step(int(args.busy_us * 1_000)), iters_busy),
+        }
 
     results: dict[str, Any] = {}
     for name, (step, n) in steps.items():
-        with console.status(f"timing {name}: {args.rounds} rounds x {len(PATHS)} paths"):
-            results[name] = bench_step(step, n, protocol, args.rounds)
+        with console.status(f"timing {name}: {rounds} rounds x 3 paths"):
+            results[name] = bench_step(step, n, protocol, rounds, device)
 
-    table = Table(title=f"Harness overhead per iteration (median of {args.rounds} rounds)")
+    table = Table(
+        title=f"Harness overhead per iteration on {device} (median of {rounds} rounds)"
+        + (" — quick" if args.quick else "")
+    )
     for col, justify in (
         ("step", "left"),
         ("path", "left"),
@@ -215,8 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     worst = 0.0
-    for name, paths in results.items():
-        for path, r in paths.items():
+    for name, by_path in results.items():
+        for path, r in by_path.items():
             is_base = path == "bare"
             if not is_base:
                 worst = max(worst, r["delta_sample_ns"], r["delta_wall_ns"])
@@ -231,22 +316,28 @@ def main(argv: list[str] | None = None) -> int:
             )
         table.add_section()
     console.print(table)
-    for name, paths in results.items():
-        rounds = paths["measure()"]["rounds"]
-        reasons = sorted({r["stop_reason"] for r in rounds})
-        timed = statistics.median(r["timed_loop_wall_per_iter_ns"] for r in rounds)
+    for name, by_path in results.items():
+        rounds_of = by_path["measure()"]["rounds"]
+        reasons = sorted({r["stop_reason"] for r in rounds_of})
+        timed = statistics.median(r["timed_loop_wall_per_iter_ns"] for r in rounds_of)
         console.print(
             f"[dim]{name}: measure() timed loop alone {fmt_ns(timed)}/iter "
             f"(incl. stop-rule checks); stop reason: {', '.join(reasons)}[/dim]"
         )
+    floor = (
+        "The median sample includes one clock read (the timer's floor)"
+        if device == "cpu"
+        else "A sample is the GPU time between the two events (elapsed_time, ~0.5 µs "
+        "resolution); when the host launches slower than the GPU runs, it is the host's "
+        "time between the two records"
+    )
     console.print(
-        "[dim]Δ = engine minus bare loop, paired by round. The median sample includes one "
-        "clock read (the timer's floor); wall/iter for measure() spans cold call + warmup + "
-        "timed loop.[/dim]"
+        f"[dim]Δ = engine minus bare loop, paired by round. {floor}; wall/iter for measure() "
+        "spans cold call + warmup + timed loop.[/dim]"
     )
 
     stress: dict[str, Any] | None = None
-    if args.stress:
+    if args.stress and device == "cpu":
         with console.status("stop-rule stress"):
             stress = stress_stop_rule(int(args.busy_us * 1_000), 3)
         loop, bare = stress["timed_loop_wall_per_iter_ns"], stress["timer_run_wall_per_iter_ns"]
@@ -257,25 +348,33 @@ def main(argv: list[str] | None = None) -> int:
             "(not in the verdict)"
         )
 
-    ok = worst <= TARGET_NS
+    ok = worst <= target
     verdict = "PASS" if ok else "FAIL"
+    if args.quick:
+        verdict = f"SMOKE ({verdict} at quick settings, not a verdict)"
     console.print(
         f"[bold {'green' if ok else 'red'}]{verdict}[/]: worst engine overhead "
-        f"{fmt_ns(worst, signed=True)} per iteration (target ≤ {fmt_ns(TARGET_NS)})"
+        f"{fmt_ns(worst, signed=True)} per iteration on {device} (target ≤ {fmt_ns(target)})"
     )
 
     if args.json:
-        figures = {
+        figures: dict[str, Any] = {
+            "device": device,
+            "quick": args.quick,
             "protocol": protocol.model_dump(),
-            "rounds": args.rounds,
-            "target_ns": TARGET_NS,
+            "rounds": rounds,
+            "target_ns": target,
             "worst_overhead_ns": worst,
             "pass": ok,
             "steps": results,
             "stop_rule_stress": stress,
         }
+        if device == "cuda":
+            import torch
+
+            figures["cuda"] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
         write_figures(args.json, "harness_overhead", figures, console)
-    return 0 if ok else 1
+    return 0 if ok or args.quick else 1
 
 
 if __name__ == "__main__":

@@ -5,7 +5,11 @@ Measures, in this process and without the cache, the best square fp32 GEMM (torc
 over 256 MiB float32 arrays, at each thread count. Shows how each scales with threads:
 GEMM should scale with cores; bandwidth saturates once a few cores share the memory bus.
 
-    python benchmarks/peaks.py [--threads 1,2] [--quick] [--json PATH]
+--device cuda measures the GPU instead (stackcost.measure.gpu_peaks): torch.mm of 8192^2
+matrices in fp32 (TF32 off), tf32, bf16 and fp16, and a 1 GiB device-to-device copy, each
+call timed by CUDA events, median of the calls. Refused (exit 2) where CUDA is absent.
+
+    python benchmarks/peaks.py [--device cpu|cuda] [--threads 1,2] [--quick] [--json PATH]
 """
 
 from __future__ import annotations
@@ -21,8 +25,41 @@ from _figures import write_figures
 from stackcost.measure.peaks import Peaks, measure_peaks
 
 
+def gpu_main(args: argparse.Namespace, console: Console) -> int:
+    from stackcost.measure.gpu_peaks import GPU_PRECISIONS, cuda_unavailable_reason
+    from stackcost.measure.gpu_peaks import measure_gpu_peaks as measure
+
+    reason = cuda_unavailable_reason("cuda")
+    if reason:
+        print(f"peaks.py: error: --device cuda: {reason}; use --device cpu", file=sys.stderr)
+        return 2
+    with console.status("measuring the GPU's peaks"):
+        p = measure("cuda", quick=args.quick)
+    table = Table(title=f"{p.name}: measured peaks (median)" + (" — quick" if args.quick else ""))
+    for col in (*(f"{x} TFLOP/s" for x in GPU_PRECISIONS), "copy GB/s", "took"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        *(f"{getattr(p, f'{x}_gflops') / 1e3:,.1f}" for x in GPU_PRECISIONS),
+        f"{p.copy_gbs:,.0f}",
+        f"{p.seconds:.2f} s",
+    )
+    console.print(table)
+    console.print(f"[dim]matmul: {p.gemm_method}[/dim]", highlight=False)
+    console.print(f"[dim]copy: {p.copy_method}[/dim]", highlight=False)
+    best = ", ".join(f"{k} {v / 1e3:,.1f}" for k, v in p.best_gflops.items())
+    console.print(f"[dim]best single call, TFLOP/s: {best}[/dim]", highlight=False)
+    ok = all(getattr(p, f"{x}_gflops") > 0 for x in GPU_PRECISIONS) and p.copy_gbs > 0
+    console.print(f"[bold {'green' if ok else 'red'}]{'OK' if ok else 'FAIL'}[/]: GPU peaks "
+                  f"measured in {p.seconds:.1f} s")  # fmt: skip
+    if args.json:
+        figures = {"device": "cuda", "quick": args.quick, "gpu_peaks": p.model_dump()}
+        write_figures(args.json, "peaks", figures, console)
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (1,2)")
     ap.add_argument("--quick", action="store_true", help="small sizes (GEMM 512, 16 MiB arrays)")
     ap.add_argument("--json", type=Path, help="write the figures here")
@@ -31,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # Piped output would otherwise wrap at 80 columns and mangle the table.
     console = Console(width=None if sys.stdout.isatty() else 132)
+    if args.device not in ("cpu", "cuda"):
+        ap.error(f"--device {args.device!r}: use cpu or cuda")
+    if args.device == "cuda":
+        return gpu_main(args, console)
     results: list[Peaks] = []
     for t in threads:
         with console.status(f"measuring peaks at {t} thread(s)"):
