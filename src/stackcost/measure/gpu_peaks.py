@@ -207,7 +207,13 @@ def copy_peak(device: str, nbytes: int, warmup: int = WARMUP, runs: int = COPY_R
 
 
 def _other_gpu_processes(index: int) -> int | None:
-    """How many other processes have work on GPU `index` (NVML); None if NVML can't say."""
+    """How many other processes have work on GPU `index` (NVML); None if NVML can't say.
+
+    In a container NVML reports the host's process ids, so this process may not be found
+    by its own id: then, if torch has a CUDA context here, one of the processes is taken to
+    be this one."""
+    import torch
+
     try:
         import pynvml as nvml
 
@@ -217,7 +223,9 @@ def _other_gpu_processes(index: int) -> int | None:
     try:
         h = nvml.nvmlDeviceGetHandleByIndex(index)
         pids = {p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)}
-        return len(pids - {os.getpid()})
+        if os.getpid() in pids:
+            return len(pids) - 1
+        return max(len(pids) - int(torch.cuda.is_initialized()), 0)
     except Exception:  # noqa: BLE001
         return None
     finally:
@@ -248,14 +256,15 @@ def measure_gpu_peaks(device: str = "cuda", quick: bool = False) -> GpuPeaks:
     reason = cuda_unavailable_reason(device)
     if reason:
         raise RuntimeError(f"cannot measure GPU peaks on {device}: {reason}")
+    start = time.perf_counter()
     dev = torch.device(device)
+    # Asked before this process touches the GPU (current_device() creates a context).
+    others = _other_gpu_processes(dev.index or 0)
     index = dev.index if dev.index is not None else torch.cuda.current_device()
     device = f"cuda:{index}"
-    start = time.perf_counter()
     n = GEMM_N_QUICK if quick else GEMM_N
     nbytes = COPY_BYTES_QUICK if quick else COPY_BYTES
     with torch.cuda.device(index):
-        others = _other_gpu_processes(index)
         gemm: dict[str, Timed] = {}
         settings = []
         for precision in GPU_PRECISIONS:
