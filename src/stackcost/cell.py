@@ -87,6 +87,9 @@ class TrainConfig(Frozen):
     schedule: Literal["cosine", "constant"] = "cosine"
     limit: int | None = None  # first N samples of each split (small runs)
     data_seed: int = 0  # shuffling: epoch e uses torch.Generator().manual_seed(data_seed + e)
+    # On a GPU, batches are copied from page-locked host memory unless this says pageable
+    # (the study's comparison). Left out of the key when False: older cells keep theirs.
+    pageable: bool = Field(False, exclude_if=lambda v: not v)
 
 
 # MLPerf LoadGen's deployment scenarios (stackcost.scenarios), as `--scenario` spells them:

@@ -164,6 +164,7 @@ def test_divergence_is_a_result_with_its_epoch(tmp_path, capsys):
         (["--optimizer", "lbfgs"], "unknown optimizer 'lbfgs'"),
         (["--device", "gpu"], "unknown device 'gpu' (allowed: cpu, cuda)"),
         (["--device", ","], "--device ',': give one or more of cpu, cuda"),
+        (["--pageable"], "--pageable is about the copy to a GPU: add --device cuda"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, needle):
@@ -315,3 +316,22 @@ def test_a_stored_single_device_spec_reads_as_a_list_of_one():
 
     spec = TrainSpec(model=model_ref("mlp"), sizes={}, device="cpu")
     assert spec.devices == ["cpu"] and {c.device for c in spec.cells()} == {"cpu"}
+
+
+def test_pageable_copies_are_a_training_cell_of_their_own_and_keys_stay():
+    plain, pageable = TrainConfig(), TrainConfig(pageable=True)
+    assert "pageable" not in plain.model_dump()  # cells stored before keep their keys
+    ref = model_ref("mlp")
+    cells = [Cell(model=ref, backend="eager", mode="train", train=t) for t in (plain, pageable)]
+    assert cells[0].key() != cells[1].key()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_a_gpu_epoch_records_its_copies_pinned_or_pageable(tmp_path):
+    for pageable in (False, True):
+        db = tmp_path / f"{pageable}.db"
+        argv = ["--backends", "eager", "--epochs", "1", "--device", "cuda"]
+        assert train(db, *argv, *(["--pageable"] if pageable else [])) == 0
+        epoch = repetitions(db)["eager"]["epochs"][0]
+        assert epoch["copy_device"] == "cuda" and epoch["copy_pinned"] is (not pageable)
+        assert epoch["copy_bytes_per_batch"] > 0 and epoch["copy_ms_per_batch"] > 0

@@ -57,6 +57,12 @@ def add_parser(sub: Any) -> None:
         choices=["cosine", "constant"],
         help="learning-rate schedule over all steps (default cosine)",
     )
+    p.add_argument(
+        "--pageable",
+        action="store_true",
+        help="on a GPU, copy each batch from pageable host memory instead of pinned "
+        "(the copy's bytes and time are recorded per batch either way)",
+    )
     p.add_argument("--init", default="torch-default", help="initialization scheme (recorded)")
     p.add_argument("--repeats", default="1", help="independent processes per backend")
     for axis in SIZE_AXES.values():  # --resolution, --seq-len, --samples
@@ -138,6 +144,8 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
     devices = parse_choices(args.device, "device", DEVICES)
     if not devices:
         raise SpecError(f"--device {args.device!r}: give one or more of {', '.join(DEVICES)}")
+    if args.pageable and "cuda" not in devices:
+        raise SpecError("--pageable is about the copy to a GPU: add --device cuda")
     problem = check_env_names(args.inherit_env)
     if problem:
         raise SpecError(problem)
@@ -168,6 +176,7 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
             schedule=args.schedule,
             limit=parse_positive_ints(args.limit, "limit")[0] if args.limit else None,
             data_seed=seed,
+            pageable=args.pageable,
         ),
         batch_size=batch,
         sizes=train_sizes(args, workload, DATASETS[dataset]),

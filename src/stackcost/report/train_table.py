@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -65,6 +66,16 @@ def _place(c: CellResult) -> str:
     return f"t{c.cell.threads} {c.cell.device}"
 
 
+def _copy(epochs: list[Any]) -> Text:
+    """The host -> device copy per batch, median over epochs, and pinned or pageable."""
+    if not epochs or epochs[0].copy_device != "cuda":
+        return Text("—", style="dim")
+    ms_per_batch = statistics.median(e.copy_ms_per_batch for e in epochs)
+    mb = epochs[0].copy_bytes_per_batch / 1e6
+    how = "pinned" if epochs[0].copy_pinned else "pageable"
+    return Text(f"{ms_per_batch:.3g} ms\n{mb:.3g} MB {how}")
+
+
 def train_table(result: RunResult) -> Table:
     cells = result.cells()
     first = cells[0].cell if cells else None
@@ -76,12 +87,15 @@ def train_table(result: RunResult) -> Table:
         title += (
             f": train {first.model.name} on {t.dataset} {first.size_label()} b{first.batch_size}"
             f" {t.optimizer} lr {t.lr:g} x{t.epochs} epochs"
+            + (" pageable copies" if t.pageable else "")
         )
         if len(places) == 1:
             title += f" {_place(cells[0])}"
     table = Table(title=Text(title), header_style="bold")  # names from users: no markup
     if len(places) > 1:
         table.add_column("where", justify="left", no_wrap=True)
+    # A GPU cell copies each batch to the device: its time per batch, and from what memory.
+    gpu = any(c.cell.device == "cuda" for c in cells)
     for name in (
         "backend",
         "status",
@@ -102,6 +116,8 @@ def train_table(result: RunResult) -> Table:
         text = name in ("backend", "status")
         # A backend and a status are read whole: on a narrow terminal the numbers give way.
         table.add_column(name, justify="left" if text else "right", no_wrap=text)
+    if gpu:
+        table.add_column("copy/batch", justify="right")
     reasons: list[str] = []  # under the table, whole: its columns are too many to hold them
     for c in cells:
         reason = cell_reason(c) if c.status != "ok" else ""
@@ -136,13 +152,15 @@ def train_table(result: RunResult) -> Table:
             _first_step(rep),
             f"{rep.phases.total_s:.1f} s" if rep and rep.phases.total_s else "—",
             (rep.weights_digest or "—")[:8] if rep else "—",
+            *([_copy(epochs)] if gpu else []),
         )
     caption = (
         "last epoch's train loss/accuracy and held-out eval accuracy; step = forward + "
         "backward + optimizer step (first step, compile included, shown apart); "
         "step samples/s = batch / median step; epoch samples/s = median over epochs after "
         "the first of samples / train-loop wall time; loader wait = share of that wall time "
-        "spent collating batches; weights = digest of the initial weights; loss Δ eager = "
+        "spent collating batches; weights = digest of the initial weights; copy/batch (GPU) = "
+        "host -> device copy of a batch, median over epochs; loss Δ eager = "
         f"largest relative difference from eager's loss over the first {STEPS} steps, "
         f"✗ beyond the tolerance ({TOLERANCE_TEXT}; n/a: dropout draws differ per framework)"
     )

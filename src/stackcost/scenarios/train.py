@@ -235,10 +235,13 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
     scheduler = optimizer.schedule()
     prepare_s = time.perf_counter() - t
 
+    # Pinned: the copy runs asynchronously, straight from the batch's page-locked memory.
+    pinned = cuda and prepared.place is None and not cfg.pageable
+
     def place(x: Any, y: Any) -> tuple[Any, Any]:
         if prepared.place is not None:
             return prepared.place(x, y)
-        return x.map(lambda t: t.to(device, non_blocking=cuda)), y.to(device, non_blocking=cuda)
+        return x.map(lambda t: t.to(device, non_blocking=pinned)), y.to(device, non_blocking=pinned)
 
     details = {
         **prepared.details,
@@ -271,7 +274,7 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
         for i in range(len(train)):
             t0 = clock()
             x, y = train.get(order, i)
-            if cuda and prepared.place is None:  # pinned: the copy runs asynchronously
+            if pinned:
                 x, y = x.map(lambda t: t.pin_memory()), y.pin_memory()
             t1 = clock()
             placed_x, placed_y = place(x, y)
@@ -322,7 +325,7 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
             copy_bytes_per_batch=copy_bytes / steps,
             copy_ms_per_batch=copy_ns / steps / 1e6,
             copy_device=cell.device,
-            copy_pinned=True if cuda else None,
+            copy_pinned=pinned if cuda else None,
         )
         if diverged:
             records.append(EpochRecord(epoch_s=train_ns / 1e9, **record))
