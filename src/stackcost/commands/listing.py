@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.axes import PRECISIONS
 from stackcost.workload import SIZE_AXES, Input, Workload
 
 
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             "precisions",
             "description / reason; options (-o BACKEND.KEY=VALUE, default first)",
         ):
-            table.add_column(col)
+            # Precisions wrap (nine of them on a torch rung) so a reason's install line fits.
+            table.add_column(col, max_width=20 if col == "precisions" else None)
         for name in REGISTRY:
             b = load_backend(name)
             a, caps, gen = b.available(), b.capabilities, b.generate_capabilities()
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 Text("yes", style="green") if a.ok else Text("no", style="red"),
                 ",".join([*modes, *(["generate"] if gen else [])]),
                 ",".join(sorted(caps.devices)),
-                ",".join(sorted(caps.precisions)) if modes else "—",
+                ", ".join(p for p in PRECISIONS if p in caps.precisions) if modes else "—",
                 Text(b.description if a.ok else a.reason)
                 + Text(unrun, style="yellow")
                 + Text(generates, style="dim")
