@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,18 @@ ROOT = Path(__file__).resolve().parents[1]
 FAST = Protocol(
     min_time_s=0.05, min_iters=5, max_time_s=0.5, warmup_max_time_s=0.3, check_interval_s=0.02
 )
+
+
+# A skip reason that says the test needs a GPU ("no CUDA device here", "needs a CUDA GPU").
+_NEEDS_GPU = re.compile(r"\b(no|needs an?) CUDA\b", re.IGNORECASE)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need a GPU carry the `gpu` marker, read off their skipif reason, so a GPU
+    machine runs exactly them (`pytest -m gpu`, benchmarks/gpu/campaign.sh's tests part)."""
+    for item in items:
+        if any(_NEEDS_GPU.search(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")):
+            item.add_marker(pytest.mark.gpu)
 
 
 @pytest.fixture(autouse=True)

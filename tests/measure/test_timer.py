@@ -70,6 +70,7 @@ def test_cold_call_is_kept_apart_from_samples():
     assert max(m.samples_ns) < 50e6
 
 
+@pytest.mark.gpu
 def test_cuda_timer_needs_a_gpu():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
