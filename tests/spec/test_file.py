@@ -98,6 +98,14 @@ def test_shipped_examples_are_valid():
     for name in ("scaling.yaml", "frameworks.yaml"):
         spec = load_sweep(ROOT / "examples" / name)
         assert spec.repeats >= 1 and spec.cells()
+    # The study's GPU figures: the four levels, one axis each, on cuda.
+    batch = load_sweep(ROOT / "examples" / "levels-gpu-batch.yaml").cells()
+    assert {c.batch_size for c in batch} == {2**i for i in range(9)}
+    resolution = load_sweep(ROOT / "examples" / "levels-gpu-resolution.yaml").cells()
+    assert len({c.sizes["resolution"] for c in resolution}) == 5
+    for cells in (batch, resolution):
+        assert {c.device for c in cells} == {"cuda"}
+        assert {c.backend for c in cells} == {"eager", "torchscript", "libtorch", "cudnn"}
 
 
 def test_small_aliases_are_fine(tmp_path):
