@@ -28,6 +28,11 @@ FRAMEWORKS = (
     "jaxlib",
     "numpy",
     "scipy",
+    # A GPU run's libraries: cuDNN and cuBLAS as their wheels ship them, Triton, NVML's binding.
+    "nvidia-cudnn-cu13",
+    "nvidia-cublas",
+    "triton",
+    "nvidia-ml-py",
 )
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND")
 # The x86 ISA features that decide int8 (and bf16) speed, with their names in reports: VNNI
@@ -73,6 +78,25 @@ def _version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
+
+
+def torch_cuda(path: Path | None = None) -> str | None:
+    """The CUDA version torch was built against, read from torch/version.py (or `path`)
+    without importing torch (every command collects the environment; importing costs
+    seconds)."""
+    import re
+    from importlib.util import find_spec
+
+    if path is None:
+        spec = find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        path = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    try:
+        found = re.search(r"^cuda\b[^=]*=\s*['\"]([^'\"]+)['\"]", path.read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    return found.group(1) if found else None
 
 
 def git_commit(path: Path) -> dict[str, Any] | None:
@@ -138,8 +162,18 @@ def gpus(nvml: Any = None) -> tuple[list[dict[str, Any]], str | None]:
                 }
             )
         driver = text(nvml.nvmlSystemGetDriverVersion())
-        for gpu in out:
+        cuda_driver = None  # the CUDA version the driver supports, e.g. 13000 -> "13.0"
+        with contextlib.suppress(nvml.NVMLError, AttributeError):
+            v = int(nvml.nvmlSystemGetCudaDriverVersion_v2())
+            cuda_driver = f"{v // 1000}.{v % 1000 // 10}"
+        for i, gpu in enumerate(out):
             gpu["driver"] = driver
+            gpu["cuda_driver"] = cuda_driver
+            with contextlib.suppress(nvml.NVMLError, AttributeError):
+                major, minor = nvml.nvmlDeviceGetCudaComputeCapability(
+                    nvml.nvmlDeviceGetHandleByIndex(i)
+                )
+                gpu["compute_capability"] = f"{major}.{minor}"
         return out, None if out else "NVML found no GPU"
     except nvml.NVMLError as exc:
         return [], f"NVML: {text(exc)}"
@@ -186,6 +220,7 @@ def collect(threads: list[int] | None = None) -> dict[str, Any]:
         "memory_bytes": mem.total,
         "gpus": devices,  # from NVML where it exists
         "gpu_reason": no_gpu,  # why there are none
+        "torch_cuda": torch_cuda(),  # the CUDA runtime torch was built with; None: a CPU build
         "threads": {"requested": threads, **{v: os.environ.get(v) for v in THREAD_VARS}},
         "collected_at": now(),
     }

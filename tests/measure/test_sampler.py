@@ -302,6 +302,12 @@ def test_the_environment_record_lists_nvmls_gpus():
         def nvmlSystemGetDriverVersion(self) -> bytes:
             return b"580.65"
 
+        def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+            return 13000
+
+        def nvmlDeviceGetCudaComputeCapability(self, h: str) -> tuple[int, int]:
+            return (9, 0)
+
     devices, reason = gpus(Nvml())
     assert reason is None
     assert devices == [
@@ -311,8 +317,23 @@ def test_the_environment_record_lists_nvmls_gpus():
             "uuid": "GPU-1234",
             "memory_bytes": 2**34,
             "driver": "580.65",
+            "cuda_driver": "13.0",
+            "compute_capability": "9.0",
         }
     ]
+
+
+def test_torch_cuda_is_read_from_torch_without_importing_it(tmp_path: Path):
+    import torch
+
+    from stackcost.env import collect, torch_cuda
+
+    assert torch_cuda() == torch.version.cuda  # None for this CPU build
+    assert "torch_cuda" in collect()
+    version = tmp_path / "version.py"
+    version.write_text("__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n")
+    assert torch_cuda(version) == "13.0"
+    assert torch_cuda(tmp_path / "missing.py") is None
 
 
 def test_no_nvml_leaves_no_gpus_and_says_why():
