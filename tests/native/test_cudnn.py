@@ -130,9 +130,14 @@ def test_echo_round_trips_a_tensor_file(cudnn_build, tmp_path):
 
 
 @pytest.mark.skipif(GPU, reason="this machine has a CUDA device")
-def test_without_a_device_the_program_says_so_in_one_line(cudnn_build):
+@pytest.mark.parametrize(
+    "request_args",
+    [["run", "threads=1"], ["run", "threads=1", "profile_iters=10", "profile_out=/nonexistent/p"]],
+    ids=["run", "profile"],
+)
+def test_without_a_device_the_program_says_so_in_one_line(cudnn_build, request_args):
     out = subprocess.run(
-        [str(cudnn_build.executable), "run", "threads=1"],
+        [str(cudnn_build.executable), *request_args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -164,6 +169,74 @@ def test_matches_eager_on_the_gpu(cudnn_build, tmp_path: Path, model):
     assert all(c["algo"] and c["workspace_bytes"] >= 0 for c in d["convs"])
     assert d["event_samples"] == len(result.samples_ns) and d["event_median_ms"] > 0
     assert d["device_alloc_peak_bytes"] > 0
+
+
+def test_the_layer_timeline_becomes_a_breakdown_naming_algorithms(tmp_path: Path):
+    """stackcost_cudnn's profiled-pass file (its shape, written here by hand) read by the
+    breakdown the oneDNN rung uses: slowest layers with their convolution algorithm."""
+    import json
+
+    iters, us = 10, 1000  # ns per microsecond
+    steps = [
+        ("conv1", "convolution", "IMPLICIT_PRECOMP_GEMM", 300),
+        ("maxpool", "pooling", "max", 40),
+        ("layer1.0.conv1", "convolution", "WINOGRAD_NONFUSED", 500),
+        ("fc", "fully connected", "cublasSgemm, bias", 20),
+    ]
+    timeline = {
+        "method": "per-layer CUDA events on the stream (stackcost_cudnn)",
+        "note": "4 layers per iteration, each between two CUDA events",
+        "iters": iters,
+        "iteration_ns": 1000 * us * iters,
+        "steps": [
+            {"name": n, "kind": k, "impl": i, "ns": t * us * iters}
+            | (
+                {"algo": i, "workspace_bytes": 4096, "math": "CUDNN_FMA_MATH"}
+                if k[0] == "c"
+                else {}
+            )
+            for n, k, i, t in steps
+        ],
+    }
+    (tmp_path / "profile.json").write_text(json.dumps(timeline))
+    answer = {
+        "profile_path": tmp_path / "profile.json",
+        "details": {"profile_iters": iters, "profile_wall_ns": 1100 * us * iters},
+    }
+    b = load_backend("cudnn").timeline_breakdown(answer, unprofiled_ms=1.0)
+    assert b.method.startswith("per-layer CUDA events") and b.iters == iters
+    assert b.parts_ms["kernels"] == pytest.approx(0.86)
+    assert b.parts_ms["overhead"] == pytest.approx(0.14)
+    assert b.top_ops[0].name == "convolution (WINOGRAD_NONFUSED)" and b.top_ops[0].calls == iters
+    assert b.notes[0] == timeline["note"]
+    assert b.notes[1] == (
+        "slowest layers: layer1.0.conv1 0.500 ms (45%, WINOGRAD_NONFUSED), "
+        "conv1 0.300 ms (27%, IMPLICIT_PRECOMP_GEMM), maxpool 0.040 ms (4%)"
+    )
+
+
+@pytest.mark.skipif(not GPU, reason="needs a CUDA device")
+def test_profiled_run_names_layer_times_and_algorithms(cudnn_build, tmp_path: Path, capsys):
+    """`stackcost run resnet18 --device cuda --backends cudnn --profile`: the stored
+    breakdown names the slowest layers with their algorithm, from per-layer CUDA events."""
+    from stackcost.api import load_runs
+    from stackcost.cli import main
+
+    db = tmp_path / "p.db"
+    argv = ["run", "resnet18", "--device", "cuda", "--backends", "cudnn", "--profile"]
+    quick = ["--min-time", "0.05", "--max-time", "2", "--threads", "1", "--quiet"]
+    assert main([*argv, *quick, "--db", str(db)]) == 0, capsys.readouterr()
+    (run,) = load_runs(db, [])
+    ((cell, rep),) = run.records
+    assert cell.backend == "cudnn" and rep.status in ("ok", "disturbed"), (rep.status, rep.reason)
+    b, d = rep.breakdown, rep.details
+    assert b is not None and b.iters == d["profile_iters"] > 0
+    assert b.method.startswith("per-layer CUDA events")
+    assert 0 < b.parts_ms["kernels"] <= b.wall_ms and b.parts_ms["overhead"] >= 0
+    assert b.top_ops[0].name.startswith("convolution (")
+    algos = {c["algo"] for c in d["convs"]}
+    slowest = next(n for n in b.notes if n.startswith("slowest layers: "))
+    assert any(a in slowest for a in algos), (slowest, algos)
 
 
 @pytest.mark.skipif(not GPU, reason="needs a CUDA device")

@@ -6,10 +6,13 @@ as a list of cuDNN calls on one stream (ReLU and the residual add fused into
 cudnnConvolutionBiasActivationForward, algorithms from cuDNN's heuristics, NCHW, the fully
 connected layer as cublasSgemm), and measures them with the shared protocol; the answer
 also carries CUDA-event times per call and the program's own device-memory accounting.
+With --profile the program times every layer between CUDA events and writes the timeline
+stackcost_onednn writes (plus each convolution's algorithm and workspace), which the same
+reader (stackcost.profile.primitive_timers) turns into the breakdown.
 
 Inference only: training (backward and the optimizer from cuDNN/cuBLAS) is a later rung's
-work, as is a per-layer profiled pass. Written and compiled without a GPU: not yet run on
-one, so nothing it reports is a measurement until a GPU session has run it.
+work. Written and compiled without a GPU: not yet run on one, so nothing it reports is a
+measurement until a GPU session has run it.
 """
 
 from __future__ import annotations
@@ -81,10 +84,15 @@ class CUDNNBackend(NativeBackend):
     def run_repetition(
         self, model, example, cell, ctx, protocol, timeout_s=None, profile_iters=0
     ) -> Run:
-        # No profiled pass yet (the program refuses one): `breakdown` says so.
-        run = super().run_repetition(model, example, cell, ctx, protocol, timeout_s, 0)
+        run = super().run_repetition(model, example, cell, ctx, protocol, timeout_s, profile_iters)
         run.details.update(event_summary(run.answer or {}))
         return run
+
+    def timeline_breakdown(self, answer, unprofiled_ms):
+        from stackcost.profile.primitive_timers import primitive_breakdown
+
+        # The same file as stackcost_onednn's, one entry per layer timed by CUDA events.
+        return primitive_breakdown(answer, unprofiled_ms)
 
 
 def event_summary(answer: dict) -> dict[str, float | int | str]:

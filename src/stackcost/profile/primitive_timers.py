@@ -1,8 +1,11 @@
-"""Breakdown of the oneDNN program's step from its own per-primitive timers.
+"""Breakdown of a native program's step from its own per-primitive (per-layer) timers.
 
 stackcost_onednn runs the network as a flat list of primitives. Its profiled pass
 (`profile_iters=N`) times every primitive on its own with steady_clock (waiting on the
-stream after each) and the whole iteration around them. So, per iteration:
+stream after each) and the whole iteration around them. stackcost_cudnn writes the same
+file with one entry per layer (conv+bias+activation(+residual), pooling, fc, softmax),
+timed between CUDA events on its stream, and adds each convolution's algorithm and
+workspace; the timeline's "note" says how its times were taken. So, per iteration:
 
 - kernels: the sum of the primitives' times (they run one after another, never overlap);
   layout reorders are primitives too and count here, but get their own top-op rows;
@@ -11,8 +14,9 @@ stream after each) and the whole iteration around them. So, per iteration:
 - remainder: the loop's wall (steady_clock around all N iterations) minus both, i.e. the
   time between iterations.
 
-Top ops group primitives by kind and implementation ("convolution (jit:avx512_core)"),
-as torch's table groups by op; the slowest layers are listed in the notes.
+Top ops group primitives by kind and implementation ("convolution (jit:avx512_core)",
+"convolution (IMPLICIT_PRECOMP_GEMM)"), as torch's table groups by op; the slowest layers
+are listed in the notes, with their convolution algorithm where the timeline names one.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ SLOWEST_LAYERS = 3
 def primitive_breakdown(
     answer: dict[str, Any], unprofiled_ms: float | None, top_n: int = 10
 ) -> Breakdown:
-    """The Breakdown of a profiled stackcost_onednn run (its answer and timeline file)."""
+    """The Breakdown of a profiled stackcost_onednn or stackcost_cudnn run (its answer and
+    timeline file)."""
     path = Path(answer["profile_path"])
     try:
         timeline = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise RuntimeError(f"cannot read the oneDNN timeline {path}: {exc}") from exc
+        raise RuntimeError(f"cannot read the program's timeline {path}: {exc}") from exc
     details = answer["details"]
     iters = int(details["profile_iters"])
     wall_ms = int(details["profile_wall_ns"]) / 1e6 / iters
@@ -49,14 +54,22 @@ def primitive_breakdown(
         for _ in range(iters)
     ]
     by_layer: dict[str, float] = defaultdict(float)
+    algo: dict[str, str] = {}  # a layer's convolution algorithm (stackcost_cudnn's timeline)
     for s in steps:
         by_layer[s["name"]] += int(s["ns"]) / 1e6 / iters
+        if s.get("algo"):
+            algo.setdefault(s["name"], str(s["algo"]))
     slowest = sorted(by_layer.items(), key=lambda kv: -kv[1])[:SLOWEST_LAYERS]
+
+    def layer(name: str, ms: float) -> str:
+        how = f", {algo[name]}" if name in algo else ""
+        return f"{name} {ms:.3f} ms ({ms / wall_ms:.0%}{how})"
+
     notes = [
-        f"{len(steps)} primitives per iteration, each timed on its own; kernels = their "
+        timeline.get("note")
+        or f"{len(steps)} primitives per iteration, each timed on its own; kernels = their "
         "sum, overhead = the rest of each iteration (the program's loop, argument handling)",
-        "slowest layers: "
-        + ", ".join(f"{name} {ms:.3f} ms ({ms / wall_ms:.0%})" for name, ms in slowest),
+        "slowest layers: " + ", ".join(layer(name, ms) for name, ms in slowest),
     ]
     if unprofiled_ms:
         extra = wall_ms - unprofiled_ms

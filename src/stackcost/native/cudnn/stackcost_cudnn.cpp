@@ -7,13 +7,15 @@
 //
 // run keys: those of stackcost_onednn (family and its parameters, arch, weights, folded_bn,
 // num_classes, in_channels, resolution, input, output, threads and the protocol's), plus
-// device=cuda and math=fp32|tf32 (default fp32). The answer is the shared JSON
-// (common/protocol.hpp) plus "device_samples_ns": CUDA events around each timed call.
+// device=cuda and math=fp32|tf32 (default fp32), and optionally profile_iters=N
+// profile_out=PATH (a profiled pass after the timed loop: every layer between CUDA events,
+// native/README.md "Profiling"). The answer is the shared JSON (common/protocol.hpp) plus
+// "device_samples_ns": CUDA events around each timed call.
 //
 // What a call is: every layer enqueued on one stream between two CUDA events, then
 // cudaStreamSynchronize, so the work is done before the protocol's clock is read. The
 // input is copied to the device once at load; the output is copied back after the cold
-// call, untimed. Training (a later rung's work) and a per-layer profiled pass are not here.
+// call, untimed. Training is not here (a later rung's work).
 //
 // The weights file is prepared by Python exactly as for stackcost_onednn
 // (stackcost.backends.native.folded_state): BatchNorm folded into every convolution.
@@ -22,8 +24,10 @@
 #include "common/scw1.hpp"
 #include "cuda_util.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -172,13 +176,15 @@ class Net {
     choose_algorithm(*L);
     ConvLayer* layer = L.get();
     convs_.push_back(std::move(L));
-    steps_.push_back([this, layer] { SC_CHECK(launch(*layer)); });
+    add_step(name, "convolution", layer->choice.algo, [this, layer] { SC_CHECK(launch(*layer)); },
+             &layer->choice);
     return layer->y;
   }
 
   // Max pooling (resnet's stem: 3x3/2 pad 1 over a ReLU output, so whether a pad counts as
   // 0 or -inf cannot change a max) and global average pooling (window = spatial size).
-  Act pool(const Act& x, cudnnPoolingMode_t mode, int kh, int kw, int stride, int pad) {
+  Act pool(const std::string& name, const Act& x, cudnnPoolingMode_t mode, int kh, int kw, int stride,
+           int pad) {
     auto pd = std::make_shared<PoolDesc>(mode, kh, kw, pad, stride);
     auto xd = std::make_shared<TensorDesc>(x.n, x.c, x.h, x.w);
     int n = 0, c = 0, h = 0, w = 0;
@@ -189,7 +195,8 @@ class Net {
     const Act y{mem_.floats(static_cast<size_t>(n) * c * h * w, "activations"), n, c, h, w};
     auto yd = std::make_shared<TensorDesc>(n, c, h, w);
     cudnnHandle_t dnn = dnn_;
-    steps_.push_back([=] {
+    const char* impl = mode == CUDNN_POOLING_MAX ? "max" : "average, padding excluded";
+    add_step(name, "pooling", impl, [=] {
       SC_CHECK(cudnnPoolingForward(dnn, pd->get(), &kOne, xd->get(), x.data, &kZero, yd->get(), y.data));
     });
     return y;
@@ -208,7 +215,8 @@ class Net {
     cudnnHandle_t dnn = dnn_;
     cublasHandle_t blas = blas_;
     const cudnnActivationDescriptor_t act = relu ? relu_.get() : nullptr;
-    steps_.push_back([=] {
+    const char* impl = relu ? "cublasSgemm, bias, relu" : "cublasSgemm, bias";
+    add_step(name, "fully connected", impl, [=] {
       SC_CHECK(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, x.n, in, &kOne, weight, in, x.data,
                            in, &kZero, y.data, out));
       SC_CHECK(cudnnAddTensor(dnn, &kOne, bd->get(), bias, &kOne, yd->get(), y.data));
@@ -223,7 +231,7 @@ class Net {
     const Act y{mem_.floats(x.numel(), "activations"), x.n, x.c, x.h, x.w};
     auto d = std::make_shared<TensorDesc>(x.n, x.c, x.h, x.w);
     cudnnHandle_t dnn = dnn_;
-    steps_.push_back([=] {
+    add_step("log_softmax", "softmax", "log, instance", [=] {
       SC_CHECK(cudnnSoftmaxForward(dnn, CUDNN_SOFTMAX_LOG, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, d->get(),
                                    x.data, &kZero, d->get(), y.data));
     });
@@ -234,7 +242,44 @@ class Net {
 
   // One call's work, enqueued on the stream (the caller records events and synchronizes).
   void enqueue() {
-    for (const auto& s : steps_) s();
+    for (const auto& s : steps_) s.fn();
+  }
+
+  // One call with every layer between CUDA events on the stream (`events` has one more than
+  // there are layers): no synchronization between layers, so the device runs them back to
+  // back as in the timed loop, and layer i's time is the gap between events i and i+1.
+  void enqueue_timed(const std::vector<cudaEvent_t>& events) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      SC_CHECK(cudaEventRecord(events[i], stream_));
+      steps_[i].fn();
+    }
+    SC_CHECK(cudaEventRecord(events[steps_.size()], stream_));
+  }
+
+  // The profiled pass's file, in stackcost_onednn's shape: each layer's name, kind,
+  // implementation (a convolution's algorithm) and total time over the profiled iterations;
+  // a convolution adds its algorithm, workspace, math type and what is fused.
+  std::string timeline_json(const std::vector<int64_t>& ns, int64_t iters, int64_t iteration_ns) const {
+    std::ostringstream out;
+    out << "{\"method\":\"per-layer CUDA events on the stream (stackcost_cudnn)\""
+        << ",\"note\":\"" << steps_.size()
+        << " layers per iteration, each between two CUDA events on the stream, no "
+           "synchronization between layers (a gap the device waits for the host counts in its "
+           "layer); kernels = their sum, overhead = the rest of each iteration (the first "
+           "launch, the final synchronization)\""
+        << ",\"iters\":" << iters << ",\"iteration_ns\":" << iteration_ns << ",\"steps\":[";
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const Launch& s = steps_[i];
+      out << (i ? "," : "") << "{\"name\":" << json_string(s.name) << ",\"kind\":" << json_string(s.kind)
+          << ",\"impl\":" << json_string(s.impl) << ",\"ns\":" << ns[i];
+      if (s.conv) {
+        out << ",\"algo\":" << json_string(s.conv->algo) << ",\"workspace_bytes\":" << s.conv->workspace_bytes
+            << ",\"math\":" << json_string(s.conv->math) << ",\"fused\":" << json_string(s.conv->fused);
+      }
+      out << "}";
+    }
+    out << "]}";
+    return out.str();
   }
 
   // The network's answer [N, classes], copied back (synchronously: after the call).
@@ -277,6 +322,17 @@ class Net {
     size_t workspace = 0;
     ConvChoice choice;
   };
+
+  struct Launch {
+    std::function<void()> fn;
+    std::string name, kind, impl;  // for the profiled pass's timeline
+    const ConvChoice* conv;        // a convolution's choice (owned by convs_), else null
+  };
+
+  void add_step(std::string name, std::string kind, std::string impl, std::function<void()> fn,
+                const ConvChoice* conv = nullptr) {
+    steps_.push_back({std::move(fn), std::move(name), std::move(kind), std::move(impl), conv});
+  }
 
   float* upload(const Tensor& t) {
     float* p = mem_.floats(t.data.size(), "weights");
@@ -375,7 +431,7 @@ class Net {
   bool tf32_;
   ActivationDesc relu_;
   std::vector<std::unique_ptr<ConvLayer>> convs_;
-  std::vector<std::function<void()>> steps_;
+  std::vector<Launch> steps_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   Act output_;
@@ -383,7 +439,7 @@ class Net {
 
 void build_resnet(Net& net, Act x, const Family& family, int classes) {
   x = net.conv("conv1", x, static_cast<int>(kResNetStem), 7, 2, 3, true);
-  x = net.pool(x, CUDNN_POOLING_MAX, 3, 3, 2, 1);
+  x = net.pool("maxpool", x, CUDNN_POOLING_MAX, 3, 3, 2, 1);
   for (const ResBlock& b : resnet_blocks(family)) {
     const std::string& p = b.prefix;
     const int width = static_cast<int>(b.width), cout = static_cast<int>(b.cout);
@@ -398,16 +454,16 @@ void build_resnet(Net& net, Act x, const Family& family, int classes) {
       x = net.conv(p + "conv2", x, cout, 3, 1, 1, true, &identity);
     }
   }
-  x = net.pool(x, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, x.h, x.w, 1, 0);
+  x = net.pool("avgpool", x, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, x.h, x.w, 1, 0);
   net.output(net.linear("fc", x, classes, false));
 }
 
 // conv -> max pool 2 -> relu is computed as conv+relu -> max pool 2: max and relu commute.
 void build_mnist(Net& net, Act x, int classes) {
   x = net.conv("conv1", x, 10, 5, 1, 0, true);
-  x = net.pool(x, CUDNN_POOLING_MAX, 2, 2, 2, 0);
+  x = net.pool("pool1", x, CUDNN_POOLING_MAX, 2, 2, 2, 0);
   x = net.conv("conv2", x, 20, 5, 1, 0, true);
-  x = net.pool(x, CUDNN_POOLING_MAX, 2, 2, 2, 0);
+  x = net.pool("pool2", x, CUDNN_POOLING_MAX, 2, 2, 2, 0);
   x = net.linear("fc1", x, 50, true);
   net.output(net.log_softmax(net.linear("fc2", x, classes, false)));
 }
@@ -418,6 +474,50 @@ std::string version3(int v) {  // cuDNN 9's encoding: major * 10000 + minor * 10
 
 std::string cuda_version(int v) {  // CUDA's encoding: major * 1000 + minor * 10
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+// After the timed loop: one untimed call through the timers, then `prof.iters` calls with
+// every layer between CUDA events (Net::enqueue_timed). Each iteration's steady_clock spans
+// the enqueueing and the synchronization; the events are read after it. Writes the
+// timeline file; returns the answer's "profile_iters" and "profile_wall_ns".
+std::string profiled_pass(Net& net, cudaStream_t stream, const ProfileRequest& prof) {
+  std::vector<cudaEvent_t> events(net.launches() + 1, nullptr);
+  struct Destroy {  // the events, on every way out
+    std::vector<cudaEvent_t>& e;
+    ~Destroy() {
+      for (cudaEvent_t ev : e) {
+        if (ev) cudaEventDestroy(ev);
+      }
+    }
+  } destroy{events};
+  for (cudaEvent_t& ev : events) SC_CHECK(cudaEventCreate(&ev));
+  std::vector<int64_t> ns(net.launches(), 0);
+  const auto read = [&] {
+    for (size_t i = 0; i < ns.size(); ++i) {
+      float ms = 0;
+      SC_CHECK(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
+      ns[i] += static_cast<int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+    }
+  };
+  net.enqueue_timed(events);  // the timers' own first call is not steady state
+  SC_CHECK(cudaStreamSynchronize(stream));
+  int64_t iteration_ns = 0, wall_ns = 0;
+  for (int64_t i = 0; i < prof.iters; ++i) {
+    const auto t0 = Clock::now();
+    net.enqueue_timed(events);
+    SC_CHECK(cudaStreamSynchronize(stream));
+    const int64_t took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    iteration_ns += took;
+    wall_ns += took;
+    const auto t1 = Clock::now();
+    read();  // the events are reused: read before the next iteration, outside its clock
+    // The reading is part of the profiled loop's wall (between iterations: "remainder").
+    wall_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t1).count();
+  }
+  std::ofstream out(prof.out);
+  out << net.timeline_json(ns, prof.iters, iteration_ns) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + prof.out);
+  return "\"profile_iters\":" + std::to_string(prof.iters) + ",\"profile_wall_ns\":" + std::to_string(wall_ns);
 }
 
 int64_t device_used_bytes(size_t* total = nullptr) {
@@ -436,9 +536,7 @@ int run(const Args& args) {
   const auto math = args.count("math") ? args.at("math") : std::string("fp32");
   if (math != "fp32" && math != "tf32") throw std::runtime_error("math must be fp32 or tf32, not " + math);
   const bool tf32 = math == "tf32";
-  if (parse_profile(args).iters > 0) {
-    throw std::runtime_error("stackcost_cudnn has no profiled pass (per-layer timing is not written yet)");
-  }
+  const ProfileRequest prof = parse_profile(args);
   const auto threads = std::stoll(arg(args, "threads"));  // recorded: one host thread enqueues
   const auto folded_bn = std::stoll(arg(args, "folded_bn"));
   const auto classes = static_cast<int>(std::stoll(arg(args, "num_classes")));
@@ -516,13 +614,14 @@ int run(const Args& args) {
   const int64_t used_after = device_used_bytes();
 
   write_tensors(arg(args, "output"), {{"output", output}});
+  const std::string profiled = prof.iters > 0 ? profiled_pass(net, stream, prof) + "," : "";
 
   std::ostringstream by_kind;
   for (const auto& [kind, bytes] : mem.by_kind()) {
     by_kind << (by_kind.tellp() > 0 ? "," : "") << json_string(kind) << ":" << bytes;
   }
   std::ostringstream d;
-  d << "\"arch\":" << json_string(family.arch) << ",\"device\":\"cuda\""
+  d << profiled << "\"arch\":" << json_string(family.arch) << ",\"device\":\"cuda\""
     << ",\"device_name\":" << json_string(prop.name) << ",\"compute_capability\":\"" << prop.major
     << "." << prop.minor << "\""
     << ",\"cudnn\":\"" << version3(static_cast<int>(cudnnGetVersion())) << "\""
