@@ -10,8 +10,12 @@ With --profile the program times every layer between CUDA events and writes the 
 stackcost_onednn writes (plus each convolution's algorithm and workspace), which the same
 reader (stackcost.profile.primitive_timers) turns into the breakdown.
 
-Inference only: training (backward and the optimizer from cuDNN/cuBLAS) is a later rung's
-work. Written and compiled without a GPU: not yet run on one, so nothing it reports is a
+Training (`stackcost_cudnn train`, native/cudnn/train.cpp) takes what stackcost_onednn's
+training takes (NativeBackend's train path writes the same files and arguments, plus
+device=cuda): BatchNorm unfolded and in train mode, backward from cuDNN and cuBLAS, SGD or
+Adam in the program's own CUDA kernel, fp32 with FMA math (no TF32), on one GPU.
+
+Written and compiled without a GPU: not yet run on one, so nothing it reports is a
 measurement until a GPU session has run it.
 """
 
@@ -27,7 +31,7 @@ from stackcost.backends.native import NativeBackend, folded_state
 from stackcost.native import network_args
 
 # fp32 (CUDNN_FMA_MATH, CUBLAS_PEDANTIC_MATH: no TF32 anywhere), and tf32 (tensor cores
-# allowed) where the project's precision axis has it.
+# allowed) where the project's precision axis has it; training is fp32 only.
 PRECISIONS = frozenset(p for p in ("fp32", "tf32") if p in PRECISION_TOLERANCE)
 
 
@@ -35,10 +39,11 @@ class CUDNNBackend(NativeBackend):
     name = "cudnn"
     description = (
         "cuDNN 9 (legacy API) + cuBLAS from C++ on the GPU: BN folded into conv, "
-        "bias/ReLU/residual fused, algorithms by cuDNN's heuristics, NCHW"
+        "bias/ReLU/residual fused, algorithms by cuDNN's heuristics, NCHW; trains with "
+        "cuDNN's backward calls (fp32)"
     )
     capabilities = Capabilities(
-        modes=frozenset({"infer"}), devices=frozenset({"cuda"}), precisions=PRECISIONS
+        modes=frozenset({"infer", "train"}), devices=frozenset({"cuda"}), precisions=PRECISIONS
     )
     target = "cudnn"
     not_yet_run_on_gpu: ClassVar[bool] = True
@@ -62,6 +67,12 @@ class CUDNNBackend(NativeBackend):
                 "run on a machine with an NVIDIA GPU and a CUDA build of torch",
             )
         return Availability(True)
+
+    def why_not(self, cell):
+        problem = super().why_not(cell)
+        if problem is None and cell.mode == "train" and cell.precision != "fp32":
+            return f"precision {cell.precision}: stackcost_cudnn trains in fp32 only"
+        return problem
 
     def export(self, model, example, cell, workdir):
         from stackcost.native.tensors import write_tensors

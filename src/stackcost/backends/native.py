@@ -45,6 +45,11 @@ if TYPE_CHECKING:
     from stackcost.workload import Example
 
 
+# How many first losses a training run records: the train scenario's FIRST_LOSSES (a test
+# keeps the two equal; this layer cannot import the scenario's).
+FIRST_LOSSES = 10
+
+
 class NativeBackend(Backend):
     target: ClassVar[str]  # the build target in stackcost.native.build
     # None: the default cache (~/.cache/stackcost/native). Tests point it elsewhere.
@@ -200,7 +205,12 @@ class NativeBackend(Backend):
             prepare_s=details["build_s"] + details["export_s"],
             timed_s=answer["process_s"],
             details=details,
-            loop={"loop": "in the C++ program"},
+            # The first steps' losses, as the train scenario records eager's: the train
+            # table's agreement with eager (report/train_agreement.py) reads them.
+            loop={
+                "loop": "in the C++ program",
+                "first_losses": [float(v) for v in answer["losses"][:FIRST_LOSSES]],
+            },
             memory=native_memory(answer),
             window=window,
             diverged=answer.get("diverged") or "",

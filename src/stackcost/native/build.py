@@ -297,11 +297,15 @@ def _compile(source: Path, work: Path, which: Which, target: str = "libtorch") -
         assert root and not isinstance(libs, str)  # toolchain_problem checked them
         configure += [
             f"-DCUDAToolkit_ROOT={root}",
+            # The real nvcc (the one on PATH may be a wrapper script) for the program's own
+            # kernels (optimizer.cu), with the same g++ as host compiler.
+            f"-DCMAKE_CUDA_COMPILER={root / 'bin' / 'nvcc'}",
+            f"-DCMAKE_CUDA_HOST_COMPILER={cxx}",
             *libs.cmake_args(),
         ]
     elif (torch_dir := _torch_cmake_dir()) is not None:  # onednn finds dnnl in system paths
         configure.append(f"-DCMAKE_PREFIX_PATH={torch_dir}")
-    # One translation unit: more jobs would not help, and the machine is shared.
+    # One job: a program is a few translation units at most, and the machine is shared.
     for cmd in (configure, [cmake, "--build", str(work), "--parallel", "1"]):
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode != 0:

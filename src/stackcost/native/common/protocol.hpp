@@ -133,7 +133,7 @@ inline void run_n(const Step& step, int64_t n, std::vector<int64_t>& samples,
                   const DeviceTime& device = nullptr, std::vector<int64_t>* device_samples = nullptr) {
   for (int64_t i = 0; i < n; ++i) {
     samples.push_back(time_once(step));
-    if (device) device_samples->push_back(device());
+    if (device && device_samples) device_samples->push_back(device());
   }
 }
 

@@ -182,7 +182,64 @@ class ActivationDesc {
   cudnnActivationDescriptor_t d_ = nullptr;
 };
 
+// C = op(A, B) + beta * C, element-wise; B may broadcast (a dimension of 1).
+class OpTensorDesc {
+ public:
+  explicit OpTensorDesc(cudnnOpTensorOp_t op) {
+    SC_CHECK(cudnnCreateOpTensorDescriptor(&d_));
+    SC_CHECK(cudnnSetOpTensorDescriptor(d_, op, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN));
+  }
+  OpTensorDesc(const OpTensorDesc&) = delete;
+  OpTensorDesc& operator=(const OpTensorDesc&) = delete;
+  ~OpTensorDesc() { cudnnDestroyOpTensorDescriptor(d_); }
+  cudnnOpTensorDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnOpTensorDescriptor_t d_ = nullptr;
+};
+
+// Device memory in use on the whole device (cudaMemGetInfo: total - free).
+inline int64_t device_used_bytes(size_t* total = nullptr) {
+  size_t free_b = 0, total_b = 0;
+  SC_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (total) *total = total_b;
+  return static_cast<int64_t>(total_b - free_b);
+}
+
 // ---- names, for the answer ---------------------------------------------------------------
+
+inline std::string version3(int v) {  // cuDNN 9's encoding: major * 10000 + minor * 100 + patch
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+inline std::string cuda_version(int v) {  // CUDA's encoding: major * 1000 + minor * 10
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+inline std::string algo_name(cudnnConvolutionBwdDataAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "algo " + std::to_string(static_cast<int>(a));
+  }
+}
+
+inline std::string algo_name(cudnnConvolutionBwdFilterAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "FFT_TILING";
+    default: return "algo " + std::to_string(static_cast<int>(a));
+  }
+}
 
 inline std::string algo_name(cudnnConvolutionFwdAlgo_t a) {
   switch (a) {

@@ -1,9 +1,10 @@
 // stackcost's cuDNN rung: the zoo's networks built from cuDNN 9's legacy API and cuBLAS,
-// inference only, float32 tensors in NCHW. Written and compiled on a machine without a GPU:
-// not yet run on one (native/README.md, "The cuDNN program").
+// float32 tensors in NCHW; inference here, training in train.cpp. Written and compiled on
+// a machine without a GPU: not yet run on one (native/README.md, "The cuDNN program").
 //
 //   stackcost_cudnn echo IN.scw OUT.scw         read a tensor file, write it back
 //   stackcost_cudnn run key=value ...            measure one repetition on CUDA device 0
+//   stackcost_cudnn train key=value ...          train in the program's own loop (train.cpp)
 //
 // run keys: those of stackcost_onednn (family and its parameters, arch, weights, folded_bn,
 // num_classes, in_channels, resolution, input, output, threads and the protocol's), plus
@@ -15,7 +16,8 @@
 // What a call is: every layer enqueued on one stream between two CUDA events, then
 // cudaStreamSynchronize, so the work is done before the protocol's clock is read. The
 // input is copied to the device once at load; the output is copied back after the cold
-// call, untimed. Training is not here (a later rung's work).
+// call, untimed. Training is train.cpp's (the network in train_net.{hpp,cpp}, the
+// optimizer's kernels in optimizer.cu).
 //
 // The weights file is prepared by Python exactly as for stackcost_onednn
 // (stackcost.backends.native.folded_state): BatchNorm folded into every convolution.
@@ -23,6 +25,8 @@
 #include "common/resnet_blocks.hpp"
 #include "common/scw1.hpp"
 #include "cuda_util.hpp"
+#include "host_tensors.hpp"
+#include "train.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -41,73 +45,9 @@
 namespace {
 
 using namespace stackcost;         // the shared protocol and SCW1 format (common/)
-using namespace stackcost::cudnn;  // checks, device memory, descriptors (cuda_util.hpp)
+using namespace stackcost::cudnn;  // checks, device memory, descriptors, host tensors
 
 const float kOne = 1.f, kZero = 0.f;
-
-// ---- host tensors from SCW1 files ---------------------------------------------------------
-
-struct Tensor {
-  std::vector<int64_t> dims;
-  std::vector<float> data;
-};
-using Named = std::vector<std::pair<std::string, Tensor>>;
-
-Named read_tensors(const std::string& path) {
-  return read_scw1<Tensor>(path, [&](const std::string& name, const std::vector<int64_t>& dims,
-                                     ScwType dtype) {
-    if (dtype != ScwType::f32) {
-      throw std::runtime_error(path + ": " + name + " is " + scw_name(dtype) +
-                               "; stackcost_cudnn reads float32 only");
-    }
-    Tensor t;
-    t.dims = dims;
-    size_t numel = 1;
-    for (const int64_t d : dims) numel *= static_cast<size_t>(d);
-    t.data.resize(numel);
-    float* dst = t.data.data();  // a moved vector keeps its buffer
-    return std::pair{std::move(t), dst};
-  });
-}
-
-void write_tensors(const std::string& path, const Named& tensors) {
-  std::vector<ScwView> views;
-  for (const auto& [name, t] : tensors) views.push_back({name, t.dims, t.data.data(), t.data.size()});
-  write_scw1(path, views);
-}
-
-std::string dims_str(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-// Tensors by name; every one must be taken exactly once with the expected shape.
-class Weights {
- public:
-  explicit Weights(Named tensors) {
-    for (auto& [name, t] : tensors) by_name_.emplace(name, std::move(t));
-  }
-  Tensor take(const std::string& name, const std::vector<int64_t>& dims) {
-    const auto it = by_name_.find(name);
-    if (it == by_name_.end()) throw std::runtime_error("weights file has no tensor " + name);
-    Tensor t = std::move(it->second);
-    by_name_.erase(it);
-    if (t.dims != dims) {
-      throw std::runtime_error("shape mismatch for " + name + ": file " + dims_str(t.dims) +
-                               ", model " + dims_str(dims));
-    }
-    return t;
-  }
-  void check_all_used() const {
-    if (!by_name_.empty()) {
-      throw std::runtime_error("weights file has a tensor the model lacks: " + by_name_.begin()->first);
-    }
-  }
-
- private:
-  std::map<std::string, Tensor> by_name_;
-};
 
 // ---- the network: layers enqueued on one stream -----------------------------------------
 
@@ -468,14 +408,6 @@ void build_mnist(Net& net, Act x, int classes) {
   net.output(net.log_softmax(net.linear("fc2", x, classes, false)));
 }
 
-std::string version3(int v) {  // cuDNN 9's encoding: major * 10000 + minor * 100 + patch
-  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
-}
-
-std::string cuda_version(int v) {  // CUDA's encoding: major * 1000 + minor * 10
-  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-}
-
 // After the timed loop: one untimed call through the timers, then `prof.iters` calls with
 // every layer between CUDA events (Net::enqueue_timed). Each iteration's steady_clock spans
 // the enqueueing and the synchronization; the events are read after it. Writes the
@@ -518,13 +450,6 @@ std::string profiled_pass(Net& net, cudaStream_t stream, const ProfileRequest& p
   out << net.timeline_json(ns, prof.iters, iteration_ns) << "\n";
   if (!out) throw std::runtime_error("cannot write " + prof.out);
   return "\"profile_iters\":" + std::to_string(prof.iters) + ",\"profile_wall_ns\":" + std::to_string(wall_ns);
-}
-
-int64_t device_used_bytes(size_t* total = nullptr) {
-  size_t free_b = 0, total_b = 0;
-  SC_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  if (total) *total = total_b;
-  return static_cast<int64_t>(total_b - free_b);
 }
 
 int run(const Args& args) {
@@ -672,7 +597,10 @@ int main(int argc, char** argv) {
     if (!argv_.empty() && argv_[0] == "run") {
       return run(parse_args(argv_));
     }
-    std::cerr << "usage: stackcost_cudnn echo IN OUT | run key=value ...\n";
+    if (!argv_.empty() && argv_[0] == "train") {
+      return stackcost::cudnn::train(parse_args(argv_));
+    }
+    std::cerr << "usage: stackcost_cudnn echo IN OUT | run key=value ... | train key=value ...\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
