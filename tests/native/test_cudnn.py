@@ -336,6 +336,7 @@ def test_train_answer_records_the_first_losses(monkeypatch, tmp_path: Path):
         "train_loss_sum": sum(losses), "train_correct": 40, "train_ns": 12_000_000,
         "loader_ns": 1_000_000, "step_ns": 10_000_000, "eval_samples": 20,
         "eval_correct": 10, "eval_loss_sum": 30.0, "eval_ns": 500_000,
+        "copy_ns": 240_000, "copy_bytes_per_batch": 8 * 28 * 28 * 4,
     }  # fmt: skip
     answer = {
         "cold_ns": 5_000_000, "samples_ns": [800_000] * 11, "losses": losses, "diverged": "",
@@ -353,6 +354,8 @@ def test_train_answer_records_the_first_losses(monkeypatch, tmp_path: Path):
     assert run.cold_ns == 5_000_000 and len(run.samples_ns) == 11
     (record,) = run.epochs
     assert record.copy_device == "cuda" and record.eval_accuracy == 0.5
+    assert record.copy_bytes_per_batch == 25088 and record.copy_pinned is False
+    assert record.copy_ms_per_batch == pytest.approx(0.02)  # 0.24 ms over 12 steps
 
 
 @pytest.mark.skipif(not GPU, reason="needs a CUDA device")

@@ -535,9 +535,12 @@ def epoch_records(answer: dict[str, Any], device: str = "cpu") -> list[EpochReco
                 eval_s=eval_s,
                 train_samples_per_s=seen / train_s if train_s > 0 else 0.0,
                 eval_samples_per_s=n_eval / eval_s if eval_s else None,
-                copy_bytes_per_batch=0.0,  # the batch is gathered in the program's memory
-                copy_ms_per_batch=0.0,
+                # A program that copies each batch to a device (stackcost_cudnn) says how
+                # much and how long; otherwise the batch is gathered in its own memory.
+                copy_bytes_per_batch=float(e.get("copy_bytes_per_batch", 0)),
+                copy_ms_per_batch=e.get("copy_ns", 0) / 1e6 / max(steps, 1),
                 copy_device=device,
+                copy_pinned=False if "copy_bytes_per_batch" in e else None,
             )
         )
     return records

@@ -156,6 +156,7 @@ struct EpochRec {
   int64_t steps = 0, train_samples = 0, train_correct = 0;
   double train_loss_sum = 0;
   int64_t train_ns = 0, loader_ns = 0, step_ns = 0;
+  int64_t copy_ns = 0, copy_bytes_per_batch = 0;  // the batch's host-to-device copy (in loader_ns)
   int64_t eval_samples = 0, eval_correct = 0, eval_ns = 0;
   double eval_loss_sum = 0;
 };
@@ -166,7 +167,8 @@ std::string epoch_json(const EpochRec& e) {
      << ",\"steps\":" << e.steps << ",\"train_samples\":" << e.train_samples
      << ",\"train_loss_sum\":" << num(e.train_loss_sum) << ",\"train_correct\":" << e.train_correct
      << ",\"train_ns\":" << e.train_ns << ",\"loader_ns\":" << e.loader_ns
-     << ",\"step_ns\":" << e.step_ns << ",\"eval_samples\":" << e.eval_samples
+     << ",\"step_ns\":" << e.step_ns << ",\"copy_ns\":" << e.copy_ns
+     << ",\"copy_bytes_per_batch\":" << e.copy_bytes_per_batch << ",\"eval_samples\":" << e.eval_samples
      << ",\"eval_correct\":" << e.eval_correct << ",\"eval_loss_sum\":" << num(e.eval_loss_sum)
      << ",\"eval_ns\":" << e.eval_ns << "}";
   return js.str();
@@ -296,6 +298,7 @@ int train(const Args& args) {
   for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
     EpochRec rec;
     rec.epoch = epoch;
+    rec.copy_bytes_per_batch = static_cast<int64_t>(input.size() * sizeof(float));  // images; labels stay on the host
     const int64_t* order = train_set.order.data() + (epoch - 1) * train_set.n;
     const auto t_epoch = Clock::now();
     for (int64_t i = 0; i < steps_per_epoch; ++i) {
@@ -339,6 +342,7 @@ int train(const Args& args) {
         samples_ns.push_back(step_ns);
       }
       rec.loader_ns += ns_between(t0, t1) + ns_between(t2, t3);
+      rec.copy_ns += ns_between(t2, t3);
       rec.step_ns += step_ns;
       const auto loss = static_cast<float>(l.loss_sum / static_cast<double>(batch));
       losses.push_back(loss);
