@@ -160,3 +160,17 @@ def test_inference_and_its_profile_match_eager(standin, tmp_path, monkeypatch, m
     kinds = {s["kind"] for s in steps}
     assert {"convolution", "pooling", "fully connected"} <= kinds
     assert all(s["workspace_bytes"] >= 0 for s in steps if s["kind"] == "convolution")
+
+
+@pytest.mark.parametrize("command", ["run", "train"])
+def test_a_machine_with_no_device_is_one_line(standin, command):
+    """The branch a driver that answers but counts no GPU takes (the no-driver branch is
+    test_cudnn.py's, on the real program)."""
+    import os
+
+    env = {**os.environ, "STACKCOST_STANDIN_NO_DEVICE": "1"}
+    out = subprocess.run(
+        [str(standin), command, "threads=1"], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == "error: no CUDA device: cudaGetDeviceCount found 0 devices\n"
