@@ -26,9 +26,8 @@ import shutil
 from typing import ClassVar
 
 from stackcost.axes import PRECISION_TOLERANCE
-from stackcost.backends.base import Availability, Capabilities, Run, Unsupported
-from stackcost.backends.native import NativeBackend, folded_state
-from stackcost.native import network_args
+from stackcost.backends.base import Availability, Capabilities, Run
+from stackcost.backends.native import NativeBackend
 
 # fp32 (CUDNN_FMA_MATH, CUBLAS_PEDANTIC_MATH: no TF32 anywhere), and tf32 (tensor cores
 # allowed) where the project's precision axis has it; training is fp32 only.
@@ -75,22 +74,8 @@ class CUDNNBackend(NativeBackend):
         return problem
 
     def export(self, model, example, cell, workdir):
-        from stackcost.native.tensors import write_tensors
-
-        self.check_arch(cell)
-        if len(example.tensors) != 1:
-            raise Unsupported(
-                f"{self.name} takes one image input; {cell.model.name} has "
-                f"{len(example.tensors)} ({', '.join(example.names)})"
-            )
-        state, folded = folded_state(model)
-        write_tensors(workdir / "weights.scw", state)
-        return {
-            "weights": workdir / "weights.scw",
-            "folded_bn": folded,
-            "math": "tf32" if cell.precision == "tf32" else "fp32",
-            **network_args(cell),
-        }
+        math = "tf32" if cell.precision == "tf32" else "fp32"
+        return {**self.export_folded(model, example, cell, workdir), "math": math}
 
     def run_repetition(
         self, model, example, cell, ctx, protocol, timeout_s=None, profile_iters=0

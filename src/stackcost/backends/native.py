@@ -85,6 +85,23 @@ class NativeBackend(Backend):
         exported forward's arguments. Without it, the workload's order."""
         raise NotImplementedError
 
+    def export_folded(
+        self, model: torch.nn.Module, example: Example, cell: Cell, workdir: Path
+    ) -> dict[str, Any]:
+        """A program that builds the network from primitives (onednn, cudnn) takes the
+        weights with BatchNorm folded into each convolution and the family's shape."""
+        from stackcost.native.tensors import write_tensors
+
+        self.check_arch(cell)
+        if len(example.tensors) != 1:
+            raise Unsupported(
+                f"{self.name} takes one image input; {cell.model.name} has "
+                f"{len(example.tensors)} ({', '.join(example.names)})"
+            )
+        state, folded = folded_state(model)
+        write_tensors(workdir / "weights.scw", state)
+        return {"weights": workdir / "weights.scw", "folded_bn": folded, **network_args(cell)}
+
     def run_repetition(
         self, model, example, cell, ctx, protocol, timeout_s=None, profile_iters=0
     ) -> Run:
@@ -420,17 +437,7 @@ class OneDNNBackend(NativeBackend):
     target = "onednn"
 
     def export(self, model, example, cell, workdir):
-        from stackcost.native.tensors import write_tensors
-
-        self.check_arch(cell)
-        if len(example.tensors) != 1:
-            raise Unsupported(
-                f"{self.name} takes one image input; {cell.model.name} has "
-                f"{len(example.tensors)} ({', '.join(example.names)})"
-            )
-        state, folded = folded_state(model)
-        write_tensors(workdir / "weights.scw", state)
-        return {"weights": workdir / "weights.scw", "folded_bn": folded, **network_args(cell)}
+        return self.export_folded(model, example, cell, workdir)
 
     def timeline_breakdown(self, answer, unprofiled_ms):
         from stackcost.profile.primitive_timers import primitive_breakdown
