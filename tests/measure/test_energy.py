@@ -118,3 +118,22 @@ def test_estimate_takes_the_targets_own_busy_cores():
     e = energy_from_telemetry(series(rapl=False), WINDOW, 90, cores=2, busy_cores=2.0)
     # 2 cores x 1 W idle + (5 - 1) W x 2 busy cores = 10 W, not the samples' 1 core
     assert e.watts == pytest.approx(10.0) and "its own counters" in e.source
+
+
+def test_a_counter_slower_than_the_window_is_not_a_measurement():
+    """NVML's energy counter updates every ~10-100 ms: a window it crossed only a few times
+    is estimated, with the reason; a longer one is measured."""
+
+    def slow(n: int) -> list:
+        samples = series(n=n, gpu_mj=True)
+        for k, s in enumerate(samples):
+            s["gpu"][0]["energy_mj"] = 2000 * (k // 10) * 10  # updates every 100 ms
+        return samples
+
+    short = (T0 + 55 * MS, T0 + 455 * MS)  # 0.4 s: 4 updates
+    e = energy_from_telemetry(slow(101), short, 40, device="cuda:0")
+    assert e.method == "estimated"
+    assert "advanced 4 times over the 400 ms window" in e.note and "--min-time" in e.note
+    long = (T0 + 55 * MS, T0 + 1955 * MS)  # 1.9 s: 19 updates
+    e = energy_from_telemetry(slow(201), long, 190, device="cuda:0")
+    assert e.method == "measured" and e.joules == pytest.approx(380.0, rel=0.1)

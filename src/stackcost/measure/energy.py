@@ -61,6 +61,13 @@ class PowerModel(BaseModel):
         )
 
 
+# A counter that updates more slowly than the sampler reads it (NVML's total energy: every
+# ~10-100 ms) is a measurement of the window only once it has advanced this many times:
+# each update is a step of up to 1/MIN_COUNTER_UPDATES of the window, so fewer updates
+# leave an error of more than ~10% at the edges. A counter that advanced between every
+# two samples (RAPL, ~1 ms) is finer than the sampling and needs no such minimum.
+MIN_COUNTER_UPDATES = 10
+
 DEFAULT_CPU_MODEL = PowerModel(
     unit="core", max_watts=CPU_WATTS_MAX_PER_CORE, idle_watts=CPU_WATTS_IDLE_PER_CORE
 )
@@ -146,11 +153,19 @@ def _counter(
                 delta += wrap  # one wrap per interval at most: sample faster than it wraps
             acc += delta
             totals[k] += acc
+    updates = sum(1 for k in range(1, len(run)) if totals[k] > totals[k - 1])
+    stale = len(run) - 1 - updates  # sample intervals over which no counter advanced
     ts = [s["t"] for s in run]
     joules = interpolate(ts, totals, end) - interpolate(ts, totals, start)
     if joules <= 0:
         # A live package or GPU always draws something: a flat counter is a stuck one.
         return None, f"counter ({', '.join(sorted(names))}) did not advance over the window"
+    if stale and updates < MIN_COUNTER_UPDATES:
+        return None, (
+            f"counter ({', '.join(sorted(names))}) advanced {updates} times over the "
+            f"{(end - start) / 1e6:.0f} ms window, slower than the sampler reads it; a "
+            f"measurement needs {MIN_COUNTER_UPDATES} updates (a longer timed loop: --min-time)"
+        )
     return joules, ""
 
 
