@@ -21,9 +21,9 @@
 //
 // The weights file is prepared by Python exactly as for stackcost_onednn
 // (stackcost.backends.native.folded_state): BatchNorm folded into every convolution.
+#include "common/commands.hpp"
 #include "common/protocol.hpp"
 #include "common/resnet_blocks.hpp"
-#include "common/scw1.hpp"
 #include "cuda_util.hpp"
 #include "host_tensors.hpp"
 #include "train.hpp"
@@ -73,7 +73,7 @@ class Net {
         relu_(CUDNN_ACTIVATION_RELU) {}
 
   // The input, copied to the device once here: the timed call starts from device memory.
-  Act input(const Tensor& x) {
+  Act input(const HostTensor& x) {
     Act a{nullptr, static_cast<int>(x.dims[0]), static_cast<int>(x.dims[1]),
           static_cast<int>(x.dims[2]), static_cast<int>(x.dims[3])};
     a.data = mem_.floats(a.numel(), "input");
@@ -223,8 +223,8 @@ class Net {
   }
 
   // The network's answer [N, classes], copied back (synchronously: after the call).
-  Tensor result() const {
-    Tensor t;
+  HostTensor result() const {
+    HostTensor t;
     t.dims = {output_.n, static_cast<int64_t>(output_.c) * output_.h * output_.w};
     t.data.resize(output_.numel());
     SC_CHECK(cudaMemcpy(t.data.data(), output_.data, t.data.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -274,7 +274,7 @@ class Net {
     steps_.push_back({std::move(fn), std::move(name), std::move(kind), std::move(impl), conv});
   }
 
-  float* upload(const Tensor& t) {
+  float* upload(const HostTensor& t) {
     float* p = mem_.floats(t.data.size(), "weights");
     copy_in(p, t.data);
     return p;
@@ -500,7 +500,7 @@ int run(const Args& args) {
 
   auto input = read_tensors(arg(args, "input"));
   if (input.size() != 1) throw std::runtime_error("input file must hold exactly one tensor");
-  const Tensor& x = input[0].second;
+  const HostTensor& x = input[0].second;
   if (x.dims.size() != 4) throw std::runtime_error("input must be NCHW, got " + dims_str(x.dims));
 
   Weights weights(read_tensors(arg(args, "weights")));
@@ -534,11 +534,11 @@ int run(const Args& args) {
 
   const int64_t cold_ns = time_once(step);
   const int64_t cold_event_ns = event_ns();
-  const Tensor output = net.result();  // the cold call's answer, copied back untimed
+  const HostTensor output = net.result();  // the cold call's answer, copied back untimed
   const Measured m = measure_after_cold(step, p, cold_ns, event_ns);
   const int64_t used_after = device_used_bytes();
 
-  write_tensors(arg(args, "output"), {{"output", output}});
+  write_host_tensors(arg(args, "output"), {{"output", output}});
   const std::string profiled = prof.iters > 0 ? profiled_pass(net, stream, prof) + "," : "";
 
   std::ostringstream by_kind;
@@ -589,19 +589,7 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   try {
-    const std::vector<std::string> argv_(argv + 1, argv + argc);
-    if (argv_.size() == 3 && argv_[0] == "echo") {
-      write_tensors(argv_[2], read_tensors(argv_[1]));
-      return 0;
-    }
-    if (!argv_.empty() && argv_[0] == "run") {
-      return run(parse_args(argv_));
-    }
-    if (!argv_.empty() && argv_[0] == "train") {
-      return stackcost::cudnn::train(parse_args(argv_));
-    }
-    std::cerr << "usage: stackcost_cudnn echo IN OUT | run key=value ... | train key=value ...\n";
-    return 2;
+    return stackcost::dispatch(argc, argv, "stackcost_cudnn", run, stackcost::cudnn::train);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
   }

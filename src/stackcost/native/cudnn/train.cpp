@@ -89,7 +89,7 @@ int64_t index_in(float v, int64_t bound, const std::string& what, size_t at) {
 }
 
 struct Split {
-  Tensor images;
+  HostTensor images;
   std::vector<int64_t> labels;
   std::vector<int64_t> order;  // train only: [epochs, N], row-major
   int64_t n = 0;
@@ -99,7 +99,7 @@ Split read_split(const std::string& path, const std::string& label, int64_t chan
                  int64_t resolution, int64_t classes, int64_t epochs) {
   Weights file(read_tensors(path), label);
   Split s;
-  Tensor images = file.take_any("images");
+  HostTensor images = file.take_any("images");
   if (images.dims.size() != 4 || images.dims[1] != channels || images.dims[2] != resolution ||
       images.dims[3] != resolution) {
     throw std::runtime_error(label + " images are " + dims_str(images.dims) + ", expected [N, " +
@@ -108,12 +108,12 @@ Split read_split(const std::string& path, const std::string& label, int64_t chan
   }
   s.n = images.dims[0];
   s.images = std::move(images);
-  const Tensor labels = file.take("labels", {s.n});
+  const HostTensor labels = file.take("labels", {s.n});
   for (size_t i = 0; i < labels.data.size(); ++i) {
     s.labels.push_back(index_in(labels.data[i], classes, label + " label", i));
   }
   if (epochs > 0) {
-    const Tensor order = file.take("order", {epochs, s.n});
+    const HostTensor order = file.take("order", {epochs, s.n});
     for (size_t i = 0; i < order.data.size(); ++i) {
       s.order.push_back(index_in(order.data[i], s.n, label + " order index", i));
     }
@@ -390,7 +390,7 @@ int train(const Args& args) {
   }
   const int64_t used_after = device_used_bytes();
 
-  if (!final_weights.empty()) write_tensors(final_weights, state.export_plain());
+  if (!final_weights.empty()) write_host_tensors(final_weights, state.export_plain());
 
   std::ostringstream by_kind;
   for (const auto& [kind, bytes] : mem.by_kind()) {

@@ -90,7 +90,7 @@ void Context::upload(float* dst, const float* src, size_t count) {
 // ---- State ------------------------------------------------------------------------------
 
 float* State::load(const std::string& name, const std::vector<int64_t>& dims) {
-  const Tensor t = weights_.take(name, dims);
+  const HostTensor t = weights_.take(name, dims);
   float* p = ctx_.mem.floats(t.data.size(), "parameters and buffers");
   ctx_.upload(p, t.data.data(), t.data.size());
   entries_.push_back({name, dims, p, nullptr});
@@ -116,7 +116,7 @@ BnStats& State::create_bn(const std::string& prefix, int channels) {
   const auto c = static_cast<int64_t>(channels);
   s->running_mean = load(prefix + ".running_mean", {c});
   s->running_var = load(prefix + ".running_var", {c});
-  const Tensor tracked = weights_.take(prefix + ".num_batches_tracked", {});
+  const HostTensor tracked = weights_.take(prefix + ".num_batches_tracked", {});
   s->num_batches_tracked = tracked.data.at(0);
   entries_.push_back({prefix + ".num_batches_tracked", {}, nullptr, s.get()});
   s->save_mean = ctx_.mem.floats(static_cast<size_t>(channels), "batch statistics");
@@ -149,11 +149,11 @@ void State::adam(double lr) {
   }
 }
 
-Named State::export_plain() const {
+HostTensors State::export_plain() const {
   SC_CHECK(cudaStreamSynchronize(ctx_.stream));
-  Named out;
+  HostTensors out;
   for (const auto& e : entries_) {
-    Tensor t;
+    HostTensor t;
     t.dims = e.dims;
     size_t count = 1;
     for (const int64_t d : e.dims) count *= static_cast<size_t>(d);

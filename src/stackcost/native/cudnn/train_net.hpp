@@ -75,7 +75,7 @@ class State {
   // torch.optim.SGD / Adam (optimizer.hpp), enqueued on the stream, one launch per tensor.
   void sgd(float lr, float momentum);
   void adam(double lr);
-  Named export_plain() const;  // the state_dict, copied back (synchronously)
+  HostTensors export_plain() const;  // the state_dict, copied back (synchronously)
   size_t param_count() const { return params_.size(); }
 
  private:

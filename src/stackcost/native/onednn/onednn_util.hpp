@@ -1,18 +1,17 @@
-// What both commands of stackcost_onednn share: SCW1 tensors as plain float vectors, the
-// take-every-tensor-once-by-name rule, and names for oneDNN's layouts and runtimes.
+// What both commands of stackcost_onednn share: its SCW1 reader (the host tensors of
+// common/host_tensors.hpp), the OpenMP thread count, and names for oneDNN's layouts and
+// runtimes.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "common/scw1.hpp"
+#include "common/host_tensors.hpp"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,77 +34,11 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-// ---- SCW1 tensor files (see native/README.md) -------------------------------------------
+// ---- SCW1 tensor files (common/host_tensors.hpp) ---------------------------------------
 
-struct Tensor {
-  std::vector<int64_t> dims;
-  std::vector<float> data;
-};
-using Named = std::vector<std::pair<std::string, Tensor>>;
-
-inline Named read_tensors(const std::string& path) {
-  return read_scw1<Tensor>(path, [&](const std::string& name, const std::vector<int64_t>& dims,
-                                     ScwType dtype) {
-    if (dtype != ScwType::f32) {
-      throw std::runtime_error(path + ": " + name + " is " + scw_name(dtype) +
-                               "; stackcost_onednn reads float32 only");
-    }
-    Tensor t;
-    t.dims = dims;
-    size_t numel = 1;
-    for (const int64_t d : dims) numel *= static_cast<size_t>(d);
-    t.data.resize(numel);
-    float* dst = t.data.data();  // a moved vector keeps its buffer
-    return std::pair{std::move(t), dst};
-  });
+inline HostTensors read_tensors(const std::string& path) {
+  return read_host_tensors(path, "stackcost_onednn");
 }
-
-inline void write_tensors(const std::string& path, const Named& tensors) {
-  std::vector<ScwView> views;
-  for (const auto& [name, t] : tensors) views.push_back({name, t.dims, t.data.data(), t.data.size()});
-  write_scw1(path, views);
-}
-
-inline std::string dims_str(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-// Tensors by name; every one must be taken exactly once with the expected shape.
-class Weights {
- public:
-  explicit Weights(Named tensors, std::string label = "weights file") : label_(std::move(label)) {
-    for (auto& [name, t] : tensors) by_name_.emplace(name, std::move(t));
-  }
-  Tensor take(const std::string& name, const std::vector<int64_t>& dims) {
-    const auto it = by_name_.find(name);
-    if (it == by_name_.end()) throw std::runtime_error(label_ + " has no tensor " + name);
-    Tensor t = std::move(it->second);
-    by_name_.erase(it);
-    if (t.dims != dims) {
-      throw std::runtime_error("shape mismatch for " + name + ": file " + dims_str(t.dims) +
-                               ", model " + dims_str(dims));
-    }
-    return t;
-  }
-  Tensor take_any(const std::string& name) {  // any shape: the caller checks it
-    const auto it = by_name_.find(name);
-    if (it == by_name_.end()) throw std::runtime_error(label_ + " has no tensor " + name);
-    Tensor t = std::move(it->second);
-    by_name_.erase(it);
-    return t;
-  }
-  void check_all_used() const {
-    if (!by_name_.empty()) {
-      throw std::runtime_error(label_ + " has a tensor the model lacks: " + by_name_.begin()->first);
-    }
-  }
-
- private:
-  std::string label_;
-  std::map<std::string, Tensor> by_name_;
-};
 
 // ---- names, for the details -------------------------------------------------------------
 

@@ -20,6 +20,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include "common/commands.hpp"
 #include "common/protocol.hpp"
 #include "onednn_util.hpp"
 #include "common/resnet_blocks.hpp"
@@ -198,8 +199,8 @@ class Net {
     return out.str();
   }
 
-  Tensor result() const {
-    Tensor t;
+  HostTensor result() const {
+    HostTensor t;
     t.dims.assign(output_dims_.begin(), output_dims_.end());
     const auto* p = static_cast<const float*>(output_.get_data_handle());
     t.data.assign(p, p + output_.get_desc().get_size() / sizeof(float));
@@ -232,7 +233,7 @@ class Net {
   }
 
   // A weight in the layout the primitive chose, reordered once, now.
-  memory constant(Tensor t, const memory::dims& dims, tag plain, const memory::desc& md) {
+  memory constant(HostTensor t, const memory::dims& dims, tag plain, const memory::desc& md) {
     memory user({dims, dt::f32, plain}, engine_, t.data.data());
     if (user.get_desc() == md) {
       memory own(md, engine_);
@@ -319,7 +320,7 @@ int run(const Args& args) {
   const auto classes = std::stoll(arg(args, "num_classes"));
   auto input = read_tensors(arg(args, "input"));
   if (input.size() != 1) throw std::runtime_error("input file must hold exactly one tensor");
-  Tensor& x = input[0].second;
+  HostTensor& x = input[0].second;
   if (x.dims.size() != 4) throw std::runtime_error("input must be NCHW, got " + dims_str(x.dims));
 
   Weights weights(read_tensors(arg(args, "weights")));
@@ -334,10 +335,10 @@ int run(const Args& args) {
   const Step step = [&net] { net.execute(); };
 
   const int64_t cold_ns = time_once(step);
-  const Tensor output = net.result();
+  const HostTensor output = net.result();
   const Measured m = measure_after_cold(step, p, cold_ns);
 
-  write_tensors(arg(args, "output"), {{"output", output}});
+  write_host_tensors(arg(args, "output"), {{"output", output}});
 
   std::ostringstream details;
   if (prof.iters > 0) details << profiled_pass(net, prof) << ",";
@@ -359,19 +360,7 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   try {
-    const std::vector<std::string> argv_(argv + 1, argv + argc);
-    if (argv_.size() == 3 && argv_[0] == "echo") {
-      write_tensors(argv_[2], read_tensors(argv_[1]));
-      return 0;
-    }
-    if (!argv_.empty() && argv_[0] == "run") {
-      return run(parse_args(argv_));
-    }
-    if (!argv_.empty() && argv_[0] == "train") {
-      return stackcost::onednn::train(parse_args(argv_));
-    }
-    std::cerr << "usage: stackcost_onednn echo IN OUT | run key=value ... | train key=value ...\n";
-    return 2;
+    return stackcost::dispatch(argc, argv, "stackcost_onednn", run, stackcost::onednn::train);
   } catch (const dnnl::error& e) {
     std::cerr << "error: oneDNN: " << e.what() << " (status " << e.status << ")\n";
   } catch (const std::exception& e) {

@@ -36,7 +36,7 @@ memory::desc any_of(const memory::dims& dims) { return {dims, dt::f32, tag::any}
 
 memory State::load(const std::string& name, const std::vector<int64_t>& dims,
                    const memory::desc& plain, const memory::desc& layout) {
-  Tensor t = weights_.take(name, dims);
+  HostTensor t = weights_.take(name, dims);
   memory user(plain, ctx_.engine, t.data.data());
   memory own = zeros(layout, ctx_.engine);
   if (plain == layout) {
@@ -139,10 +139,10 @@ void State::adam(double lr) {
   }
 }
 
-Named State::export_plain() const {
-  Named out;
+HostTensors State::export_plain() const {
+  HostTensors out;
   for (const auto& e : entries_) {
-    Tensor t;
+    HostTensor t;
     t.dims = e.dims;
     t.data.resize(e.plain.get_size() / sizeof(float));
     memory dst(e.plain, ctx_.engine, t.data.data());

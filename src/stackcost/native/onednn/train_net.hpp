@@ -64,7 +64,7 @@ class State {
   // the order and precision of torch's single-tensor CPU path.
   void adam(double lr);
   // The state_dict in torch's names and layouts.
-  Named export_plain() const;
+  HostTensors export_plain() const;
   size_t param_count() const { return params_.size(); }
 
  private:
