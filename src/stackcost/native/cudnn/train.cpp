@@ -28,6 +28,7 @@
 // compares them step by step against an eager model with p = 0.
 #include "train.hpp"
 
+#include "common/train_networks.hpp"
 #include "cuda_util.hpp"
 #include "host_tensors.hpp"
 #include "train_net.hpp"
@@ -279,9 +280,9 @@ int train(const Args& args) {
     const Act x = net->input(static_cast<int>(batch), static_cast<int>(channels), static_cast<int>(resolution),
                              static_cast<int>(resolution));
     if (resnet) {
-      build_resnet(*net, x, family, static_cast<int>(classes), conv_bias);
+      build_train_resnet(*net, x, family, classes, conv_bias);
     } else {
-      build_mnist(*net, x, static_cast<int>(classes), conv_bias, dropout_p);
+      build_train_mnist(*net, x, classes, conv_bias, dropout_p);
     }
     weights.check_all_used();
     SC_CHECK(cudaDeviceSynchronize());

@@ -12,7 +12,6 @@
 #pragma once
 
 #include "common/protocol.hpp"
-#include "common/resnet_blocks.hpp"
 #include "cuda_util.hpp"
 #include "host_tensors.hpp"
 
@@ -192,9 +191,5 @@ class Net {
   cudnnTensorDescriptor_t logits_desc_ = nullptr;
   std::vector<float> log_probs_host_;
 };
-
-// The families the zoo names (stackcost/zoo/resnet.py, mnist_cnn.py); module names as there.
-void build_resnet(Net& net, Act x, const Family& family, int classes, bool conv_bias);
-void build_mnist(Net& net, Act x, int classes, bool conv_bias, float dropout_p);
 
 }  // namespace stackcost::cudnn

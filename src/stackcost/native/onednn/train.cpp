@@ -12,6 +12,7 @@
 // first evaluation; a partial last batch is padded with zeros and its padding ignored.
 #include "train.hpp"
 
+#include "common/train_networks.hpp"
 #include "onednn_util.hpp"
 #include "train_net.hpp"
 
@@ -216,9 +217,9 @@ int train(const Args& args) {
   const auto build = [&](Net& n, float* data) {
     const Act x = n.input(in_dims, data);
     if (resnet) {
-      build_resnet(n, x, family, classes, conv_bias);
+      build_train_resnet(n, x, family, classes, conv_bias);
     } else {
-      build_mnist(n, x, classes, conv_bias, dropout_p);
+      build_train_mnist(n, x, classes, conv_bias, dropout_p);
     }
   };
   std::mt19937 rng(seed);

@@ -12,7 +12,6 @@
 
 #include "common/protocol.hpp"
 #include "onednn_util.hpp"
-#include "common/resnet_blocks.hpp"
 
 #include <functional>
 #include <memory>
@@ -184,9 +183,5 @@ class Net {
   size_t weight_reorders_ = 0;
   std::string first_conv_src_, first_conv_weights_;
 };
-
-// The families the zoo names (stackcost/zoo/resnet.py, mnist_cnn.py); module names as there.
-void build_resnet(Net& net, Act x, const Family& family, int64_t classes, bool conv_bias);
-void build_mnist(Net& net, Act x, int64_t classes, bool conv_bias, float dropout_p);
 
 }  // namespace stackcost::onednn
