@@ -41,6 +41,12 @@ inline std::string arg(const Args& args, const std::string& key) {
   return it->second;
 }
 
+// An optional key: its value, or `fallback` where it is absent.
+inline std::string arg_or(const Args& args, const std::string& key, const std::string& fallback) {
+  const auto it = args.find(key);
+  return it == args.end() ? fallback : it->second;
+}
+
 // The profiled pass after the timed loop (--profile): `profile_iters=N profile_out=PATH`.
 // N = 0 (the default, keys absent) means no profiled pass. The program writes its per-op
 // timeline to PATH and puts "profile_iters" and "profile_wall_ns" (steady_clock around the

@@ -12,15 +12,15 @@
 // first evaluation; a partial last batch is padded with zeros and its padding ignored.
 #include "train.hpp"
 
+#include "common/train_data.hpp"
+#include "common/train_loop.hpp"
 #include "common/train_networks.hpp"
 #include "onednn_util.hpp"
 #include "train_net.hpp"
 
-#include <chrono>
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <cstdint>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -32,94 +32,14 @@
 namespace stackcost::onednn {
 namespace {
 
-std::string opt(const Args& args, const std::string& key, const std::string& fallback) {
-  const auto it = args.find(key);
-  return it == args.end() ? fallback : it->second;
-}
-
-int64_t ns_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
-}
-
-constexpr double kPi = 3.14159265358979323846;
-
-// A number as JSON (as Python reads it: NaN and infinities included), in the fewest digits
-// that read back as exactly `v` (a float loss arrives in Python as that float's value).
-std::string num(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  char buf[64];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-std::string fmt3(double v) {  // Python's "{:.3g}"
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
-// A class index stored as float: an integer in [0, bound), else an error naming it.
-int64_t index_in(float v, int64_t bound, const std::string& what, size_t at) {
-  if (!(v >= 0.f && v < static_cast<float>(bound)) || v != std::floor(v)) {
-    std::ostringstream msg;
-    msg << what << " " << v << " at position " << at << " outside [0, " << bound << ")";
-    throw std::runtime_error(msg.str());
-  }
-  return static_cast<int64_t>(v);
-}
-
-struct Split {
-  HostTensor images;
-  std::vector<int64_t> labels;
-  std::vector<int64_t> order;  // train only: [epochs, N], row-major
-  int64_t n = 0;
-};
-
-Split read_split(const std::string& path, const std::string& label, int64_t channels,
-                 int64_t resolution, int64_t classes, int64_t epochs) {
-  Weights file(read_tensors(path), label);
-  Split s;
-  HostTensor images = file.take_any("images");
-  if (images.dims.size() != 4 || images.dims[1] != channels || images.dims[2] != resolution ||
-      images.dims[3] != resolution) {
-    throw std::runtime_error(label + " images are " + dims_str(images.dims) + ", expected [N, " +
-                             std::to_string(channels) + ", " + std::to_string(resolution) + ", " +
-                             std::to_string(resolution) + "]");
-  }
-  s.n = images.dims[0];
-  s.images = std::move(images);
-  const HostTensor labels = file.take("labels", {s.n});
-  for (size_t i = 0; i < labels.data.size(); ++i) {
-    s.labels.push_back(index_in(labels.data[i], classes, label + " label", i));
-  }
-  if (epochs > 0) {
-    const HostTensor order = file.take("order", {epochs, s.n});
-    for (size_t i = 0; i < order.data.size(); ++i) {
-      s.order.push_back(index_in(order.data[i], s.n, label + " order index", i));
-    }
-  }
-  file.check_all_used();
-  return s;
-}
-
 // Mean (train) or summed (eval) cross-entropy of rows of logits; `grad` (when given) gets
 // d(mean loss)/d(logits) = (softmax - onehot) / rows. Correct: argmax (first max) == label.
-struct LossOut {
-  double loss_sum = 0;
-  int64_t correct = 0;
-};
-
-LossOut cross_entropy(const float* z, float* grad, const int64_t* labels, int64_t rows,
-                      int64_t classes) {
-  LossOut out;
+BatchLoss cross_entropy(const float* z, float* grad, const int64_t* labels, int64_t rows,
+                         int64_t classes) {
+  BatchLoss out;
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = z + r * classes;
-    int64_t arg = 0;
-    for (int64_t c = 1; c < classes; ++c) arg = row[c] > row[arg] ? c : arg;
+    const int64_t arg = predicted_class(row, classes);
     out.correct += arg == labels[r] ? 1 : 0;
     double sum = 0;
     for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(row[c]) - row[arg]);
@@ -135,28 +55,6 @@ LossOut cross_entropy(const float* z, float* grad, const int64_t* labels, int64_
   return out;
 }
 
-struct EpochRec {
-  int64_t epoch = 0;
-  bool complete = false;
-  int64_t steps = 0, train_samples = 0, train_correct = 0;
-  double train_loss_sum = 0;
-  int64_t train_ns = 0, loader_ns = 0, step_ns = 0;
-  int64_t eval_samples = 0, eval_correct = 0, eval_ns = 0;
-  double eval_loss_sum = 0;
-};
-
-std::string epoch_json(const EpochRec& e) {
-  std::ostringstream js;
-  js << "{\"epoch\":" << e.epoch << ",\"complete\":" << (e.complete ? "true" : "false")
-     << ",\"steps\":" << e.steps << ",\"train_samples\":" << e.train_samples
-     << ",\"train_loss_sum\":" << num(e.train_loss_sum) << ",\"train_correct\":" << e.train_correct
-     << ",\"train_ns\":" << e.train_ns << ",\"loader_ns\":" << e.loader_ns
-     << ",\"step_ns\":" << e.step_ns << ",\"eval_samples\":" << e.eval_samples
-     << ",\"eval_correct\":" << e.eval_correct << ",\"eval_loss_sum\":" << num(e.eval_loss_sum)
-     << ",\"eval_ns\":" << e.eval_ns << "}";
-  return js.str();
-}
-
 }  // namespace
 
 int train(const Args& args) {
@@ -164,50 +62,19 @@ int train(const Args& args) {
   const int omp_threads = set_threads(threads);
   const int64_t baseline_rss = vm_bytes("VmRSS:");
 
-  const Family family = parse_family(args, "onednn");
+  const TrainConfig cfg = parse_train_config(args, "onednn");
+  const Family& family = cfg.family;
   const std::string& arch = family.arch;
-  const int64_t classes = std::stoll(arg(args, "num_classes"));
-  const int64_t channels = std::stoll(arg(args, "in_channels"));
-  const bool conv_bias = std::stoll(arg(args, "conv_bias")) != 0;
-  const int64_t resolution = std::stoll(arg(args, "resolution"));
-  const int64_t batch = std::stoll(arg(args, "batch"));
-  const int64_t epochs = std::stoll(arg(args, "epochs"));
-  const std::string optimizer = arg(args, "optimizer");
-  const double lr = std::stod(arg(args, "lr"));
-  const double momentum = std::stod(arg(args, "momentum"));
-  const std::string schedule = arg(args, "schedule");
-  const int64_t max_steps = std::stoll(opt(args, "max_steps", "0"));
-  const double divergence_factor = std::stod(opt(args, "divergence_factor", "1000"));
-  const std::string final_weights = opt(args, "final_weights", "");
-  const std::string dropout = opt(args, "dropout", "on");
-  const auto seed = static_cast<uint32_t>(std::stoul(opt(args, "seed", "0")));
-
+  const int64_t classes = cfg.classes, channels = cfg.channels, resolution = cfg.resolution;
+  const int64_t batch = cfg.batch, epochs = cfg.epochs;
   const bool resnet = family.resnet();
-  if (optimizer != "sgd" && optimizer != "adam") {
-    throw std::runtime_error("optimizer must be sgd|adam, not " + optimizer);
-  }
-  if (schedule != "constant" && schedule != "cosine") {
-    throw std::runtime_error("unknown schedule " + schedule + " (constant or cosine)");
-  }
-  if (dropout != "on" && dropout != "off") throw std::runtime_error("dropout must be on or off");
-  if (epochs < 1 || batch < 1 || classes < 1) {
-    throw std::runtime_error("epochs, batch and num_classes must be positive");
-  }
 
   Weights weights(read_tensors(arg(args, "weights")));
-  const Split train_set =
-      read_split(arg(args, "train_data"), "train_data", channels, resolution, classes, epochs);
-  const Split test_set =
-      read_split(arg(args, "test_data"), "test_data", channels, resolution, classes, 0);
-  if (batch > train_set.n) {
-    throw std::runtime_error("batch " + std::to_string(batch) + " exceeds the " +
-                             std::to_string(train_set.n) + " training samples");
-  }
-  const int64_t steps_per_epoch = train_set.n / batch;
-  const int64_t total_steps = epochs * steps_per_epoch;
-  const int64_t chw = channels * resolution * resolution;
+  const TrainSets sets = read_train_sets(args, cfg, read_tensors);
+  const Split &train_set = sets.train, &test_set = sets.test;
+  const int64_t steps_per_epoch = sets.steps_per_epoch, chw = sets.chw;
   const memory::dims in_dims{batch, channels, resolution, resolution};
-  const float dropout_p = dropout == "on" ? 0.5f : 0.f;
+  const float dropout_p = cfg.dropout == "on" ? 0.5f : 0.f;
 
   Context ctx;
   State state(ctx, weights);
@@ -217,88 +84,44 @@ int train(const Args& args) {
   const auto build = [&](Net& n, float* data) {
     const Act x = n.input(in_dims, data);
     if (resnet) {
-      build_train_resnet(n, x, family, classes, conv_bias);
+      build_train_resnet(n, x, family, classes, cfg.conv_bias);
     } else {
-      build_train_mnist(n, x, classes, conv_bias, dropout_p);
+      build_train_mnist(n, x, classes, cfg.conv_bias, dropout_p);
     }
   };
-  std::mt19937 rng(seed);
+  std::mt19937 rng(cfg.seed);
 
-  int64_t cold_ns = -1;
-  std::vector<int64_t> samples_ns;
-  std::vector<float> losses;
-  std::vector<EpochRec> records;
-  std::string diverged;
-  double reference = NAN;
-  int64_t step = 0;  // global, 0-based
+  TrainLog log(cfg);
   for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
-    EpochRec rec;
+    EpochRecord rec;
     rec.epoch = epoch;
-    const int64_t* order = train_set.order.data() + (epoch - 1) * train_set.n;
     const auto t_epoch = Clock::now();
     for (int64_t i = 0; i < steps_per_epoch; ++i) {
       const auto t0 = Clock::now();
-      for (int64_t r = 0; r < batch; ++r) {
-        const int64_t idx = order[i * batch + r];
-        std::memcpy(input.data() + r * chw, train_set.images.data.data() + idx * chw,
-                    static_cast<size_t>(chw) * sizeof(float));
-        labels[static_cast<size_t>(r)] = train_set.labels[static_cast<size_t>(idx)];
-      }
+      gather_batch(train_set, epoch, i, batch, chw, input.data(), labels.data());
       const auto t1 = Clock::now();
       if (!net) {  // the cold step: primitives and layouts are made here
         net = std::make_unique<Net>(Mode::train, ctx, state);
         build(*net, input.data());
         weights.check_all_used();
       }
-      const double lr_t = schedule == "cosine"
-                              ? lr * (1 + std::cos(kPi * static_cast<double>(step) /
-                                                   static_cast<double>(total_steps))) / 2
-                              : lr;
+      const double lr_t = cfg.lr_at(log.step(), sets.total_steps);
       net->fill_masks(rng);
       net->forward();
       net->update_running_stats();
-      const LossOut l = cross_entropy(net->logits(), net->logits_grad(), labels.data(), batch, classes);
+      const BatchLoss l = cross_entropy(net->logits(), net->logits_grad(), labels.data(), batch, classes);
       net->backward();
-      if (optimizer == "adam") {
+      if (cfg.optimizer == "adam") {
         state.adam(lr_t);
       } else {
-        state.sgd(static_cast<float>(lr_t), static_cast<float>(momentum));
+        state.sgd(static_cast<float>(lr_t), static_cast<float>(cfg.momentum));
       }
       const auto t2 = Clock::now();
 
-      const int64_t step_ns = ns_between(t1, t2);
-      if (cold_ns < 0) {
-        cold_ns = step_ns;
-      } else {
-        samples_ns.push_back(step_ns);
-      }
       rec.loader_ns += ns_between(t0, t1);
-      rec.step_ns += step_ns;
-      const auto loss = static_cast<float>(l.loss_sum / static_cast<double>(batch));
-      losses.push_back(loss);
-      rec.steps += 1;
-      rec.train_samples += batch;
-      rec.train_correct += l.correct;
-      rec.train_loss_sum += loss;
-      ++step;
-      if (std::isnan(reference)) reference = loss;
-      if (!std::isfinite(loss)) {
-        diverged = "loss " + num(loss) + " at epoch " + std::to_string(epoch) + " step " +
-                   std::to_string(i + 1);
-      } else if (loss > divergence_factor * reference) {
-        diverged = "loss " + fmt3(loss) + " > " + fmt3(divergence_factor) + " x " +
-                   fmt3(reference) + " at epoch " + std::to_string(epoch) + " step " +
-                   std::to_string(i + 1);
-      }
-      if (!diverged.empty() || (max_steps > 0 && step >= max_steps)) break;
+      if (!log.step_done(rec, i, ns_between(t1, t2), l, batch)) break;
     }
-    rec.train_ns = ns_between(t_epoch, Clock::now());
-    rec.complete = diverged.empty() && rec.steps == steps_per_epoch;
-    if (!diverged.empty()) {  // as the Python worker: a diverged epoch is not evaluated
-      records.push_back(rec);
-      break;
-    }
-    if (epoch == 1) reference = rec.train_loss_sum / static_cast<double>(rec.steps);
+    if (!log.epoch_trained(rec, t_epoch, steps_per_epoch)) break;
 
     const auto t_eval = Clock::now();
     if (test_set.n > 0 && !eval_net) {
@@ -307,40 +130,29 @@ int train(const Args& args) {
     }
     for (int64_t start = 0; start < test_set.n; start += batch) {
       const int64_t rows = std::min(batch, test_set.n - start);
-      std::memcpy(eval_input.data(), test_set.images.data.data() + start * chw,
-                  static_cast<size_t>(rows * chw) * sizeof(float));
-      std::fill(eval_input.begin() + rows * chw, eval_input.end(), 0.f);  // padding rows
+      fill_eval_batch(test_set, start, rows, chw, eval_input);
       eval_net->forward();
-      const LossOut l = cross_entropy(eval_net->logits(), nullptr,
+      const BatchLoss l = cross_entropy(eval_net->logits(), nullptr,
                                       test_set.labels.data() + start, rows, classes);
       rec.eval_loss_sum += l.loss_sum;
       rec.eval_correct += l.correct;
     }
-    rec.eval_samples = test_set.n;
-    rec.eval_ns = ns_between(t_eval, Clock::now());
-    records.push_back(rec);
-    if (max_steps > 0 && step >= max_steps) break;
+    if (!log.epoch_evaluated(rec, t_eval, test_set.n)) break;
   }
 
-  if (!final_weights.empty()) write_host_tensors(final_weights, state.export_plain());
+  if (!cfg.final_weights.empty()) write_host_tensors(cfg.final_weights, state.export_plain());
 
   std::ostringstream js;
-  js << "{\"cold_ns\":" << cold_ns << ",\"samples_ns\":[";
-  for (size_t i = 0; i < samples_ns.size(); ++i) js << (i ? "," : "") << samples_ns[i];
-  js << "],\"losses\":[";
-  for (size_t i = 0; i < losses.size(); ++i) js << (i ? "," : "") << num(losses[i]);
-  js << "],\"diverged\":" << json_string(diverged) << ",\"epochs\":[";
-  for (size_t i = 0; i < records.size(); ++i) js << (i ? "," : "") << epoch_json(records[i]);
-  js << "],\"peak_rss_bytes\":" << vm_bytes("VmHWM:") << ",\"baseline_rss_bytes\":" << baseline_rss;
+  log.write_answer_head(js, baseline_rss);
   const auto* version = dnnl::version();
   js << ",\"details\":{\"arch\":" << json_string(arch)
      << ",\"onednn\":" << json_string(version_string())
      << ",\"onednn_cpu_runtime\":" << json_string(runtime_name(version->cpu_runtime))
-     << ",\"omp_threads\":" << omp_threads << ",\"optimizer\":" << json_string(optimizer)
-     << ",\"schedule\":" << json_string(schedule) << ",\"lr\":" << num(lr)
-     << ",\"momentum\":" << num(momentum)
-     << ",\"dropout\":" << json_string(resnet ? "none in the model" : dropout)
-     << ",\"seed\":" << seed << ",\"steps_per_epoch\":" << steps_per_epoch
+     << ",\"omp_threads\":" << omp_threads << ",\"optimizer\":" << json_string(cfg.optimizer)
+     << ",\"schedule\":" << json_string(cfg.schedule) << ",\"lr\":" << json_number(cfg.lr)
+     << ",\"momentum\":" << json_number(cfg.momentum)
+     << ",\"dropout\":" << json_string(resnet ? "none in the model" : cfg.dropout)
+     << ",\"seed\":" << cfg.seed << ",\"steps_per_epoch\":" << steps_per_epoch
      << ",\"parameters\":" << state.param_count();
   if (net) {
     js << ",\"primitives_per_step\":" << net->forward_primitives() + net->backward_primitives()
