@@ -7,8 +7,11 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "common/protocol.hpp"
+
 #include <cstdint>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -100,6 +103,39 @@ class DeviceMemory {
   std::map<void*, Block> blocks_;
   std::map<std::string, size_t> live_;
   size_t total_ = 0, peak_ = 0;
+};
+
+// The library handles on one stream, destroyed on every way out. The stream is blocking:
+// it waits for the legacy default stream, where DeviceMemory's cudaMemset zeroes each new
+// buffer. cuBLAS's workspace comes from `mem`, so the program's accounting holds it too
+// (32 MiB: cuBLAS's recommendation for Hopper); declare `mem` first, so every buffer
+// outlives the libraries' last use of it.
+class Handles {
+ public:
+  Handles(DeviceMemory& mem, cublasMath_t blas_math) : Handles() {  // delegating: a throw destroys
+    SC_CHECK(cudaStreamCreate(&stream));
+    SC_CHECK(cudnnCreate(&dnn));
+    SC_CHECK(cudnnSetStream(dnn, stream));
+    SC_CHECK(cublasCreate(&blas));
+    SC_CHECK(cublasSetStream(blas, stream));  // before cublasSetWorkspace: it resets the workspace
+    SC_CHECK(cublasSetMathMode(blas, blas_math));
+    const size_t workspace = size_t{32} << 20;
+    SC_CHECK(cublasSetWorkspace(blas, mem.bytes(workspace, "cublas_workspace"), workspace));
+  }
+  Handles(const Handles&) = delete;
+  Handles& operator=(const Handles&) = delete;
+  ~Handles() {
+    if (blas) cublasDestroy(blas);
+    if (dnn) cudnnDestroy(dnn);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  cublasHandle_t blas = nullptr;
+
+ private:
+  Handles() = default;
 };
 
 // cudnnTensorDescriptor_t for a dense NCHW float tensor.
@@ -206,6 +242,26 @@ inline int64_t device_used_bytes(size_t* total = nullptr) {
   return static_cast<int64_t>(total_b - free_b);
 }
 
+// CUDA device 0 as both commands start on it: its context made at once, so the device
+// memory readings after it exclude the context, and what the answer names it by.
+struct DeviceStart {
+  size_t total_bytes = 0;
+  int64_t used_context_bytes = 0;  // device_used_bytes right after the context
+  cudaDeviceProp prop{};
+  int runtime_version = 0, driver_version = 0;
+};
+
+inline DeviceStart start_device() {
+  DeviceStart d;
+  SC_CHECK(cudaSetDevice(0));
+  SC_CHECK(cudaFree(nullptr));  // the context, now, so the readings below exclude it
+  d.used_context_bytes = device_used_bytes(&d.total_bytes);
+  SC_CHECK(cudaGetDeviceProperties(&d.prop, 0));
+  SC_CHECK(cudaRuntimeGetVersion(&d.runtime_version));
+  SC_CHECK(cudaDriverGetVersion(&d.driver_version));
+  return d;
+}
+
 // ---- names, for the answer ---------------------------------------------------------------
 
 inline std::string version3(int v) {  // cuDNN 9's encoding: major * 10000 + minor * 100 + patch
@@ -272,6 +328,21 @@ inline std::string cublas_math_name(cublasMath_t m) {
     case CUBLAS_TF32_TENSOR_OP_MATH: return "CUBLAS_TF32_TENSOR_OP_MATH";
     default: return "math " + std::to_string(static_cast<int>(m));
   }
+}
+
+// The answer's details from "device" to "cuda_driver": the GPU, and the versions of cuDNN
+// (the library loaded and the header built against), cuBLAS and CUDA.
+inline std::string device_json(const DeviceStart& d) {
+  std::ostringstream js;
+  js << "\"device\":\"cuda\""
+     << ",\"device_name\":" << json_string(d.prop.name) << ",\"compute_capability\":\"" << d.prop.major
+     << "." << d.prop.minor << "\""
+     << ",\"cudnn\":\"" << version3(static_cast<int>(cudnnGetVersion())) << "\""
+     << ",\"cudnn_header\":\"" << CUDNN_MAJOR << "." << CUDNN_MINOR << "." << CUDNN_PATCHLEVEL << "\""
+     << ",\"cudnn_api\":\"legacy\",\"cublas\":\"" << CUBLAS_VER_MAJOR << "." << CUBLAS_VER_MINOR << "."
+     << CUBLAS_VER_PATCH << "\",\"cuda_runtime\":\"" << cuda_version(d.runtime_version)
+     << "\",\"cuda_driver\":\"" << cuda_version(d.driver_version) << "\"";
+  return js.str();
 }
 
 }  // namespace stackcost::cudnn

@@ -456,9 +456,9 @@ int run(const Args& args) {
   require_device();  // before anything else: one clear line on a machine without a GPU
   const Protocol p = parse_protocol(args);
   const Family family = parse_family(args, "cudnn");
-  const auto device = args.count("device") ? args.at("device") : std::string("cuda");
+  const auto device = arg_or(args, "device", "cuda");
   if (device != "cuda") throw std::runtime_error("stackcost_cudnn runs on device=cuda only, not " + device);
-  const auto math = args.count("math") ? args.at("math") : std::string("fp32");
+  const auto math = arg_or(args, "math", "fp32");
   if (math != "fp32" && math != "tf32") throw std::runtime_error("math must be fp32 or tf32, not " + math);
   const bool tf32 = math == "tf32";
   const ProfileRequest prof = parse_profile(args);
@@ -466,35 +466,14 @@ int run(const Args& args) {
   const auto folded_bn = std::stoll(arg(args, "folded_bn"));
   const auto classes = static_cast<int>(std::stoll(arg(args, "num_classes")));
 
-  SC_CHECK(cudaSetDevice(0));
-  SC_CHECK(cudaFree(nullptr));  // the context, now, so the readings below exclude it
-  size_t device_total = 0;
-  const int64_t used_context = device_used_bytes(&device_total);
-  cudaDeviceProp prop{};
-  SC_CHECK(cudaGetDeviceProperties(&prop, 0));
-  int runtime_version = 0, driver_version = 0;
-  SC_CHECK(cudaRuntimeGetVersion(&runtime_version));
-  SC_CHECK(cudaDriverGetVersion(&driver_version));
+  const DeviceStart dev = start_device();
 
-  // A blocking stream: it waits for the legacy default stream, where DeviceMemory's
-  // cudaMemset zeroes each new buffer.
-  cudaStream_t stream = nullptr;
-  SC_CHECK(cudaStreamCreate(&stream));
-  cudnnHandle_t dnn = nullptr;
-  SC_CHECK(cudnnCreate(&dnn));
-  SC_CHECK(cudnnSetStream(dnn, stream));
-  cublasHandle_t blas = nullptr;
-  SC_CHECK(cublasCreate(&blas));
-  SC_CHECK(cublasSetStream(blas, stream));  // before cublasSetWorkspace: it resets the workspace
   // fp32: PEDANTIC, the prescribed precision in every phase (DEFAULT would not use TF32 for
   // an SGEMM either, but may reduce in lower precision); tf32: TF32 tensor cores allowed.
   const cublasMath_t blas_math = tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH;
-  SC_CHECK(cublasSetMathMode(blas, blas_math));
   DeviceMemory mem;
-  // cuBLAS's workspace from our own allocation, so the program's accounting holds it too
-  // (32 MiB: cuBLAS's recommendation for Hopper).
-  const size_t blas_workspace = size_t{32} << 20;
-  SC_CHECK(cublasSetWorkspace(blas, mem.bytes(blas_workspace, "cublas_workspace"), blas_workspace));
+  const Handles h(mem, blas_math);
+  const cudaStream_t stream = h.stream;
   const int64_t used_handles = device_used_bytes();
   const int64_t baseline_rss = vm_bytes("VmRSS:");
 
@@ -504,7 +483,7 @@ int run(const Args& args) {
   if (x.dims.size() != 4) throw std::runtime_error("input must be NCHW, got " + dims_str(x.dims));
 
   Weights weights(read_tensors(arg(args, "weights")));
-  Net net(weights, mem, dnn, blas, stream, tf32);
+  Net net(weights, mem, h.dnn, h.blas, stream, tf32);
   const Act in = net.input(x);
   if (family.resnet()) {
     build_resnet(net, in, family, classes);
@@ -546,14 +525,7 @@ int run(const Args& args) {
     by_kind << (by_kind.tellp() > 0 ? "," : "") << json_string(kind) << ":" << bytes;
   }
   std::ostringstream d;
-  d << profiled << "\"arch\":" << json_string(family.arch) << ",\"device\":\"cuda\""
-    << ",\"device_name\":" << json_string(prop.name) << ",\"compute_capability\":\"" << prop.major
-    << "." << prop.minor << "\""
-    << ",\"cudnn\":\"" << version3(static_cast<int>(cudnnGetVersion())) << "\""
-    << ",\"cudnn_header\":\"" << CUDNN_MAJOR << "." << CUDNN_MINOR << "." << CUDNN_PATCHLEVEL << "\""
-    << ",\"cudnn_api\":\"legacy\",\"cublas\":\"" << CUBLAS_VER_MAJOR << "." << CUBLAS_VER_MINOR << "."
-    << CUBLAS_VER_PATCH << "\",\"cuda_runtime\":\"" << cuda_version(runtime_version)
-    << "\",\"cuda_driver\":\"" << cuda_version(driver_version) << "\""
+  d << profiled << "\"arch\":" << json_string(family.arch) << "," << device_json(dev)
     << ",\"math\":" << json_string(math)
     << ",\"conv_math_type\":" << json_string(math_name(tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH))
     << ",\"cublas_math\":" << json_string(cublas_math_name(blas_math))
@@ -563,7 +535,8 @@ int run(const Args& args) {
     << ",\"convs\":" << net.convs_json() << ",\"conv_workspace_bytes\":" << net.workspace_bytes()
     << ",\"launches_per_call\":" << net.launches()
     << ",\"device_alloc_peak_bytes\":" << mem.peak() << ",\"device_alloc_bytes\":{" << by_kind.str() << "}"
-    << ",\"device_total_bytes\":" << device_total << ",\"device_used_context_bytes\":" << used_context
+    << ",\"device_total_bytes\":" << dev.total_bytes
+    << ",\"device_used_context_bytes\":" << dev.used_context_bytes
     << ",\"device_used_handles_bytes\":" << used_handles << ",\"device_used_loaded_bytes\":" << used_loaded
     << ",\"device_used_after_bytes\":" << used_after
     << ",\"device_used_method\":\"cudaMemGetInfo (total - free, whole device): after the context, "
@@ -579,9 +552,6 @@ int run(const Args& args) {
 
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  cublasDestroy(blas);
-  cudnnDestroy(dnn);
-  cudaStreamDestroy(stream);
   return 0;
 }
 

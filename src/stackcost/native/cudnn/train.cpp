@@ -71,21 +71,6 @@ BatchLoss cross_entropy(const float* logp, float* grad, const int64_t* labels, i
   return out;
 }
 
-// The library handles and the stream, destroyed on every way out.
-struct Handles {
-  cudaStream_t stream = nullptr;
-  cudnnHandle_t dnn = nullptr;
-  cublasHandle_t blas = nullptr;
-  Handles() = default;
-  Handles(const Handles&) = delete;
-  Handles& operator=(const Handles&) = delete;
-  ~Handles() {
-    if (blas) cublasDestroy(blas);
-    if (dnn) cudnnDestroy(dnn);
-    if (stream) cudaStreamDestroy(stream);
-  }
-};
-
 }  // namespace
 
 int train(const Args& args) {
@@ -100,31 +85,11 @@ int train(const Args& args) {
   const int64_t batch = cfg.batch, epochs = cfg.epochs;
   const bool resnet = family.resnet();
 
-  SC_CHECK(cudaSetDevice(0));
-  SC_CHECK(cudaFree(nullptr));  // the context, now, so the readings below exclude it
-  size_t device_total = 0;
-  const int64_t used_context = device_used_bytes(&device_total);
-  cudaDeviceProp prop{};
-  SC_CHECK(cudaGetDeviceProperties(&prop, 0));
-  int runtime_version = 0, driver_version = 0;
-  SC_CHECK(cudaRuntimeGetVersion(&runtime_version));
-  SC_CHECK(cudaDriverGetVersion(&driver_version));
+  const DeviceStart dev = start_device();
 
-  // DeviceMemory before the handles: destroyed after them, so every buffer outlives the
-  // libraries' last use of it.
   DeviceMemory mem;
-  Handles h;
-  // A blocking stream: it waits for the legacy default stream, where DeviceMemory's
-  // cudaMemset zeroes each new buffer.
-  SC_CHECK(cudaStreamCreate(&h.stream));
-  SC_CHECK(cudnnCreate(&h.dnn));
-  SC_CHECK(cudnnSetStream(h.dnn, h.stream));
-  SC_CHECK(cublasCreate(&h.blas));
-  SC_CHECK(cublasSetStream(h.blas, h.stream));  // before cublasSetWorkspace: it resets the workspace
   // fp32 training: the prescribed precision in every phase, no TF32.
-  SC_CHECK(cublasSetMathMode(h.blas, CUBLAS_PEDANTIC_MATH));
-  const size_t blas_workspace = size_t{32} << 20;  // cuBLAS's recommendation for Hopper
-  SC_CHECK(cublasSetWorkspace(h.blas, mem.bytes(blas_workspace, "cublas_workspace"), blas_workspace));
+  const Handles h(mem, CUBLAS_PEDANTIC_MATH);
   const int64_t used_handles = device_used_bytes();
   const int64_t baseline_rss = vm_bytes("VmRSS:");
 
@@ -217,14 +182,7 @@ int train(const Args& args) {
   }
   std::ostringstream js;
   log.write_answer_head(js, baseline_rss);
-  js << ",\"details\":{\"arch\":" << json_string(arch) << ",\"device\":\"cuda\""
-     << ",\"device_name\":" << json_string(prop.name) << ",\"compute_capability\":\"" << prop.major << "."
-     << prop.minor << "\""
-     << ",\"cudnn\":\"" << version3(static_cast<int>(cudnnGetVersion())) << "\""
-     << ",\"cudnn_header\":\"" << CUDNN_MAJOR << "." << CUDNN_MINOR << "." << CUDNN_PATCHLEVEL << "\""
-     << ",\"cudnn_api\":\"legacy\",\"cublas\":\"" << CUBLAS_VER_MAJOR << "." << CUBLAS_VER_MINOR << "."
-     << CUBLAS_VER_PATCH << "\",\"cuda_runtime\":\"" << cuda_version(runtime_version)
-     << "\",\"cuda_driver\":\"" << cuda_version(driver_version) << "\""
+  js << ",\"details\":{\"arch\":" << json_string(arch) << "," << device_json(dev)
      << ",\"math\":\"fp32\",\"conv_math_type\":" << json_string(math_name(CUDNN_FMA_MATH))
      << ",\"cublas_math\":" << json_string(cublas_math_name(CUBLAS_PEDANTIC_MATH))
      << ",\"layout\":\"NCHW\",\"algo_choice\":\"heuristic\""
@@ -248,7 +206,8 @@ int train(const Args& args) {
   }
   js << ",\"conv_workspace_bytes\":" << ctx.workspace_bytes << ",\"device_alloc_peak_bytes\":" << mem.peak()
      << ",\"device_alloc_bytes\":{" << by_kind.str() << "}"
-     << ",\"device_total_bytes\":" << device_total << ",\"device_used_context_bytes\":" << used_context
+     << ",\"device_total_bytes\":" << dev.total_bytes
+     << ",\"device_used_context_bytes\":" << dev.used_context_bytes
      << ",\"device_used_handles_bytes\":" << used_handles << ",\"device_used_built_bytes\":" << used_built
      << ",\"device_used_after_bytes\":" << used_after
      << ",\"device_used_method\":\"cudaMemGetInfo (total - free, whole device): after the context, after the "
