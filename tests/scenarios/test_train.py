@@ -297,7 +297,7 @@ def test_the_refusal_names_every_backend_that_trains():
         check_backends(["onnxruntime"], learn({"onnxruntime": {}}))
     for name in ("eager", "inductor", "torchscript", "tf", "tf-xla", "keras", "keras-xla"):
         assert name in str(refused.value)
-    assert "jax, libtorch, onednn)" in str(refused.value)
+    assert "jax, libtorch, onednn, cudnn)" in str(refused.value)
 
 
 def test_one_command_trains_at_every_thread_count_and_names_each_row(tmp_path, capsys):
