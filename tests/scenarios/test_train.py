@@ -335,3 +335,5 @@ def test_a_gpu_epoch_records_its_copies_pinned_or_pageable(tmp_path):
         epoch = repetitions(db)["eager"]["epochs"][0]
         assert epoch["copy_device"] == "cuda" and epoch["copy_pinned"] is (not pageable)
         assert epoch["copy_bytes_per_batch"] > 0 and epoch["copy_ms_per_batch"] > 0
+        details = repetitions(db)["eager"]["details"]  # fp32 training is IEEE fp32, recorded
+        assert details["cudnn_conv_fp32_precision"] == "ieee"

@@ -208,6 +208,7 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
 
     from stackcost.backends import PrepareContext
     from stackcost.backends.base import TrainRun
+    from stackcost.backends.torch_common import numerics
     from stackcost.data.splits import Batches
     from stackcost.measure.counters import Edge, Window
     from stackcost.result import EpochRecord
@@ -231,6 +232,9 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
     t = time.perf_counter()
     ctx = PrepareContext(workdir=Path(task.workdir))
     optimizer = _OptimizerFactory(cfg, cfg.epochs * len(train))
+    # On a GPU, fp32 training is IEEE fp32 in every torch rung: torch's default would let
+    # cuDNN convolutions round to TF32. Set before the rung traces or compiles; recorded.
+    fp32_math = numerics(cell)
     prepared = bench.backend.prepare_train(model, optimizer, F.cross_entropy, example, cell, ctx)
     scheduler = optimizer.schedule()
     prepare_s = time.perf_counter() - t
@@ -245,6 +249,7 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
 
     details = {
         **prepared.details,
+        **fp32_math.details(),
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
     }
