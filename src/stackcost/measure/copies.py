@@ -38,17 +38,6 @@ class HostCopies(BaseModel):
         return self.bytes / (self.pinned_ms / 1e3) / 1e9 if self.pinned_ms > 0 else 0.0
 
 
-def _timed_copy(tensors: Sequence[Any], torch: Any, non_blocking: bool) -> float:
-    """One copy of every tensor to the GPU, in ms by CUDA events around it."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for t in tensors:
-        t.to("cuda", non_blocking=non_blocking)
-    end.record()
-    end.synchronize()
-    return float(start.elapsed_time(end))
-
-
 def host_to_device(tensors: Sequence[Any], iters: int = COPY_ITERS) -> HostCopies | None:
     """The copy of `tensors` (host tensors: one batch's inputs) to the GPU, pageable and
     pinned; None where CUDA is not available or there is nothing to copy."""
@@ -59,18 +48,26 @@ def host_to_device(tensors: Sequence[Any], iters: int = COPY_ITERS) -> HostCopie
     host = [t.detach().cpu() for t in tensors if isinstance(t, torch.Tensor)]
     if not host or not torch.cuda.is_available():
         return None
+    from stackcost.measure.timer import CudaTimer
+
     pinned = [t.pin_memory() for t in host]
-    times: dict[bool, list[float]] = {False: [], True: []}
+    median_ms: dict[bool, float] = {}
     for is_pinned, source in ((False, host), (True, pinned)):
-        _timed_copy(source, torch, non_blocking=is_pinned)  # first copy: allocations
-        for _ in range(iters):
-            # Pinned memory is what makes a non-blocking copy asynchronous; the events still
-            # bracket the copy itself on the stream.
-            times[is_pinned].append(_timed_copy(source, torch, non_blocking=is_pinned))
+
+        def copy(source: list[Any] = source, is_pinned: bool = is_pinned) -> None:
+            # Pinned memory is what makes a non-blocking copy asynchronous; the events
+            # still bracket the copy itself on the stream.
+            for t in source:
+                t.to("cuda", non_blocking=is_pinned)
+
+        copy()  # the first copy pays the allocations
+        ns: list[int] = []
+        CudaTimer().run(copy, iters, ns)  # the engine's event pair around each copy
+        median_ms[is_pinned] = statistics.median(ns) / 1e6
     return HostCopies(
         bytes=sum(int(t.nbytes) for t in host),
-        pageable_ms=statistics.median(times[False]),
-        pinned_ms=statistics.median(times[True]),
+        pageable_ms=median_ms[False],
+        pinned_ms=median_ms[True],
         iters=iters,
         device=torch.cuda.get_device_name(0),
     )

@@ -118,32 +118,18 @@ class Timed:
 def time_calls(fn: Callable[[], object], device: str, warmup: int, runs: int) -> list[float]:
     """Milliseconds of each of `runs` calls of `fn` after `warmup` untimed ones.
 
-    On CUDA: an event pair around each call, queued back to back (the GPU never idles
-    between calls, as in a sustained run) and read after one synchronize. On CPU (a dry
-    run of the arithmetic): perf_counter around each call.
+    The engine's own timers (measure/timer.py): on CUDA an event pair around each call,
+    queued back to back (the GPU never idles between calls, as in a sustained run) and read
+    after one synchronize of the current device (the caller's `torch.cuda.device`); on CPU
+    (a dry run of the arithmetic) perf_counter around each call.
     """
-    import torch
+    from stackcost.measure.timer import timer_for
 
     for _ in range(warmup):
         fn()
-    if not device.startswith("cuda"):
-        out = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - t0) * 1e3)
-        return out
-    events = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(runs)
-    ]
-    torch.cuda.synchronize(device)
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize(device)
-    return [start.elapsed_time(end) for start, end in events]
+    ns: list[int] = []
+    timer_for("cuda" if device.startswith("cuda") else "cpu").run(fn, runs, ns)
+    return [t / 1e6 for t in ns]
 
 
 @contextlib.contextmanager
