@@ -63,6 +63,12 @@ PRECISION_TOLERANCE: dict[str, float] = {
     "w4": 0.35,
 }
 
+# The precisions that exist only on a GPU, each with the reason a cell elsewhere is refused
+# for (read in the parent, before any worker starts, beside QUANTIZED's CPU-only rule).
+CUDA_ONLY: dict[str, str] = {
+    "tf32": "tf32 is a CUDA tensor-core math mode; on cpu use fp32 or bf16",
+}
+
 # The quantized precisions and their acceptance rules: each rung builds them with its own
 # framework's tooling (stackcost.quantize).
 QUANTIZED: dict[str, QuantRule] = {

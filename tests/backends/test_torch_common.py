@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from stackcost.axes import PRECISION_TOLERANCE
+from stackcost.axes import CUDA_ONLY, PRECISION_TOLERANCE
 from stackcost.backends import load_backend
-from stackcost.backends.torch_common import CUDA_ONLY, Numerics, numerics
+from stackcost.backends.torch_common import Numerics, numerics
 from stackcost.execute.worker import run_task
 from stackcost.result import RepetitionResult
 from stackcost.scenarios.task import RepetitionTask

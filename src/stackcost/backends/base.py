@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stackcost.axes import QUANTIZED
+from stackcost.axes import CUDA_ONLY, QUANTIZED
 from stackcost.clip import shown
 
 if TYPE_CHECKING:  # torch is imported only inside worker processes
@@ -78,6 +78,8 @@ class Capabilities:
         ):
             if axis == "device" and value != "cpu" and cell.precision in QUANTIZED:
                 return f"precision {cell.precision} is wired for the CPU only (device {value})"
+            if axis == "device" and value != "cuda" and cell.precision in CUDA_ONLY:
+                return f"precision {cell.precision}: {CUDA_ONLY[cell.precision]}"
             if value not in allowed:
                 if axis == "mode" and value == "train":
                     return f"cannot train: inference only (modes: {', '.join(sorted(allowed))})"

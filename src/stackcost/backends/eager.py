@@ -5,7 +5,6 @@ from __future__ import annotations
 from stackcost.backends.base import Backend, Capabilities, Prepared, TrainPrepared
 from stackcost.backends.torch_common import (
     cast,
-    device_problem,
     evaluator,
     numerics,
     quantized,
@@ -25,9 +24,6 @@ class EagerBackend(Backend):
         precision_reasons=(("int8", EAGER_NO_INT8),),
     )
     generator = "stackcost.generation.eager:EagerGenerator"
-
-    def why_not(self, cell):
-        return super().why_not(cell) or device_problem(cell)
 
     def prepare(self, model, example, cell, ctx):
         import torch

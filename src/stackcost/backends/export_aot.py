@@ -9,7 +9,6 @@ from pathlib import Path
 from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
 from stackcost.backends.torch_common import (
     cast,
-    device_problem,
     numerics,
     quantized,
     torch_dtype,
@@ -26,9 +25,6 @@ class ExportAOTBackend(Backend):
         devices=frozenset({"cpu", "cuda"}),
         precisions=frozenset({"fp32", "tf32", "bf16", "amp", *COMPILED_PATHS}),
     )
-
-    def why_not(self, cell):
-        return super().why_not(cell) or device_problem(cell)
 
     def available(self) -> Availability:
         if shutil.which("g++") is None and shutil.which("c++") is None:

@@ -18,7 +18,6 @@ from stackcost.backends.base import (
 )
 from stackcost.backends.torch_common import (
     cast,
-    device_problem,
     evaluator,
     numerics,
     quantized,
@@ -51,9 +50,6 @@ class InductorBackend(Backend):
         if shutil.which("g++") is None and shutil.which("c++") is None:
             return Availability(False, "no C++ compiler: apt-get install g++")
         return Availability.needs_modules("torch", install="pip install torch")
-
-    def why_not(self, cell):
-        return super().why_not(cell) or device_problem(cell)
 
     def _fresh_cache(self, ctx, cell=None) -> tuple[str, dict]:
         """Inductor's kernel cache for this compile, and what to record of it.

@@ -17,11 +17,6 @@ if TYPE_CHECKING:
 
 TrainStep = Callable[[Any, Any], tuple[Any, Any]]
 
-# The precisions a torch rung runs on CUDA only, each with the reason a cell elsewhere is
-# refused for.
-CUDA_ONLY: dict[str, str] = {
-    "tf32": "tf32 is a CUDA tensor-core math mode; on cpu use fp32 or bf16",
-}
 # amp's lower dtype per device: classic mixed precision (float16, with fp32 weights) on
 # CUDA; on the CPU, bfloat16, the dtype CPU autocast is built for.
 AUTOCAST_DTYPE: dict[str, str] = {"cuda": "float16", "cpu": "bfloat16"}
@@ -35,14 +30,6 @@ def torch_dtype(precision: str) -> torch.dtype:
 
     floats = {"bf16": torch.bfloat16, "fp16": torch.float16}
     return floats.get(precision, torch.float32)
-
-
-def device_problem(cell: Cell) -> str | None:
-    """Why a torch rung cannot run the cell's precision on the cell's device (tf32 off
-    CUDA), or None; the rungs' `why_not` asks it after their capabilities."""
-    if cell.device != "cuda" and cell.precision in CUDA_ONLY:
-        return f"precision {cell.precision}: {CUDA_ONLY[cell.precision]}"
-    return None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from stackcost.backends.base import (
     Prepared,
     TrainPrepared,
 )
-from stackcost.backends.torch_common import cast, device_problem, evaluator, numerics, train_step
+from stackcost.backends.torch_common import cast, evaluator, numerics, train_step
 
 _FLAGS = {"true": True, "false": False}
 # Why amp is not a TorchScript precision (tried on mnist-cnn, torch 2.13).
@@ -82,9 +82,6 @@ class TorchScriptBackend(Backend):
 
     def available(self) -> Availability:
         return Availability.needs_modules("torch", install="pip install torch")
-
-    def why_not(self, cell):
-        return super().why_not(cell) or device_problem(cell)
 
     def prepare(self, model, example, cell, ctx):
         import warnings
