@@ -42,3 +42,13 @@ def test_every_int8_isa_feature_is_checked_and_the_old_list_is_a_prefix():
 def test_no_cpuinfo_gives_no_flags(tmp_path: Path):
     cpu = cpu_info(tmp_path / "missing")
     assert cpu["flags"] == [] and cpu["flags_checked"] == list(CPU_FLAGS)
+
+
+def test_vnni_reads_the_flags_and_a_narrowed_onednn():
+    from stackcost.env import vnni
+
+    assert vnni(["avx2", "avx512_vnni", "amx_int8"]) == ["avx512_vnni", "amx_int8"]
+    assert vnni(["avx2"]) == []
+    # ONEDNN_MAX_CPU_ISA below VNNI: oneDNN runs none of it, whatever the CPU has.
+    assert vnni(["avx512_vnni"], "AVX2") == [] and vnni(["avx512_vnni"], "avx512_core") == []
+    assert vnni(["avx512_vnni"], "AVX512_CORE_VNNI") == ["avx512_vnni"]

@@ -8,6 +8,7 @@ import platform
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -45,6 +46,12 @@ INT8_ISA: dict[str, str] = {
     "amx_int8": "AMX-INT8",
     "avx512_bf16": "AVX-512 BF16",
 }
+# The flags whose int8 dot product (VPDPBUSD, AMX tiles) accumulates in 32 bits: without one,
+# x86 int8 kernels multiply with VPMADDUBSW, whose 16-bit sums can saturate.
+VNNI_FLAGS: tuple[str, ...] = ("avx512_vnni", "avx_vnni", "amx_int8")
+# ONEDNN_MAX_CPU_ISA caps under which oneDNN (and OpenVINO's and PyTorch's oneDNN kernels)
+# runs no VNNI kernel, whatever the CPU has (oneDNN's "CPU dispatcher control" values).
+ONEDNN_NO_VNNI_CAPS: tuple[str, ...] = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
 # /proc/cpuinfo flags recorded with every run: the int8 ISA above and the float paths.
 CPU_FLAGS: tuple[str, ...] = (
     "avx2",
@@ -132,6 +139,14 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
         "physical_cores": psutil.cpu_count(logical=False),
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
     }
+
+
+def vnni(flags: Sequence[str], onednn_cap: str | None = None) -> list[str]:
+    """The VNNI_FLAGS among the CPU's `flags` an int8 kernel may use: none when oneDNN's ISA
+    is capped below them (`onednn_cap`, ONEDNN_MAX_CPU_ISA's value; MLAS ignores it)."""
+    if onednn_cap and onednn_cap.strip().upper() in ONEDNN_NO_VNNI_CAPS:
+        return []
+    return [f for f in VNNI_FLAGS if f in flags]
 
 
 def gpus(nvml: Any = None) -> tuple[list[dict[str, Any]], str | None]:

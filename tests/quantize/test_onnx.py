@@ -205,3 +205,44 @@ def test_an_int8_cell_runs_end_to_end_and_reuses_its_graph(tmp_path):
         assert q["calibration"]["samples"] >= BATCH
     first, second = (r.details["artifact"] for r in results)
     assert not first["reused"] and second["reused"] and first["key"] == second["key"]
+
+
+def test_auto_scheme_follows_the_guide_for_the_cpu():
+    from stackcost.quantize.onnx import NO_VNNI_SCHEME, int8_scheme
+
+    for flags in (["avx2", "avx512_vnni"], ["avx2", "avx_vnni"], ["avx2", "amx_int8"]):
+        scheme, why = int8_scheme("auto", flags)
+        assert scheme == "full-range" and flags[1] in why
+    scheme, why = int8_scheme("auto", ["avx2", "avx512f"])
+    assert scheme == NO_VNNI_SCHEME and "no VNNI" in why and "saturate" in why
+    assert int8_scheme("reduce-range", ["avx512_vnni"])[0] == "reduce-range"
+    with pytest.raises(ValueError, match="u8s8.*use one of"):
+        int8_scheme("u8s8", [])
+
+
+@pytest.mark.parametrize(("scheme", "weights"), [("reduce-range", "int8 symmetric per-channel, 7-bit range"), ("u8u8", "uint8 symmetric per-channel")])  # fmt: skip
+def test_each_scheme_is_recorded_as_the_graph_stores_it(graphs, tmp_path, scheme, weights):
+    from stackcost.quantize.onnx import quantize_onnx
+
+    src, example, calibration = graphs["mnist-cnn"]
+    for precision in ("int8-dyn", "int8"):
+        record = quantize_onnx(
+            src, tmp_path / precision, precision, calibration, feeds, (scheme, "asked")
+        )
+        assert record.scheme == scheme and record.scheme_reason == "asked"
+        assert weights in record.weights
+        if precision == "int8" and scheme == "u8u8":
+            assert record.activations.startswith("uint8 asymmetric")
+    w8 = quantize_onnx(src, tmp_path / "w8", "w8", None, feeds, (scheme, "asked"))
+    assert w8.scheme is None  # weight-only graphs have no int8 dot product to fit
+
+
+def test_a_record_without_a_scheme_follows_this_cpu(graphs, tmp_path):
+    """No scheme given: `auto` for the CPU the test runs on, read from its flags."""
+    from stackcost.env import cpu_info, vnni
+    from stackcost.quantize.onnx import NO_VNNI_SCHEME, quantize_onnx
+
+    src, _, calibration = graphs["mlp"]
+    record = quantize_onnx(src, tmp_path, "int8", calibration, feeds)
+    expected = "full-range" if vnni(cpu_info()["flags"]) else NO_VNNI_SCHEME
+    assert record.scheme == expected and record.scheme_reason.startswith("auto: ")

@@ -35,14 +35,17 @@ BATCH = 32  # rows enough for the agreement to be judged (QuantRule.min_rows)
 
 
 def _has_vnni() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
+    """VNNI that OpenVINO's oneDNN may use: the CPU's, unless ONEDNN_MAX_CPU_ISA caps it."""
+    from stackcost.env import cpu_info, vnni
+
+    return bool(vnni(cpu_info()["flags"], os.environ.get("ONEDNN_MAX_CPU_ISA")))
 
 
-needs_vnni = pytest.mark.skipif(not _has_vnni(), reason="no VNNI: no per-call int8 here")
+needs_vnni = pytest.mark.skipif(
+    not _has_vnni(),
+    reason="CPU feature missing: no avx512_vnni, avx_vnni or amx_int8 for oneDNN "
+    "(absent, or capped by ONEDNN_MAX_CPU_ISA): no per-call int8 here",
+)
 
 
 class Fp32:
@@ -242,3 +245,27 @@ def test_the_rung_offers_each_quantized_precision_and_int8_dyn_on_x86_only(
     reason = backend.why_not(tiny_cell("openvino", precision="int8-dyn"))
     assert reason is not None and "x86" in reason and "aarch64" in reason
     assert backend.why_not(tiny_cell("openvino", precision="w8")) is None
+
+
+def test_overflow_fix_follows_the_isa_onednn_runs():
+    from stackcost.quantize.openvino import overflow_fix
+
+    assert overflow_fix("auto", ["avx2"], None)[0] == "enable"
+    assert overflow_fix("auto", ["avx2", "avx512_vnni"], None)[0] == "first_layer_only"
+    # Narrowed below VNNI, oneDNN saturates as an AVX2 CPU would: the fix goes everywhere.
+    fix, why = overflow_fix("auto", ["avx512_vnni"], "AVX2")
+    assert fix == "enable" and "ONEDNN_MAX_CPU_ISA=AVX2" in why
+    assert overflow_fix("disable", ["avx2"], None)[0] == "disable"
+    with pytest.raises(ValueError, match="use one of"):
+        overflow_fix("half", [], None)
+
+
+def test_int8_records_its_overflow_fix(models: dict[str, Fp32]) -> None:
+    fp32 = models["mlp"]
+    built = quantize_model(
+        ov.Core().read_model(str(fp32.path)), "int8", fp32.calibration, fp32.feed,
+        ("enable", "asked"),
+    )  # fmt: skip
+    assert built.record.scheme == "overflow_fix=enable" and built.record.scheme_reason == "asked"
+    assert "overflow_fix=enable" in built.record.tool
+    assert fp32.quantize("w8").record.scheme is None

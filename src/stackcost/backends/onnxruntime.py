@@ -10,6 +10,7 @@ from stackcost.axes import QUANTIZED
 from stackcost.backends.base import Availability, Backend, Capabilities, Option, Prepared
 from stackcost.backends.onnx_export import EXPORTERS, derived, feeds_by_name
 from stackcost.backends.ort_options import OPT_LEVELS, PROVIDERS, opt_levels, session_options
+from stackcost.quantize.onnx import SCHEMES
 
 if TYPE_CHECKING:
     from stackcost.backends.base import PrepareContext
@@ -30,10 +31,12 @@ class OnnxRuntimeBackend(Backend):
     )
     generator = "stackcost.generation.onnxruntime:OrtGenAIGenerator"
     # opt_level: ORT's graph optimization levels ("layout" needs ORT >= 1.22, checked
-    # against the installed one when the session is made).
+    # against the installed one when the session is made). int8_scheme: how int8 graphs
+    # meet the CPU's int8 dot product (quantize.onnx.SCHEMES; auto follows ORT's guide).
     options = {
         "exporter": Option("dynamo", EXPORTERS),
         "opt_level": Option("all", tuple(OPT_LEVELS)),
+        "int8_scheme": Option("auto", SCHEMES, "full-range, reduce-range or u8u8 weights"),
     }
 
     def available(self) -> Availability:
@@ -64,7 +67,8 @@ class OnnxRuntimeBackend(Backend):
         chosen = "exporter" in cell.backend_options
         path, details = onnx_for(model, example, cell, ctx, exporter, fallback=not chosen)
         if cell.precision in QUANTIZED:
-            path, details = _quantized(path, details, cell, ctx)
+            scheme = self.option(cell, "int8_scheme")
+            path, details = _quantized(path, details, cell, ctx, scheme)
 
         so = session_options(ort, cell.threads, opt_level)
         start = time.perf_counter()
@@ -127,7 +131,7 @@ class OnnxRuntimeBackend(Backend):
 
 
 def _quantized(
-    src: Path, export: dict[str, Any], cell: Cell, ctx: PrepareContext
+    src: Path, export: dict[str, Any], cell: Cell, ctx: PrepareContext, requested: str
 ) -> tuple[Path, dict[str, Any]]:
     """The fp32 graph `src` quantized to the cell's precision by onnxruntime.quantization,
     and the details to record: made once per cell with the run's artifact cache, keyed by
@@ -136,14 +140,16 @@ def _quantized(
 
     import onnxruntime as ort
 
-    from stackcost.quantize.onnx import MODEL, quantize_onnx
+    from stackcost.env import cpu_info
+    from stackcost.quantize.onnx import MODEL, int8_scheme, quantize_onnx
 
     precision, calibration = cell.precision, ctx.calibration
     feeds = feeds_by_name(export["onnx_inputs"])
+    scheme = int8_scheme(requested, cpu_info()["flags"])
 
     def make(home: Path) -> dict[str, Any]:
         start = time.perf_counter()
-        record = quantize_onnx(src, home, precision, calibration, feeds)
+        record = quantize_onnx(src, home, precision, calibration, feeds, scheme)
         return {
             "quantization": record.details(),
             "quantize_s": time.perf_counter() - start,
@@ -151,5 +157,7 @@ def _quantized(
         }
 
     versions = {"onnxruntime": ort.__version__}
+    if precision in ("int8", "int8-dyn"):  # part of the recipe: another CPU's is not reused
+        versions["int8_scheme"] = scheme[0]
     home, details = derived("onnx-quantized", export, cell, ctx, versions, make)
     return home / MODEL, details

@@ -17,7 +17,7 @@ from stackcost.backends.base import (
 )
 from stackcost.backends.onnx_export import EXPORTERS, derived, feeds_by_name
 from stackcost.quantize import is_quantized
-from stackcost.quantize.openvino import DYNAMIC_GROUP
+from stackcost.quantize.openvino import DYNAMIC_GROUP, OVERFLOW_FIXES
 from stackcost.quantize.openvino import PRECISIONS as QUANTIZED_PRECISIONS
 
 if TYPE_CHECKING:
@@ -37,7 +37,12 @@ class OpenVINOBackend(Backend):
     description = "ONNX export + OpenVINO CPU plugin (explicit inference precision, LATENCY hint)"
     capabilities = Capabilities(precisions=frozenset({"fp32", "bf16", *QUANTIZED_PRECISIONS}))
     generator = "stackcost.generation.openvino:OpenVINOGenAIGenerator"
-    options = {"exporter": Option("dynamo", EXPORTERS)}
+    # overflow_fix: NNCF's saturation fix for int8 (quantize.openvino.OVERFLOW_FIXES; auto
+    # follows OpenVINO's guide for the ISA oneDNN will run).
+    options = {
+        "exporter": Option("dynamo", EXPORTERS),
+        "overflow_fix": Option("auto", OVERFLOW_FIXES, "NNCF's 7-bit weight fix for int8"),
+    }
     # PERF_COUNT's per-node times did not add up to the wall time (averaged, not per call).
     torch_profiled = False
 
@@ -81,7 +86,8 @@ class OpenVINOBackend(Backend):
             "PERFORMANCE_HINT": "LATENCY",
         }
         if is_quantized(cell.precision):
-            path, details = _quantized(path, details, example, cell, ctx, config)
+            fix = self.option(cell, "overflow_fix")
+            path, details = _quantized(path, details, example, cell, ctx, config, fix)
             config.update(details["compile_config"])
         start = time.perf_counter()
         compiled = core.compile_model(str(path), "CPU", config)
@@ -141,24 +147,35 @@ def _quantized(
     cell: Cell,
     ctx: PrepareContext,
     config: dict[str, Any],
+    requested_fix: str,
 ) -> tuple[Path, dict[str, Any]]:
     """The fp32 graph `src` quantized to the cell's precision by NNCF and saved as OpenVINO
     IR, and the details to record: made once per cell with the run's artifact cache, keyed
     by the fp32 graph it came from, the precision, NNCF's and OpenVINO's versions and the
     calibration set."""
+    import os
     import time
     from importlib import metadata
 
     import openvino as ov
 
-    from stackcost.quantize.openvino import dynamic_quantization_changes, quantize_model
+    from stackcost.env import cpu_info
+    from stackcost.quantize.openvino import (
+        dynamic_quantization_changes,
+        overflow_fix,
+        quantize_model,
+    )
 
     precision, calibration = cell.precision, ctx.calibration
     feeds = feeds_by_name(export["onnx_inputs"])
+    # The ISA oneDNN runs here: the CPU's, capped where the cell's environment narrowed it.
+    fix = overflow_fix(requested_fix, cpu_info()["flags"], os.environ.get("ONEDNN_MAX_CPU_ISA"))
 
     def make(home: Path) -> dict[str, Any]:
         start = time.perf_counter()
-        built = quantize_model(ov.Core().read_model(str(src)), precision, calibration, feeds)
+        built = quantize_model(
+            ov.Core().read_model(str(src)), precision, calibration, feeds, fix
+        )
         made: dict[str, Any] = {
             "quantization": built.record.details(),
             "compile_config": built.config,
@@ -182,5 +199,7 @@ def _quantized(
         return made
 
     versions = {"nncf": metadata.version("nncf"), "openvino": ov.get_version()}
+    if precision == "int8":  # part of the recipe: another ISA's model is not reused
+        versions["overflow_fix"] = fix[0]
     home, details = derived("openvino-quantized", export, cell, ctx, versions, make)
     return home / MODEL, details

@@ -81,6 +81,10 @@ class QuantRecord(BaseModel):
     ops: Ops
     weight_bytes: int  # the quantized weights as the rung stores them
     fp32_weight_bytes: int  # the same weights in fp32
+    # How the build was fitted to the CPU's int8 dot product, and why ("u8u8", "auto: this
+    # CPU has no VNNI ..."); None where the tool has no such choice.
+    scheme: str | None = None
+    scheme_reason: str | None = None
     notes: list[str] = Field(default_factory=list)  # fallbacks, deprecations, caveats
 
     def details(self) -> dict[str, Any]:

@@ -10,6 +10,12 @@ the ONNX Runtime rung exports (the same graph OpenVINO runs):
 - w8, w4: `MatMulNBitsQuantizer` (round-to-nearest, groups of 32 along K): MatMul weights
   in 8 or 4 bits, MatMulNBits computing in fp32; convolutions stay float.
 
+The int8 precisions follow ORT's quantization guide for the CPU they run on (`SCHEMES`): on
+x86 without VNNI, MLAS multiplies uint8 by int8 with VPMADDUBSW, whose 16-bit sums can
+saturate; the guide names two remedies, reduce-range (7-bit weights) and U8U8 (unsigned
+weights, multiplied in 16 bits: no saturation). ORT's MLAS picks its kernels from cpuid, so
+the choice reads the CPU's own flags, never a narrowed ISA.
+
 The record's ops, weight scheme and bytes are read back from the graph written, so a node
 the tool skipped shows up as float rather than being assumed quantized.
 """
@@ -17,10 +23,11 @@ the tool skipped shows up as float rather than being assumed quantized.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackcost.env import VNNI_FLAGS, vnni
 from stackcost.quantize import Calibration, Ops, QuantRecord, quiet
 
 if TYPE_CHECKING:
@@ -37,6 +44,14 @@ PRECISIONS = ("int8-dyn", "int8", *BITS)
 MODEL = "model.onnx"
 # Past this a graph must keep its weights in external files (protobuf's 2 GiB limit).
 EXTERNAL_DATA_BYTES = 1 << 30
+
+# How the int8 precisions' weights (and, for static int8, activations) are typed, per the
+# guide: full-range S8 weights where VNNI's dot product cannot saturate; reduce-range (7-bit
+# S8 weights) or U8U8 where it can. `auto` resolves by the CPU (`int8_scheme`).
+SCHEMES = ("auto", "full-range", "reduce-range", "u8u8")
+# What `auto` picks without VNNI: the remedy that held the accuracy rule at the better speed
+# on an AVX2-only EPYC (benchmarks/int8_schemes.py).
+NO_VNNI_SCHEME = "u8u8"
 
 # Op types that carry integer weights or compute on quantized inputs, as the tools emit them.
 QUANTIZED_OPS = frozenset(
@@ -65,20 +80,49 @@ WEIGHT_INPUTS = {
 }
 
 
+def int8_scheme(requested: str, cpu_flags: Sequence[str]) -> tuple[str, str]:
+    """The scheme an int8 graph is built with, and why: `requested` unless it is `auto`,
+    which follows ORT's guide for a CPU with `cpu_flags` (env.cpu_info's)."""
+    if requested not in SCHEMES:
+        raise ValueError(f"onnxruntime int8_scheme {requested!r}: use one of {SCHEMES}")
+    if requested != "auto":
+        return requested, f"{requested}: asked for (-o onnxruntime.int8_scheme)"
+    # MLAS reads cpuid, so no ISA cap applies: the CPU's own flags decide.
+    if found := vnni(cpu_flags):
+        return "full-range", (
+            f"auto: this CPU has {', '.join(found)}, whose int8 dot product accumulates in "
+            "32 bits, so ORT's guide needs no remedy: full-range S8 weights"
+        )
+    return NO_VNNI_SCHEME, (
+        f"auto: this CPU has no VNNI ({', '.join(VNNI_FLAGS)} absent), so ORT's U8S8 kernels "
+        "use VPMADDUBSW, whose 16-bit sums can saturate; of the guide's two remedies "
+        f"(reduce-range, u8u8) {NO_VNNI_SCHEME} held the accuracy rule at the better speed "
+        "on an AVX2-only CPU (benchmarks/int8_schemes.py)"
+    )
+
+
 def quantize_onnx(
     src: Path,
     dst_dir: Path,
     precision: str,
     calibration: Calibration | None,
     feeds: Callable[[Example], dict[str, np.ndarray]],
+    scheme: tuple[str, str] | None = None,
 ) -> QuantRecord:
     """Quantize the fp32 graph `src` to `precision` into `dst_dir`/model.onnx (a directory
     of its own: external weights land beside it) and record what was built. `feeds` turns
-    a calibration example into the graph's inputs (int8 only; its calibration is required)."""
+    a calibration example into the graph's inputs (int8 only; its calibration is required).
+    `scheme` is `int8_scheme`'s answer (int8 and int8-dyn only): the scheme and its reason;
+    None: `auto` for this CPU."""
     import onnxruntime as ort
+
+    from stackcost.env import cpu_info
 
     if precision not in PRECISIONS:
         raise ValueError(f"onnxruntime has no quantization recipe for precision {precision!r}")
+    scheme = scheme or int8_scheme("auto", cpu_info()["flags"])
+    if scheme[0] not in SCHEMES[1:]:
+        raise ValueError(f"onnxruntime int8 scheme {scheme[0]!r}: use one of {SCHEMES[1:]}")
     dst_dir.mkdir(parents=True, exist_ok=True)
     dst = dst_dir / MODEL
     external = _dir_bytes(src.parent) > EXTERNAL_DATA_BYTES
@@ -86,13 +130,13 @@ def quantize_onnx(
     # The tools log on the root logger and under "onnxruntime".
     with quiet("", "onnxruntime"):
         if precision == "int8-dyn":
-            tool = _dynamic(src, dst, dst_dir, external, notes)
+            tool = _dynamic(src, dst, dst_dir, external, scheme[0], notes)
         elif precision == "int8":
             if calibration is None or not calibration.examples:
                 raise ValueError(
                     "precision int8 needs calibration inputs (static activation scales)"
                 )
-            tool = _static(src, dst, dst_dir, external, calibration, feeds, notes)
+            tool = _static(src, dst, dst_dir, external, calibration, feeds, scheme[0], notes)
         else:
             tool = _weight_only(src, dst, BITS[precision], external, notes)
 
@@ -112,27 +156,37 @@ def quantize_onnx(
         ops=ops,
         weight_bytes=initializer_bytes(built),
         fp32_weight_bytes=initializer_bytes(onnx.load(str(src))),
+        scheme=scheme[0] if precision in ("int8", "int8-dyn") else None,
+        scheme_reason=scheme[1] if precision in ("int8", "int8-dyn") else None,
         notes=notes,
     )
 
 
-def _dynamic(src: Path, dst: Path, work: Path, external: bool, notes: list[str]) -> str:
+def _dynamic(
+    src: Path, dst: Path, work: Path, external: bool, scheme: str, notes: list[str]
+) -> str:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     pre = _pre_processed(src, work, external, notes)
-    # Symmetric int8 weights (S8; ORT's default for QInt8), per channel where the op's
-    # quantizer supports it; reduce_range off: it is a workaround for pre-VNNI x86 only.
+    # Symmetric weights, per channel where the op's quantizer supports it: S8 (ORT's default,
+    # U8S8 with the per-call uint8 activations), 7-bit S8 with reduce-range, or U8 (U8U8,
+    # zero point 128) where VNNI is missing.
+    weight = QuantType.QUInt8 if scheme == "u8u8" else QuantType.QInt8
+    reduce = scheme == "reduce-range"
     quantize_dynamic(
         pre,
         dst,
         per_channel=True,
-        reduce_range=False,
-        weight_type=QuantType.QInt8,
+        reduce_range=reduce,
+        weight_type=weight,
         use_external_data_format=external,
         extra_options={"WeightSymmetric": True},
     )
     _drop(pre, src)
-    return "quantize_dynamic (QOperator, per_channel=True, weight_type=QInt8)"
+    return (
+        f"quantize_dynamic (QOperator, per_channel=True, weight_type={weight.name}, "
+        f"reduce_range={reduce})"
+    )
 
 
 def _static(
@@ -142,6 +196,7 @@ def _static(
     external: bool,
     calibration: Calibration,
     feeds: Callable[[Example], dict[str, np.ndarray]],
+    scheme: str,
     notes: list[str],
 ) -> str:
     from onnxruntime.quantization import (
@@ -152,19 +207,22 @@ def _static(
     )
 
     pre = _pre_processed(src, work, external, notes)
-    # S8S8 in QDQ: ORT's recommended first choice on x86 CPUs; asymmetric activations use
-    # the whole int8 range on one-sided (post-ReLU) tensors. Gemm and MatMul keep float
-    # outputs (ORT runs QGemm / MatMulIntegerToFloat): a quantized graph output would clip
-    # the logits to the range the few calibration batches happened to reach.
+    # S8S8 in QDQ: ORT's recommended first choice on x86 CPUs (7-bit weights with
+    # reduce-range); U8U8 where VNNI is missing and the guide's other remedy is chosen.
+    # Asymmetric activations use the whole range on one-sided (post-ReLU) tensors. Gemm and
+    # MatMul keep float outputs (ORT runs QGemm / MatMulIntegerToFloat): a quantized graph
+    # output would clip the logits to the range the few calibration batches reached.
+    qtype = QuantType.QUInt8 if scheme == "u8u8" else QuantType.QInt8
+    reduce = scheme == "reduce-range"
     quantize_static(
         pre,
         dst,
         _Reader([feeds(example) for example in calibration.examples]),
         quant_format=QuantFormat.QDQ,
         per_channel=True,
-        reduce_range=False,
-        activation_type=QuantType.QInt8,
-        weight_type=QuantType.QInt8,
+        reduce_range=reduce,
+        activation_type=qtype,
+        weight_type=qtype,
         calibrate_method=CalibrationMethod.MinMax,
         use_external_data_format=external,
         extra_options={
@@ -176,7 +234,11 @@ def _static(
     _drop(pre, src)
     notes.append(f"outputs of {', '.join(FLOAT_OUTPUTS)} left float (their inputs are int8)")
     notes.append(_session_ops(dst))
-    return "quantize_static (QDQ, per_channel=True, S8S8, MinMax calibration)"
+    pair = "U8U8" if scheme == "u8u8" else "S8S8"
+    return (
+        f"quantize_static (QDQ, per_channel=True, {pair}, reduce_range={reduce}, "
+        "MinMax calibration)"
+    )
 
 
 def _weight_only(src: Path, dst: Path, bits: int, external: bool, notes: list[str]) -> str:
@@ -368,13 +430,22 @@ def _describe(
     weight: onnx.TensorProto, zp: onnx.TensorProto | None, scale: onnx.TensorProto | None = None
 ) -> str:
     """A weight's scheme, as "int8 symmetric per-channel": its type, whether its zero points
-    sit at the type's midpoint, and whether it has more than one scale (or zero point)."""
+    sit at the type's midpoint, whether it has more than one scale (or zero point), and
+    ", 7-bit range" when every value fits in 7 bits about its zero point (reduce-range)."""
     import math
+
+    import numpy as np
+    from onnx import numpy_helper
 
     per = scale if scale is not None else zp
     count = math.prod(per.dims) if per is not None else 1
     side = "symmetric" if _symmetric(zp) else "asymmetric"
-    return f"{_type_name(weight)} {side} {'per-channel' if count > 1 else 'per-tensor'}"
+    described = f"{_type_name(weight)} {side} {'per-channel' if count > 1 else 'per-tensor'}"
+    values = numpy_helper.to_array(weight).astype(np.int64)
+    mid = 128 if _type_name(weight) == "uint8" else 0
+    if values.size and side == "symmetric" and np.abs(values - mid).max() <= 64:
+        described += ", 7-bit range"
+    return described
 
 
 def activation_scheme(model: onnx.ModelProto, precision: str) -> str:

@@ -2,7 +2,9 @@
 ONNX graph, and counted back from the model NNCF returns.
 
 - int8: `nncf.quantize` inserts FakeQuantize on activations with scales calibrated on the
-  calibration set, and stores weights int8 per channel.
+  calibration set, and stores weights int8 per channel. Its overflow fix follows OpenVINO's
+  saturation guide for the ISA oneDNN will run (`overflow_fix`): without VNNI the int8
+  dot product can saturate, and the fix keeps every layer's weights in 7 bits.
 - w8 / w4: `nncf.compress_weights` stores weights int8 (per channel) or int4 (in groups);
   activations stay float. The CPU plugin would quantize activations of such MatMuls per
   call by default (DYNAMIC_QUANTIZATION_GROUP_SIZE is 32 in 2026.4), so the compile config
@@ -23,10 +25,11 @@ import io
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from stackcost.env import vnni
 from stackcost.quantize import Ops, QuantRecord
 
 if TYPE_CHECKING:
@@ -64,6 +67,32 @@ DECOMPRESSION = frozenset(
 LAYOUT = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Convert"})
 
 
+# NNCF's OverflowFix values; "auto" resolves by the ISA (`overflow_fix`).
+OVERFLOW_FIXES = ("auto", "enable", "first_layer_only", "disable")
+
+
+def overflow_fix(
+    requested: str, cpu_flags: Sequence[str], onednn_cap: str | None
+) -> tuple[str, str]:
+    """NNCF's overflow fix for an int8 model, and why: `requested` unless it is `auto`,
+    which follows OpenVINO's saturation guide for the ISA oneDNN will use (the CPU's flags,
+    capped by ONEDNN_MAX_CPU_ISA=`onednn_cap`, which OpenVINO's CPU plugin obeys)."""
+    if requested not in OVERFLOW_FIXES:
+        raise ValueError(f"openvino overflow_fix {requested!r}: use one of {OVERFLOW_FIXES}")
+    if requested != "auto":
+        return requested, f"{requested}: asked for (-o openvino.overflow_fix)"
+    if found := vnni(cpu_flags, onednn_cap):
+        return "first_layer_only", (
+            f"auto: oneDNN may use {', '.join(found)}, which does not saturate; NNCF's "
+            "default keeps only the first layer's weights in 7 bits"
+        )
+    capped = f" (ONEDNN_MAX_CPU_ISA={onednn_cap})" if onednn_cap else ""
+    return "enable", (
+        f"auto: no VNNI for oneDNN{capped}, so its int8 dot product can saturate; OpenVINO's "
+        "saturation guide: 7-bit weights in every layer"
+    )
+
+
 @dataclass(frozen=True)
 class Quantized:
     model: ov.Model
@@ -99,15 +128,23 @@ def quantize_model(
     precision: str,
     calibration: Calibration | None,
     feed: Callable[[Example], Mapping[str, np.ndarray]],
+    fix: tuple[str, str] | None = None,
 ) -> Quantized:
     """`model` (the fp32 graph, left as it is) quantized to `precision` by NNCF, what was
     built, and the compile config it needs. `feed` turns a calibration example into the
-    model's inputs by name; int8 needs `calibration`."""
+    model's inputs by name; int8 needs `calibration`; `fix` is `overflow_fix`'s answer
+    (None: `auto` for this CPU and this process' ONEDNN_MAX_CPU_ISA)."""
+    import os
+
     import nncf
     import openvino as ov
 
+    from stackcost.env import cpu_info
+
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: openvino builds {', '.join(PRECISIONS)}")
+    if fix is None:
+        fix = overflow_fix("auto", cpu_info()["flags"], os.environ.get("ONEDNN_MAX_CPU_ISA"))
     fp32_bytes = constant_bytes(model)
     tool = f"nncf {nncf.__version__}"
     notes: list[str] = []
@@ -121,8 +158,14 @@ def quantize_model(
                 preset=nncf.QuantizationPreset.PERFORMANCE,
                 # NNCF counts dataset items, here batches: every calibration batch is used.
                 subset_size=len(calibration.examples),
+                advanced_parameters=nncf.AdvancedQuantizationParameters(
+                    overflow_fix=nncf.OverflowFix(fix[0])
+                ),
             )
-            tool += " quantize (preset performance: symmetric; fast bias correction)"
+            tool += (
+                " quantize (preset performance: symmetric; fast bias correction; "
+                f"overflow_fix={fix[0]})"
+            )
         else:
             mode = WEIGHT_MODES[precision]
             options: dict[str, Any] = {}
@@ -180,6 +223,8 @@ def quantize_model(
         ),
         weight_bytes=constant_bytes(built),
         fp32_weight_bytes=fp32_bytes,
+        scheme=f"overflow_fix={fix[0]}" if precision == "int8" else None,
+        scheme_reason=fix[1] if precision == "int8" else None,
         notes=notes,
     )
     return Quantized(built, record, config)
