@@ -57,6 +57,27 @@ def test_each_precision_records_what_torchao_built(precision):
         assert ops.quantized == {"Linear": 2} and ops.float == {"Conv2d": 2}
     assert (record.calibration is not None) == (precision == "int8")
     assert record.tool.startswith("torchao ")
+    # PT2E follows torchao's guide for the ISA oneDNN runs here; quantize_ has no such choice.
+    if COMPILED_PATHS[precision] == "pt2e":
+        assert record.scheme in ("reduce_range=True", "reduce_range=False")
+        assert record.scheme_reason.startswith("auto: ")
+        assert ("7-bit" in record.activations) == (record.scheme == "reduce_range=True")
+    else:
+        assert record.scheme is None
+
+
+def test_reduce_range_follows_the_isa_onednn_runs():
+    from stackcost.quantize.pytorch import reduce_range
+
+    assert reduce_range("auto", ["avx2", "fma"], None)[0] is True
+    assert reduce_range("auto", ["avx2", "avx512_vnni"], None)[0] is False
+    assert reduce_range("auto", ["amx_int8"], None)[0] is False
+    on, why = reduce_range("auto", ["avx512_vnni"], "AVX2")  # narrowed below VNNI
+    assert on is True and "ONEDNN_MAX_CPU_ISA=AVX2" in why
+    off, why = reduce_range("false", ["avx2"], None)
+    assert off is False and why.startswith("reduce_range=false: asked for")
+    with pytest.raises(ValueError, match="use one of"):
+        reduce_range("7bit", [], None)
 
 
 def test_eager_has_no_static_int8_and_says_why():

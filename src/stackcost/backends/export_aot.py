@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
 from stackcost.backends.torch_common import (
+    REDUCE_OPTION,
     cast,
     numerics,
     quantized,
@@ -25,6 +26,7 @@ class ExportAOTBackend(Backend):
         devices=frozenset({"cpu", "cuda"}),
         precisions=frozenset({"fp32", "tf32", "bf16", "amp", *COMPILED_PATHS}),
     )
+    options = {"reduce_range": REDUCE_OPTION}
 
     def available(self) -> Availability:
         if shutil.which("g++") is None and shutil.which("c++") is None:

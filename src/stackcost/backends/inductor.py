@@ -17,6 +17,7 @@ from stackcost.backends.base import (
     TrainPrepared,
 )
 from stackcost.backends.torch_common import (
+    REDUCE_OPTION,
     cast,
     evaluator,
     numerics,
@@ -44,6 +45,7 @@ class InductorBackend(Backend):
             "default", ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
         ),
         "freezing": Option("false", FLAG),
+        "reduce_range": REDUCE_OPTION,
     }
 
     def available(self) -> Availability:

@@ -8,6 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from stackcost.backends.base import Option
+from stackcost.quantize.pytorch import REDUCE_RANGE
+
 if TYPE_CHECKING:
     import torch
 
@@ -16,6 +19,9 @@ if TYPE_CHECKING:
     from stackcost.workload import Example
 
 TrainStep = Callable[[Any, Any], tuple[Any, Any]]
+
+# The compiled rungs' `-o RUNG.reduce_range` for PT2E int8 (quantize.pytorch.reduce_range).
+REDUCE_OPTION = Option("auto", REDUCE_RANGE, "7-bit activations for PT2E int8")
 
 # amp's lower dtype per device: classic mixed precision (float16, with fp32 weights) on
 # CUDA; on the CPU, bfloat16, the dtype CPU autocast is built for.
@@ -138,16 +144,26 @@ def quantized(
     scale_error: float = 1.0,
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """The cell's model quantized by torchao along `paths[precision]` (quantize.pytorch),
-    and the details to record; a float precision's model comes back as it is."""
+    and the details to record; a float precision's model comes back as it is. PT2E reads
+    the rung's `reduce_range` option (REDUCE_OPTION) against the ISA oneDNN runs here."""
     from stackcost.quantize import is_quantized
 
     if not is_quantized(cell.precision):
         return model, {}
-    from stackcost.quantize.pytorch import quantize
+    import os
 
+    from stackcost.env import cpu_info
+    from stackcost.quantize.pytorch import quantize, reduce_range
+
+    reduce = None
+    if paths[cell.precision] == "pt2e":
+        requested = cell.backend_options.get("reduce_range", REDUCE_OPTION.default)
+        cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+        reduce = reduce_range(requested, cpu_info()["flags"], cap)
     built, record = quantize(
-        model, example, cell.precision, paths[cell.precision], ctx.calibration, scale_error
-    )
+        model, example, cell.precision, paths[cell.precision], ctx.calibration, scale_error,
+        reduce,
+    )  # fmt: skip
     return built, {"quantization": record.details()}
 
 

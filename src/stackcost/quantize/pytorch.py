@@ -5,7 +5,9 @@ Two of torchao's paths, each where it is the real one:
   compiled rungs (inductor, export-aot): the exported graph gets quantize/dequantize pairs
   around every convolution and linear, and Inductor fuses each into a oneDNN int8 kernel.
   In eager those pairs would run as fp32 reference decompositions, so eager has no static
-  int8 (`EAGER_PATHS`).
+  int8 (`EAGER_PATHS`). torchao's guide for the config: reduce_range (7-bit activations)
+  "on earlier CPUs without VNNI", where oneDNN's u8s8 dot product can saturate
+  (`reduce_range`, read for the ISA oneDNN runs).
 - `quantize_` (tensor subclasses on nn.Linear weights) for w8, w4 and, in eager, int8-dyn:
   torchao's eager-mode API. It quantizes Linear layers only: a CNN's convolutions stay
   float, and the record counts them.
@@ -17,8 +19,10 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from stackcost.env import vnni
 from stackcost.quantize import Calibration, Ops, QuantRecord, quiet
 
 if TYPE_CHECKING:
@@ -34,8 +38,32 @@ EAGER_NO_INT8 = (
     "torchao's static int8 is PT2E, lowered by Inductor; in eager its quantize/dequantize "
     "pairs run as fp32 reference ops, not int8 kernels (use inductor or export-aot)"
 )
+# The rungs' `reduce_range` option: auto follows torchao's guide for the ISA.
+REDUCE_RANGE = ("auto", "true", "false")
 # The weighted ops a record counts, by their aten name in a PT2E graph.
 _GRAPH_OPS = ("conv1d", "conv2d", "conv3d", "linear", "matmul", "bmm", "addmm", "mm")
+
+
+def reduce_range(
+    requested: str, cpu_flags: Sequence[str], onednn_cap: str | None
+) -> tuple[bool, str]:
+    """Whether PT2E's activations are quantized to 7 bits, and why: `requested` unless it is
+    `auto`, which follows torchao's guide for the ISA oneDNN runs (the CPU's `cpu_flags`,
+    capped by ONEDNN_MAX_CPU_ISA=`onednn_cap`, which PyTorch's oneDNN obeys)."""
+    if requested not in REDUCE_RANGE:
+        raise ValueError(f"reduce_range {requested!r}: use one of {REDUCE_RANGE}")
+    if requested != "auto":
+        return requested == "true", f"reduce_range={requested}: asked for (-o RUNG.reduce_range)"
+    if found := vnni(cpu_flags, onednn_cap):
+        return False, (
+            f"auto: oneDNN may use {', '.join(found)}, which does not saturate: "
+            "full-range uint8 activations (torchao's default)"
+        )
+    capped = f" (ONEDNN_MAX_CPU_ISA={onednn_cap})" if onednn_cap else ""
+    return True, (
+        f"auto: no VNNI for oneDNN{capped}, whose u8s8 dot product can saturate; torchao's "
+        "guide: reduce_range=True (7-bit activations) on CPUs without VNNI"
+    )
 
 
 def quantize(
@@ -45,18 +73,29 @@ def quantize(
     path: str,
     calibration: Calibration | None,
     scale_error: float = 1.0,
+    reduce: tuple[bool, str] | None = None,
 ) -> tuple[torch.nn.Module, QuantRecord]:
     """`model` (fp32, eval) quantized to `precision` by `path`, and what was built.
+    `reduce` is `reduce_range`'s answer, for PT2E (None: `auto` for this CPU and process).
 
     `scale_error` is a test-only knob: every weight scale is multiplied by it after
     quantizing, a deliberately broken quantization that verification must call wrong."""
+    import os
+
     import torchao
+
+    from stackcost.env import cpu_info
 
     fp32_bytes = _state_bytes(model)
     # torchao's import logs CUDA-only extensions it cannot load; PT2E warns of deprecations.
     with quiet("torchao", "torch._dynamo", "torch.export"):
         if path == "pt2e":
-            built, record = _pt2e(model, example, precision, calibration)
+            if reduce is None:
+                reduce = reduce_range(
+                    "auto", cpu_info()["flags"], os.environ.get("ONEDNN_MAX_CPU_ISA")
+                )
+            built, record = _pt2e(model, example, precision, calibration, reduce[0])
+            record |= {"scheme": f"reduce_range={reduce[0]}", "scheme_reason": reduce[1]}
         else:
             built, record = _quantize_(model, precision)
         if scale_error != 1.0:
@@ -70,7 +109,11 @@ def quantize(
 
 
 def _pt2e(
-    model: torch.nn.Module, example: Example, precision: str, calibration: Calibration | None
+    model: torch.nn.Module,
+    example: Example,
+    precision: str,
+    calibration: Calibration | None,
+    reduce: bool,
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     import torch
     import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
@@ -86,7 +129,9 @@ def _pt2e(
         notes.append(f"strict export failed ({type(error).__name__}); traced non-strict")
         graph = torch.export.export(model, example.args, example.kwargs).module()
     quantizer = xiq.X86InductorQuantizer()
-    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config(is_dynamic=dynamic))
+    quantizer.set_global(
+        xiq.get_default_x86_inductor_quantization_config(is_dynamic=dynamic, reduce_range=reduce)
+    )
     prepared = prepare_pt2e(graph, quantizer)
     # Static: the observers see every calibration batch. Dynamic: one call sets the weight
     # observers; activation scales are computed per call at run time.
@@ -98,9 +143,8 @@ def _pt2e(
     return built, {
         "weights": "int8 symmetric per-channel",
         "activations": (
-            "uint8 asymmetric per-tensor, dynamic (scales computed per call)"
-            if dynamic
-            else "uint8 asymmetric per-tensor, static (calibrated scales)"
+            f"uint8{' (7-bit range)' if reduce else ''} asymmetric per-tensor, "
+            + ("dynamic (scales computed per call)" if dynamic else "static (calibrated scales)")
         ),
         "calibration": calibration.record() if calibration and not dynamic else None,
         "ops": _graph_ops(built),
