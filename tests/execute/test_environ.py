@@ -30,6 +30,13 @@ def test_whitelist_own_settings_and_inherited_names():
     assert recorded(env) == {"MINE": "x", "OMP_NUM_THREADS": "2", "PATH": "/bin"}
 
 
+def test_a_narrowed_isa_reaches_the_workers_and_is_recorded():
+    parent = {"PATH": "/bin", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    env = worker_environ(parent, {})
+    assert env == parent
+    assert recorded(env)["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+
+
 def test_names_are_checked():
     assert check_env_names(["OK_NAME", "_x1"]) is None
     assert "not an environment variable name" in check_env_names(["1BAD"])
