@@ -11,7 +11,10 @@ from stackcost.native.build import BuildError, _compile, toolchain_problem
 from stackcost.result import headline
 
 
-@pytest.mark.skipif(toolchain_problem("onednn", shutil.which) is not None, reason="no toolchain")
+@pytest.mark.skipif(
+    toolchain_problem("onednn", shutil.which) is not None,
+    reason=f"toolchain missing: {toolchain_problem('onednn', shutil.which)}",
+)
 def test_compile_error_reports_the_compilers_last_lines(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import subprocess
 from pathlib import Path
 
@@ -88,10 +89,13 @@ def mnist_problem(conv_bias: bool = False, **kw) -> Problem:
 
 
 def _avx512() -> bool:
-    try:
-        return " avx512f" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
+    """AVX-512 kernels for oneDNN: the CPU has them (the environment record's flags) and
+    ONEDNN_MAX_CPU_ISA does not cap oneDNN below them."""
+    from stackcost.env import cpu_info
+
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper()
+    narrowed = cap in ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
+    return "avx512f" in cpu_info()["flags"] and not narrowed
 
 
 # Seen on an AMD EPYC (avx2 only): step 1 matches eager fp64 as closely as eager fp32 does,
