@@ -162,6 +162,9 @@ class Workload:
     # depths). The rungs that re-define models (Keras, the C++ programs) build from these
     # two, so a new depth of a family is one zoo entry. None: nothing re-defines it.
     family: str | None = None
+    # How a mixture of experts routes ("num_local_experts=8"), read from its config; None
+    # for a dense model. Generate refuses such a decoder before any worker builds it.
+    experts: str | None = None
 
     def __post_init__(self) -> None:
         """Every size axis is one stackcost knows, and every named dimension of an input is
@@ -238,6 +241,8 @@ class Workload:
             "num_classes": self.num_classes,
             "in_channels": self.in_channels,
             "batch": self.batch,
+            # Only when set: a dense model's facts, and the digest of its spec, stay as they were.
+            **({"experts": self.experts} if self.experts else {}),
         }
 
     @classmethod

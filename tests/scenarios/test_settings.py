@@ -13,11 +13,11 @@ from stackcost.scenarios.settings import (
     KINDS,
     LoadGenSettings,
     parse_duration_ms,
-    parse_scenarios,
     peak_precision,
     planned,
 )
 from stackcost.scenarios.summary import parse_summary
+from stackcost.spec.grammar import parse_scenarios
 from tests.conftest import tiny_cell
 
 SINGLE_STREAM_SUMMARY = """\

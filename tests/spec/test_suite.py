@@ -239,7 +239,7 @@ def test_flags_and_names_are_checked_before_anything_is_written(tmp_path, capsys
             "--precisions: unknown precision 'int9' (allowed: fp32, tf32, bf16, fp16, amp, "
             "int8-dyn, int8, w8, w4)",
         ),
-        (["suite", "tiny", "--precisions", " , "], "--precisions is empty"),
+        (["suite", "tiny", "--precisions", " , "], "--precisions ' , ': empty item at position 1"),
         (["suite", "tiny", "--precisions", "int8,int8"], "--precisions: int8, int8 names one"),
         (["suite", "tiny", "--summary-only"], "no such store"),
     ):

@@ -17,9 +17,15 @@ from stackcost.scenarios.settings import (
     MAX_MIN_DURATION_MS,
     SCENARIO_CHOICES,
     parse_duration_ms,
-    parse_scenarios,
 )
-from stackcost.spec.grammar import check_int, parse_choices, parse_options, parse_positive_ints
+from stackcost.spec.grammar import (
+    check_int,
+    parse_choices,
+    parse_options,
+    parse_positive_ints,
+    parse_scenarios,
+    split_list,
+)
 from stackcost.workload import SIZE_AXES
 
 
@@ -196,7 +202,7 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["backends"] = (
             "all"
             if args.backends == "all"
-            else [b.strip() for b in args.backends.split(",") if b.strip()]
+            else split_list(args.backends, "--backends", "eager,onnxruntime")
         )
     if args.batch_size is not None:
         fields["batch_sizes"] = parse_positive_ints(args.batch_size, "batch size")

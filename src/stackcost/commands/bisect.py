@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from stackcost.errors import SpecError
-from stackcost.spec.grammar import parse_float
+from stackcost.spec.grammar import parse_float, split_list
 
 
 def add_parser(sub: Any) -> None:
@@ -81,7 +81,7 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
             points = git_points(repo, args.good, args.bad)
             measure = git_measure(repo, args.shell_command, args.timeout)
         else:
-            points = [v.strip() for v in args.versions.split(",") if v.strip()]
+            points = split_list(args.versions, "--versions", "torch==2.3.0,torch==2.4.0")
             if len(points) < 2 or any("==" not in v for v in points):
                 raise SpecError("--versions needs at least two PKG==VERSION items")
             venvs = stack.enter_context(tempfile.TemporaryDirectory(prefix="stackcost-venvs-"))

@@ -32,9 +32,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.backends import check_name, load_backend
     from stackcost.errors import SpecError
     from stackcost.native.build import BuildError
+    from stackcost.spec.grammar import split_list
 
     backends = []
-    for name in (n.strip() for n in args.backends.split(",") if n.strip()):
+    for name in split_list(args.backends, "--backends", "libtorch,onednn"):
         try:
             check_name(name)
         except SpecError as exc:

@@ -20,7 +20,7 @@ from stackcost.axes import QUANTIZED
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_dir, check_output_file, write_output
-from stackcost.spec.grammar import parse_choices, parse_positive_ints
+from stackcost.spec.grammar import parse_choices, parse_positive_ints, split_list
 
 if TYPE_CHECKING:
     from stackcost.scenarios.heldout import Heldout
@@ -105,14 +105,10 @@ def check_args(args: argparse.Namespace) -> tuple[list[str], list[str], int, int
     """Backends, precisions, batch and calibration samples; SpecError on bad input."""
     from stackcost.backends import check_name
 
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if not backends:
-        raise SpecError(f"--backends {args.backends!r} names no backend")
+    backends = split_list(args.backends, "--backends", RUNGS)
     for name in backends:
         check_name(name)
     precisions = parse_choices(args.precision, "precision", PRECISIONS)
-    if not precisions:
-        raise SpecError(f"--precision {args.precision!r} names no precision")
     batch = parse_positive_ints(args.batch_size, "batch size")[0]
     samples = parse_positive_ints(args.calibration_samples, "calibration samples")[0]
     parse_positive_ints(args.threads, "threads")
@@ -130,16 +126,18 @@ def check_args(args: argparse.Namespace) -> tuple[list[str], list[str], int, int
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    import torch
-
     from stackcost.commands import train
-    from stackcost.execute import scratch
-    from stackcost.scenarios.heldout import evaluate
-    from stackcost.scenarios.train import kept_weights
 
     backends, precisions, batch, samples = check_args(args)
     targs = train_args(args)
     cell = next(c for c in train.spec_from_args(targs).spec.cells() if c.backend == "eager")
+    # Only once the recipe is accepted: a refusal is not kept waiting on torch's import.
+    import torch
+
+    from stackcost.execute import scratch
+    from stackcost.scenarios.heldout import evaluate
+    from stackcost.scenarios.train import kept_weights
+
     err = Console(stderr=True)
     weights = kept_weights(args.weights_dir, cell)
     if weights is None:

@@ -31,6 +31,7 @@ from stackcost.commands.run import (
 from stackcost.errors import SpecError
 from stackcost.measure.disturbance import POLICIES
 from stackcost.result import VALID_STATUSES
+from stackcost.spec.grammar import split_list
 from stackcost.spec.run import db_problem
 
 
@@ -77,14 +78,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     backends = None
     if args.backends is not None:
-        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-        if not backends:
-            raise SpecError("--backends is empty: give a comma list, e.g. eager,onnxruntime")
+        backends = split_list(args.backends, "--backends", "eager,onnxruntime")
     precisions = None
     if args.precisions is not None:  # each value checked with the suite (load_suite)
-        precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-        if not precisions:
-            raise SpecError("--precisions is empty: give a comma list, e.g. fp32,int8")
+        precisions = split_list(args.precisions, "--precisions", "fp32,int8")
     if args.summary_only and args.force:
         raise SpecError("--summary-only measures nothing: --force does not apply")
     if args.on_disturbed not in POLICIES:

@@ -10,6 +10,7 @@ from rich.console import Console
 from stackcost.commands.axes import add_axis_args, axis_fields
 from stackcost.commands.run import add_session_args, measure_and_show
 from stackcost.errors import SpecError
+from stackcost.spec.grammar import split_list
 from stackcost.workload import SIZE_AXES
 
 
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     for axis, values in overrides.pop("sizes", {}).items():  # a spec file's spelling
         overrides[SIZE_AXES[axis].plural] = values
     if args.models:
-        overrides["models"] = [m.strip() for m in args.models.split(",") if m.strip()]
+        overrides["models"] = split_list(args.models, "--models", "mlp,resnet18")
     if args.spec:
         spec = load_sweep(args.spec, overrides)
     elif "models" in overrides:

@@ -23,6 +23,7 @@ from stackcost.spec.grammar import (
     parse_choices,
     parse_config,
     parse_positive_ints,
+    split_list,
 )
 from stackcost.spec.run import check_threads, db_problem, model_ref
 from stackcost.workload import SIZE_AXES, Workload
@@ -119,6 +120,7 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
     (probe.ask), whose answers the run takes as they are (prepare) instead of asking again."""
     import os
 
+    from stackcost import zoo
     from stackcost.cell import TrainConfig
     from stackcost.data import DATASETS
     from stackcost.execute.environ import worker_environ
@@ -149,19 +151,15 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
     problem = check_env_names(args.inherit_env)
     if problem:
         raise SpecError(problem)
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    backends = split_list(args.backends, "--backends", "eager,inductor")
     check_backend_names(backends)
+    if args.model in zoo.MODELS:  # its inputs are in the table: no probe needed to refuse
+        check_fed_images(args.model, zoo.MODELS[args.model], args.dataset)
     asked = model_to_train(args, seed)
     environ = worker_environ(os.environ, {}, args.inherit_env)
     answers = ask([asked], {name: {} for name in backends}, environ, import_timeout(args))
     model, workload = trained_model(args, asked, answers.workloads)
-    dataset = args.dataset or ("digits" if workload.image_input else "synthetic")
-    if workload.image_input is None and dataset != "synthetic":
-        fed = ", ".join(f"{i.name} ({i.dtype})" for i in workload.inputs)
-        raise SpecError(
-            f"--dataset {dataset}: {args.model} is fed {fed}, not images "
-            "(allowed: synthetic, inputs drawn as the model declares them)"
-        )
+    dataset = check_fed_images(args.model, workload, args.dataset)
     check_data(dataset, args.data_dir)
     check_backends(backends, facts=answers.facts)
     spec = TrainSpec(
@@ -189,6 +187,20 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
     )
     check_full_batch(spec)
     return prepare(spec, answers)
+
+
+def check_fed_images(name: str, workload: Workload, dataset: str | None) -> str:
+    """The dataset to train on (digits for a model fed images, else synthetic): an image
+    dataset only for a model fed images. A zoo entry's inputs are its kind's whatever -c
+    and --head change, so its table row answers before the probe."""
+    dataset = dataset or ("digits" if workload.image_input else "synthetic")
+    if workload.image_input is None and dataset != "synthetic":
+        fed = ", ".join(f"{i.name} ({i.dtype})" for i in workload.inputs)
+        raise SpecError(
+            f"--dataset {dataset}: {name} is fed {fed}, not images "
+            "(allowed: synthetic, inputs drawn as the model declares them)"
+        )
+    return dataset
 
 
 def check_full_batch(spec: Any) -> None:

@@ -113,7 +113,7 @@ def prepare(
     model sets the sizes and data); they are checked here, not asked again. A spec already
     prepared is returned as it is. `import_timeout_s` bounds the child's import of user
     code (--import-timeout)."""
-    from stackcost.spec.run import check_sizes
+    from stackcost.spec.run import check_generate, check_sizes
 
     if isinstance(spec, Prepared):
         return spec
@@ -130,6 +130,7 @@ def prepare(
         # Part of the spec (and its digest), as when validation learned them.
         spec = spec.model_copy(update={"learned": {**spec.learned, **answers.workloads}})
         check_sizes(spec.sizes, [spec.workload(m) for m in spec.models])
+        check_generate(spec)  # what the probe learned: a decoder's LM head, its experts
     check_runnable(spec.cells(), answers.facts)
     return Prepared(spec, answers.facts)
 

@@ -72,8 +72,15 @@ def parse_env(items: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
-def _check_python(python: str, flag: str) -> None:
-    """The interpreter runs and has stackcost's worker: else one line, before anything."""
+# What a side's interpreter must print: a Python that imported stackcost's worker. An exit
+# status alone proves nothing: /bin/true exits 0 whatever it is asked.
+PROBE = "import stackcost, stackcost.execute.worker; print('stackcost', stackcost.__version__)"
+PROBE_TIMEOUT_S = 120.0  # the worker's imports, on a cold disk; a hang is refused after it
+
+
+def check_python(python: str, flag: str) -> None:
+    """The interpreter runs Python and imports stackcost's worker: else one line, before
+    any store exists or any block runs."""
     path = Path(python)
     if not path.is_file() or not os.access(path, os.X_OK):
         raise SpecError(
@@ -82,17 +89,24 @@ def _check_python(python: str, flag: str) -> None:
         )
     try:
         proc = subprocess.run(
-            [python, "-c", "import stackcost.execute.worker"],
+            [python, "-c", PROBE],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SpecError(f"{flag} {python!r} does not run: {exc}") from None
-    if proc.returncode != 0:
+    except subprocess.TimeoutExpired:
         raise SpecError(
-            f"{flag} {python!r} cannot import stackcost's worker (install stackcost there: "
-            f"{python} -m pip install stackcost)"
+            f"{flag} {python!r} did not import stackcost's worker in {PROBE_TIMEOUT_S:g} s"
+        ) from None
+    except OSError as exc:
+        raise SpecError(f"{flag} {python!r} does not run: {exc.strerror or exc}") from None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines or not lines[-1].startswith("stackcost "):
+        raise SpecError(
+            f"{flag} {python!r} is not a Python interpreter with stackcost (it does not run "
+            f"`import stackcost.execute.worker`): give one with stackcost installed, or "
+            f"{GIT_PREFIX}REF"
         )
 
 
@@ -178,9 +192,10 @@ def resolve(
         if not ref:
             raise SpecError(f"--{name} {where!r}: name a commit, e.g. {GIT_PREFIX}main")
         python, sha = git_venv(ref, repo, cache, log)
+        check_python(python, f"--{name} {where}: its venv's python")  # the commit has stackcost
         return Side(name, python, env, options, f"{where} ({sha[:12]})")
-    _check_python(where, f"--{name}")
+    check_python(where, f"--{name}")
     return Side(name, str(Path(where)), env, options, f"python {where}")
 
 
-__all__ = ["GIT_PREFIX", "Side", "git_venv", "parse_env", "resolve"]
+__all__ = ["GIT_PREFIX", "Side", "check_python", "git_venv", "parse_env", "resolve"]

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from stackcost.result import GenerationResult, RepetitionResult
     from stackcost.scenarios.base import MemoryWatch
     from stackcost.verify import Verification
+    from stackcost.workload import Workload
 
 MIN_GENERATIONS = 3
 VERIFIED_STEPS = 8  # decode steps checked by teacher forcing (and greedy agreement)
@@ -50,16 +51,15 @@ def prompt_ids(vocab: int, batch: int, prompt_len: int, seed: int) -> np.ndarray
     return rng.integers(0, vocab, (batch, prompt_len), dtype=np.int64)
 
 
-def moe_reason(config: Any) -> str | None:
-    """Why a mixture-of-experts decoder is refused: a random router makes routing meaningless."""
-    for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"):
-        experts = getattr(config, key, None)
-        if isinstance(experts, int) and experts > 1:
-            return (
-                f"{type(config).__name__} is a mixture of experts ({key}={experts}): with random "
-                "weights its router's choices are meaningless, so generate measures dense models only"
-            )
-    return None
+def moe_reason(workload: Workload) -> str | None:
+    """Why a mixture-of-experts decoder is refused: a random router makes routing
+    meaningless. Read from the workload (its config), so no weights are built to say it."""
+    if workload.experts is None:
+        return None
+    return (
+        f"{workload.name} is a mixture of experts ({workload.experts}): with random weights "
+        "its router's choices are meaningless, so generate measures dense models only"
+    )
 
 
 def reference(model: Any, prompt: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -123,12 +123,13 @@ def verified_generators(bench: Bench, rows: int, count: int = 1) -> Verified | R
             reason=f"{cell.model.name} is not a decoder with its LM head: generate runs "
             "llama-tiny, llama-150m, llama-1b, or hf:TYPE --head causal-lm",
         )
+    # Before the build: a mixture of experts' weights alone may not fit (hf:mixtral).
+    if (moe := moe_reason(workload)) is not None:
+        return RepetitionResult(status="unsupported", reason=moe)
     prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
     t = time.perf_counter()
     model = bench.build_model(workload)
     phases.build_s = time.perf_counter() - t
-    if (moe := moe_reason(model.config)) is not None:
-        return RepetitionResult(status="unsupported", reason=moe)
 
     t = time.perf_counter()
     prompt = prompt_ids(model.config.vocab_size, rows, prompt_len, cell.model.seed)

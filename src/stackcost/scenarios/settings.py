@@ -99,21 +99,6 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def parse_scenarios(text: str) -> list[str]:
-    """'single-stream,server' -> names; 'all' is every LoadGen scenario."""
-    values = [p.strip() for p in str(text).split(",") if p.strip()]
-    if values == ["all"]:
-        return list(SCENARIOS)
-    if not values:
-        raise SpecError(f"--scenario is empty (allowed: {', '.join(SCENARIO_CHOICES)}, or all)")
-    for value in values:
-        if value not in SCENARIO_CHOICES:
-            raise SpecError(
-                f"unknown scenario {value[:40]!r} (allowed: {', '.join(SCENARIO_CHOICES)}, or all)"
-            )
-    return list(dict.fromkeys(values))
-
-
 def parse_duration_ms(text: str, what: str, maximum_ms: float) -> float:
     """'50ms', '0.05s' or '2s', as ms, in (0, maximum_ms]. The unit is required: a bare
     number is ms to one reader and seconds to another."""

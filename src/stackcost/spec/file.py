@@ -24,8 +24,8 @@ from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
-from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings, parse_scenarios
-from stackcost.spec.grammar import parse_config, parse_positive_ints
+from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings
+from stackcost.spec.grammar import parse_config, parse_positive_ints, parse_scenarios
 from stackcost.spec.reader import load_mapping
 from stackcost.spec.run import model_ref, validate
 from stackcost.workload import SIZE_AXES

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from stackcost.clip import shown
 from stackcost.env import ENV_NAME
 from stackcost.errors import SpecError
+from stackcost.scenarios.settings import SCENARIO_CHOICES, SCENARIOS
 
 # Bounds checked before anything is expanded or written (README: "What stackcost refuses").
 SQLITE_INT_MAX = 2**63 - 1  # every integer lands in a SQLite INTEGER column
@@ -22,6 +23,21 @@ MAX_REPEATS = 1_000  # independent processes per cell
 # has 21,841 classes, hyperspectral images a few hundred bands.
 MAX_CLASSES = 100_000
 MAX_CHANNELS = 1_024
+
+
+def split_list(text: str, what: str, example: str) -> list[str]:
+    """A comma list's items, stripped. An empty item (a doubled, leading or trailing comma)
+    is refused where it is: dropped, it would run another grid than the one typed."""
+    items = [p.strip() for p in str(text).split(",")]
+    for position, item in enumerate(items, 1):
+        if not item:
+            given = [i for i in items if i]
+            such = ",".join(given) if len(given) > 1 else example
+            raise SpecError(
+                f"{what} {shown(text, 40)}: empty item at position {position}; "
+                f"give a comma-separated list such as {such}"
+            )
+    return items
 
 
 def parse_range(text: str, what: str) -> list[int]:
@@ -82,7 +98,7 @@ def check_widths(num_classes: int | None, in_channels: int | None) -> None:
 def parse_positive_ints(text: str, what: str) -> list[int]:
     """A comma list of positive integers and ranges: '1,8', '8..1024x2', '1,2,16..64x2'."""
     values: list[int] = []
-    for part in (p.strip() for p in str(text).split(",")):
+    for part in split_list(text, what, "1,8"):
         if ".." in part:
             values.extend(parse_range(part, what))
             if len(values) > MAX_AXIS_VALUES:
@@ -130,11 +146,24 @@ def parse_float(
 
 
 def parse_choices(text: str, what: str, allowed: tuple[str, ...]) -> list[str]:
-    values = [p.strip() for p in str(text).split(",") if p.strip()]
+    values = split_list(text, what, ",".join(allowed[:2]))
     for value in values:
         if value not in allowed:
             raise SpecError(f"unknown {what} {value!r} (allowed: {', '.join(allowed)})")
     return values
+
+
+def parse_scenarios(text: str) -> list[str]:
+    """'single-stream,server' -> names; 'all' is every LoadGen scenario."""
+    values = split_list(text, "--scenario", "timed-loop,server")
+    if values == ["all"]:
+        return list(SCENARIOS)
+    for value in values:
+        if value not in SCENARIO_CHOICES:
+            raise SpecError(
+                f"unknown scenario {value[:40]!r} (allowed: {', '.join(SCENARIO_CHOICES)}, or all)"
+            )
+    return list(dict.fromkeys(values))
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from stackcost.cell import GENERATE, HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
-from stackcost.scenarios.settings import KINDS, TIMED_LOOP, LoadGenSettings, parse_scenarios
+from stackcost.scenarios.settings import KINDS, TIMED_LOOP, LoadGenSettings
 from stackcost.spec.grammar import (
     MAX_AXIS_VALUES,
     MAX_CELLS,
@@ -31,6 +31,7 @@ from stackcost.spec.grammar import (
     check_int,
     check_widths,
     parse_choices,
+    parse_scenarios,
 )
 from stackcost.verify import DEFAULT_TOLERANCE
 from stackcost.workload import SIZE_AXES, Workload
@@ -400,7 +401,10 @@ def check_scenarios(spec: RunSpec) -> None:
 
 def check_generate(spec: RunSpec) -> None:
     """--scenario generate (or --mode generate) runs alone or served under LoadGen's Server
-    or Offline (token latencies), on decoders with their LM head."""
+    or Offline (token latencies), on dense decoders with their LM head. A model the probe
+    learns (hf:, user code) is checked once learned: prepare calls this again."""
+    from stackcost.scenarios.generate import moe_reason
+
     generates = GENERATE in spec.scenarios or GENERATE in spec.modes
     if not generates:
         return
@@ -415,13 +419,16 @@ def check_generate(spec: RunSpec) -> None:
         if on:
             raise SpecError(f"--{flag} measures the timed loop; it does not apply to generate")
     for model in spec.models:
-        if model.needs_probe:
-            continue  # learned in the probe; a model without an LM head is refused in its cell
-        if spec.workload(model).domain != "generation":
+        if model.needs_probe and model.name not in spec.learned:
+            continue  # not known until the probe has built its config (execute.runner.prepare)
+        workload = spec.workload(model)
+        if workload.domain != "generation":
             raise SpecError(
                 f"--scenario generate needs a decoder with its LM head, and {model.name} is not "
                 f"one (decoders: {', '.join(zoo.decoder_entries())}, or hf:TYPE --head causal-lm)"
             )
+        if (moe := moe_reason(workload)) is not None:
+            raise SpecError(f"--scenario generate: {moe}")
 
 
 def check_sizes(sizes: dict[str, list[int]], workloads: list[Workload]) -> None:

@@ -60,6 +60,8 @@ SIZE_KEY = re.compile(
     r"width|depth|ctx|inner|ff|model|groups)($|_)"
 )
 BYTES_PER_PARAMETER = 4  # fp32, as every model is built
+# The config fields that count a mixture of experts' experts, across transformers' types.
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 
 
 def size_problem(key: str, value: Any) -> str | None:
@@ -281,6 +283,15 @@ def check_buildable(
         )
 
 
+def experts(cfg: Any) -> str | None:
+    """How the config routes among experts ("num_local_experts=8"); None for a dense model."""
+    for key in EXPERT_KEYS:
+        count = getattr(cfg, key, None)
+        if isinstance(count, int) and not isinstance(count, bool) and count > 1:
+            return f"{key}={count}"
+    return None
+
+
 def _one_modality(model_type: str, kind: str, cfg: Any) -> None:
     """A dual encoder (CLIP, SigLIP ...) fed pixels or audio alone still wants its text
     tower's input_ids; stackcost feeds one modality, so it names the towers instead."""
@@ -388,6 +399,7 @@ def hf_workload(ref: ModelRef) -> Workload:
         domain=domain,
         num_classes=num_classes,
         in_channels=channels,
+        experts=experts(cfg),
         params={
             "model_type": model_type,
             "config": base_config,
