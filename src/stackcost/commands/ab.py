@@ -170,10 +170,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
     from stackcost.commands.run import this_command
-    from stackcost.compare.ab_render import as_json, markdown, sides_lines, summary_line, table
+    from stackcost.compare.ab_render import (
+        DROP,
+        as_json,
+        markdown,
+        sides_lines,
+        summary_line,
+        table,
+    )
     from stackcost.execute.interleave import interleave
     from stackcost.execute.local import LocalExecutor
     from stackcost.execute.runner import Runner, prepare
+    from stackcost.report.fit import fit
     from stackcost.store.database import Store
 
     timeout = import_timeout(args)
@@ -220,7 +228,8 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         ab = interleave(runners, sides, design, command=this_command(), on_repetition=shown)
     for line in sides_lines(ab.sides):
         console.print(line, markup=False, highlight=False)
-    console.print(table(ab))
+    hint = " or read every column with --markdown FILE"
+    console.print(fit(table(ab), console, console.width, DROP, hint))
     console.print(summary_line(ab), markup=False)
     for c in ab.cells:  # one plain line per failing cell: greppable in CI logs
         if c.verdict in ("regressed", "newly failing"):

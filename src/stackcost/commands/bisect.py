@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from stackcost.errors import SpecError
+from stackcost.report.fit import FitTable
 from stackcost.spec.grammar import parse_float, split_list
 
 
@@ -97,9 +97,10 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
     except BisectError as exc:
         raise SpecError(str(exc)) from None
 
-    t = Table(title="probes (in order)", title_justify="left")
-    for col in ("point", "value", "× good beside it", "verdict", "note"):
-        t.add_column(col)
+    ratio = "× good beside it"
+    t = FitTable(title="probes (in order)", title_justify="left", drop=(ratio,))
+    for col in ("point", "value", ratio, "verdict", "note"):
+        t.add_column(col, justify="right" if col in ("value", ratio) else "left")
     for p in result.probes:
         value = "—" if p.value is None else f"{p.value:.4g}"
         ratio = "—" if p.ratio is None else f"{p.ratio:.3f}"

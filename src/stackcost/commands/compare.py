@@ -76,7 +76,8 @@ def thresholds(default: float | str, items: list[str]) -> dict[str, float]:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.compare.diff import compare_sides, load_side
-    from stackcost.compare.render import markdown, stored_runs_line, summary_line, table
+    from stackcost.compare.render import DROP, markdown, stored_runs_line, summary_line, table
+    from stackcost.report.fit import fit
 
     alpha = parse_float(args.alpha, "--alpha", 0.0, 1.0)
     limits = thresholds(args.threshold, args.threshold_metric)
@@ -93,7 +94,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         alpha,
         spread,
     )
-    console.print(table(cmp))
+    hint = " or read every column with --markdown FILE"
+    console.print(fit(table(cmp), console, console.width, DROP, hint))
     console.print(summary_line(cmp))
     console.print(stored_runs_line(cmp.spread), highlight=False, markup=False, style="dim")
     for c in cmp.cells:  # one plain line per failing cell: greppable in CI logs

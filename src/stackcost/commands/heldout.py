@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from stackcost.axes import QUANTIZED
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_dir, check_output_file, write_output
+from stackcost.report.fit import FitTable
 from stackcost.spec.grammar import parse_choices, parse_positive_ints, split_list
 
 if TYPE_CHECKING:
@@ -207,8 +207,9 @@ def _cells(r: Heldout) -> list[str]:
 HEADERS = ("backend", "precision", "status", "accuracy", "fp32", "top-1 vs eager fp32", "drop")
 
 
-def table(rows: list[Heldout], model: str, dataset: str, weights: Path) -> Table:
-    t = Table(title=Text(f"held-out accuracy: {model} on {dataset} (weights {weights})"))
+def table(rows: list[Heldout], model: str, dataset: str, weights: Path) -> FitTable:
+    title = Text(f"held-out accuracy: {model} on {dataset} (weights {weights})")
+    t = FitTable(title=title, drop=("top-1 vs eager fp32", "fp32"))
     for h in (*HEADERS, "rule or reason"):
         t.add_column(h, justify="right" if h in HEADERS[3:] else "left")
     for r in rows:

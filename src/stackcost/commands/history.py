@@ -8,11 +8,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_file, write_output, writing
+from stackcost.report.fit import FitTable
 from stackcost.spec.grammar import parse_float
 
 
@@ -82,9 +82,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     )
     if not series:
         raise SpecError(f"no valid cells in {args.db!r} match the filters")
-    t = Table(title=f"{args.metric}: change points", title_justify="left")
+    title = f"{args.metric}: change points"
+    t = FitTable(title=title, title_justify="left", drop=("runs", "starts at"))
     for col in ("cell", "runs", "starts at", "run", "level", "change", "kind"):
-        t.add_column(col)
+        t.add_column(col, justify="right" if col in ("runs", "level", "change") else "left")
     for s in series:
         for st in s.steps:
             p = s.points[st.index]

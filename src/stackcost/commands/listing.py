@@ -6,10 +6,10 @@ import argparse
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from stackcost.axes import PRECISIONS
+from stackcost.report.fit import FitTable
 from stackcost.workload import SIZE_AXES, Input, Workload
 
 
@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     # Descriptions and reasons are Text: "pip install 'stackcost[onnx]'" is not markup.
-    table = Table(header_style="bold")
+    table = FitTable(header_style="bold")
     if args.what == "models":
         from stackcost import zoo
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
+
+from stackcost.report.fit import FitTable
 
 DEVICES = ("cpu", "cuda")
 
@@ -88,7 +89,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps({str(p.threads): p.model_dump(mode="json") for p, _ in rows}, indent=2))
         return 0
-    table = Table(title=Text(f"measured peaks (environment {env_fp})"))
+    title = Text(f"measured peaks (environment {env_fp})")
+    table = FitTable(title=title, drop=("measured", "others' CPU", "bf16 GEMM", "read"))
     columns = ("threads", "fp32 GEMM", "bf16 GEMM", "triad", "read", "others' CPU", "measured")
     for col in (*columns, "source"):
         table.add_column(col, justify="right" if col != "source" else "left")
@@ -151,7 +153,8 @@ def run_cuda(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps({"cuda": peaks.model_dump(mode="json")}, indent=2))
         return 0
-    table = Table(title=Text(f"measured GPU peaks (environment {env_fp})"))
+    title = Text(f"measured GPU peaks (environment {env_fp})")
+    table = FitTable(title=title, drop=("measured", "other processes"))
     columns = ("GPU", *(f"{p} matmul" for p in GPU_PRECISIONS), "copy", "other processes")
     for col in (*columns, "measured", "source"):
         table.add_column(col, justify="left" if col in ("GPU", "source") else "right")

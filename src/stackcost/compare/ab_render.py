@@ -21,6 +21,9 @@ STYLE = {
     "failing": "magenta",
 }
 ICON = {"regressed": "🔴", "newly failing": "❌", "improved": "🟢", "fixed": "✅", "noisy": "🟡"}
+# What a narrow terminal hides first (report/fit.py, applied where the table is printed).
+DROP = ("blocks", "base (ms)", "cand (ms)")
+NUMBERS = ("base (ms)", "cand (ms)", "change [interval]", "blocks")
 
 
 def _ms(v: float | None) -> str:
@@ -64,7 +67,8 @@ def table(ab: ABResult) -> Table:
         caption_justify="left",
     )
     for col in ("cell", "verdict", "base (ms)", "cand (ms)", "change [interval]", "blocks", "note"):
-        t.add_column(col, justify="right" if "ms" in col or col == "blocks" else "left")
+        # Text: "[interval]" is a heading, not markup.
+        t.add_column(Text(col), justify="right" if col in NUMBERS else "left")
     for c in ab.cells:
         t.add_row(
             Text(c.label),
@@ -111,4 +115,4 @@ def as_json(ab: ABResult) -> str:
     return json.dumps(ab.as_dict(), indent=2, default=str)
 
 
-__all__ = ["as_json", "design_line", "markdown", "sides_lines", "summary_line", "table"]
+__all__ = ["DROP", "as_json", "design_line", "markdown", "sides_lines", "summary_line", "table"]

@@ -80,6 +80,8 @@ def stored_runs_line(spread: float) -> str:
 
 
 UNITS = {"latency": "ms", "throughput": "/s", "peak_memory": "MiB", "cold_start": "ms"}
+# What a narrow terminal hides first (report/fit.py, applied where the table is printed).
+DROP = ("cold start (ms)", "p", "peak RSS (MiB)", "throughput (/s)")
 
 
 def _value(m: MetricComparison, v: float) -> str:

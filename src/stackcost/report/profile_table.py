@@ -7,9 +7,13 @@ from rich.table import Table
 from rich.text import Text
 
 from stackcost.measure.copies import HostCopies
+from stackcost.report.fit import FitTable
 from stackcost.report.table import size_axes, size_heading, size_value
 from stackcost.result import RepetitionResult
 from stackcost.store.runs import CellResult, RunResult
+
+# What a narrow terminal hides first (report/fit.py): the split and the peak's share stay.
+DROP = ("energy method", "J/sample", "power", "CPU util", "thr", "top op")
 
 
 def profiled(c: CellResult) -> RepetitionResult | None:
@@ -59,7 +63,12 @@ def profile_table(result: RunResult) -> Table | None:
     rows = [(c, rep) for c in result.cells() if (rep := profiled(c)) is not None]
     if not rows:
         return None
-    table = Table(title="where the time goes (--profile)", header_style="bold")
+    table = FitTable(
+        title="where the time goes (--profile)",
+        header_style="bold",
+        drop=DROP,
+        hint=f" or read `stackcost report {result.run_id}`",
+    )
     notes: list[str] = []
     sizes = size_axes(c.cell for c, _ in rows)  # "resolution (px)", "seq len (tokens)"
     for name in (

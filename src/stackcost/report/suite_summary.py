@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from stackcost.axes import QUANTIZED
 from stackcost.backends import BASELINE
+from stackcost.report.fit import FitTable
 from stackcost.report.marks import DISTURBED_MARK, STATUS_STYLE, UNTRUSTED_BASE_MARK
 from stackcost.report.suite_data import Entry, Row, SuiteSummary, summarize
 from stackcost.report.units import ms
@@ -192,6 +192,19 @@ def _explain(summary: SuiteSummary) -> list[str]:
 # -- terminal -----------------------------------------------------------------------------
 
 
+def _table(summary: SuiteSummary, title: str, over_fp32: bool = False) -> FitTable:
+    """A per-workload table that a narrow terminal narrows (report/fit.py) by hiding the
+    domain, the baseline's median, then the backends' columns from the last; the
+    baseline's own first where it reads 1.00× (a ratio to itself, not over fp32)."""
+    base = summary.baseline
+    backends = list(reversed(summary.backends))
+    if not over_fp32:
+        backends = [base, *(b for b in backends if b != base)]
+    hint = f" or read `stackcost report --suite {summary.title}`" if summary.title else ""
+    drop = ("domain", f"{base} median", *backends)
+    return FitTable(title=Text(title), drop=drop, hint=hint)
+
+
 def summary_renderables(summary: SuiteSummary) -> Group:
     """Every (mode, precision)'s tables, what the means leave out, and each quantized
     precision against fp32, for console.print."""
@@ -204,7 +217,7 @@ def summary_renderables(summary: SuiteSummary) -> Group:
         if no_baseline:
             parts.append(Text(f"{heading}: {no_baseline}"))
             continue
-        means = Table(title=Text(f"{heading}: geometric means vs {summary.baseline}"))
+        means = FitTable(title=Text(f"{heading}: geometric means vs {summary.baseline}"))
         means.add_column("backend", justify="left")
         for label in METRICS.values():
             means.add_column(Text(label), justify="right")
@@ -217,7 +230,7 @@ def summary_renderables(summary: SuiteSummary) -> Group:
         if summary.has_device_memory:
             metrics.append("device_memory")
         for metric in metrics:
-            table = Table(title=Text(f"{heading}: {METRICS[metric]} vs {summary.baseline}"))
+            table = _table(summary, f"{heading}: {METRICS[metric]} vs {summary.baseline}")
             table.add_column("workload", justify="left", overflow="fold")
             table.add_column("domain", justify="left")
             if metric == "speedup":
@@ -263,7 +276,7 @@ def _versus_renderables(summary: SuiteSummary, mode: str, precision: str) -> lis
     """One quantized precision against fp32 on each rung: per workload, then per rung."""
     rows = summary.rows_of(mode, precision)
     heading = _heading(summary, mode, precision, rows)
-    table = Table(title=Text(f"{heading}: speedup over fp32 on the same backend"))
+    table = _table(summary, f"{heading}: speedup over fp32 on the same backend", over_fp32=True)
     table.add_column("workload", justify="left", overflow="fold")
     table.add_column("domain", justify="left")
     for b in summary.backends:

@@ -11,6 +11,7 @@ from rich.text import Text
 from stackcost.backends import BASELINE
 from stackcost.cell import Cell
 from stackcost.report import quant
+from stackcost.report.fit import FitTable
 from stackcost.report.marks import (
     DISTURBED_MARK,
     DISTURBED_NOTE,
@@ -28,6 +29,19 @@ from stackcost.store.runs import CellResult, RunResult
 from stackcost.workload import SIZE_AXES
 
 WORKLOAD = ("backend", "scenario")  # a row's group for ordering: the workload alone
+# What a narrow terminal hides first (report/fit.py): the row's identity, its latency and
+# ratio stay; memory last.
+DROP = (
+    "startup",
+    "first call",
+    "reps",
+    "KL",
+    "top-1 agree",
+    "rel err",
+    "weights",
+    "throughput",
+    "peak RSS (Δ)",
+)
 
 
 class Ratio(NamedTuple):
@@ -196,7 +210,12 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
     # run keeps its single column of pixel sides.
     sizes = size_axes(c.cell for c in cells)
     # Model names and reasons come from users and exceptions: Text, never markup.
-    table = Table(title=Text(f"run {result.run_id}: {title}"), header_style="bold")
+    table = FitTable(
+        title=Text(f"run {result.run_id}: {title}"),
+        header_style="bold",
+        drop=DROP,
+        hint=f" or read `stackcost report {result.run_id} --format md`",
+    )
     # LoadGen scenario cells (stackcost.scenarios) add their columns; a timed-loop run's
     # table stays as it was.
     scenarios = any(c.cell.scenario is not None for c in cells)
@@ -220,12 +239,9 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
     ]
     for name in columns:
         text = name in ("backend", "status", "model", "scenario", "verdict", "weights")
-        # fold, not ellipsis: a reason wraps word by word and is never cut short.
-        table.add_column(
-            Text(name),
-            justify="left" if text else "right",
-            overflow="fold" if text else "ellipsis",
-        )
+        # fold, not ellipsis: a reason wraps word by word and is never cut short; numbers
+        # are right-aligned, which keeps them whole (fit).
+        table.add_column(Text(name), justify="left" if text else "right", overflow="fold")
     for i, c in enumerate(cells):
         cell = c.cell
         reps, latency, throughput, first, startup = _timing(c)

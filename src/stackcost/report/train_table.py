@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.report.fit import FitTable
 from stackcost.report.marks import (
     DISTURBED_MARK,
     DISTURBED_NOTE,
@@ -19,6 +20,20 @@ from stackcost.report.train_agreement import STEPS, TOLERANCE_TEXT, agreement, e
 from stackcost.report.units import ms, rate
 from stackcost.result import MEASURED_STATUSES, RepetitionResult
 from stackcost.store.runs import CellResult, RunResult
+
+# What a narrow terminal hides first (report/fit.py): the losses, accuracies and rates stay.
+DROP = (
+    "weights",
+    "variant",
+    "first step",
+    "wall",
+    "loader wait",
+    "epochs",
+    "train acc",
+    "step (median)",
+    "copy/batch",
+    "epoch samples/s",
+)
 
 
 def _pct(value: float | None) -> str:
@@ -91,7 +106,12 @@ def train_table(result: RunResult) -> Table:
         )
         if len(places) == 1:
             title += f" {_place(cells[0])}"
-    table = Table(title=Text(title), header_style="bold")  # names from users: no markup
+    table = FitTable(  # names from users: no markup
+        title=Text(title),
+        header_style="bold",
+        drop=DROP,
+        hint=f" or read `stackcost report {result.run_id}`",
+    )
     if len(places) > 1:
         table.add_column("where", justify="left", no_wrap=True)
     # A GPU cell copies each batch to the device: its time per batch, and from what memory.
@@ -113,8 +133,9 @@ def train_table(result: RunResult) -> Table:
         "wall",
         "weights",
     ):
-        text = name in ("backend", "status")
-        # A backend and a status are read whole: on a narrow terminal the numbers give way.
+        text = name in ("backend", "status", "variant")
+        # A backend and a status are read whole; numbers too (fit): a narrow terminal
+        # hides columns instead.
         table.add_column(name, justify="left" if text else "right", no_wrap=text)
     if gpu:
         table.add_column("copy/batch", justify="right")
