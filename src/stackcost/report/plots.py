@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Iterable
+from numbers import Real
 
 import numpy as np
 import pandas as pd
@@ -82,6 +84,51 @@ def log2_axis(values: list[int], title: str) -> dict:
         "ticktext": [str(v) for v in ticks],
         "title": {"text": f"{title}, log₂ scale"},
     }
+
+
+def log_ticks(values: Iterable[float], unit: str) -> dict:
+    """Ticks of a log axis over `values`, each labelled whole with its unit ('20 ms',
+    '50 ms'), where plotly's own would abbreviate all but the decades to '2', '5': every
+    1-2-3-5-7 over up to 1.5 decades, 1-2-5 over 3, the decades beyond (8 at most), and
+    round values evenly spaced over less than a factor of 3. `unit` is appended as given
+    (' ms', '×', '' for none)."""
+    finite = [v for v in values if v > 0 and math.isfinite(v)]
+    if not finite:
+        return {}
+    lo, hi = min(finite), max(finite)
+    if hi < 3 * lo:  # too narrow for a decade's marks to fall inside
+        span = hi - lo or lo / 10
+        e = math.floor(math.log10(span))
+        step = min(m * 10.0**k for k in (e - 1, e) for m in (1, 2, 5) if span / (m * 10.0**k) <= 5)
+        ticks = [k * step for k in range(math.floor(lo / step), math.ceil(hi / step) + 1)]
+        return {"tickvals": ticks, "ticktext": [f"{v:,.6g}{unit}" for v in ticks]}
+    first, top = math.floor(math.log10(lo)), math.floor(math.log10(hi)) + 1
+    span = math.log10(hi / lo)
+    steps = (1, 2, 3, 5, 7) if span <= 1.5 else (1, 2, 5) if span <= 3 else (1,)
+    stride = math.ceil((top - first) / 8) if steps == (1,) else 1
+    marks = [(m, e) for e in range(first, top + 1, stride) for m in steps if e < top or m == 1]
+    plain = first >= -3 and top <= 4  # else every label in one form: 1e-9 … 1e-1
+
+    def text(m: int, e: int) -> str:
+        return (f"{m * 10.0**e:,g}" if plain else f"{m}e{e}") + unit
+
+    return {"tickvals": [m * 10.0**e for m, e in marks], "ticktext": [text(*t) for t in marks]}
+
+
+def label_log_axis(fig: go.Figure, axis: str, unit: str) -> None:
+    """`log_ticks` on the figure's log axis `axis` ('yaxis', 'yaxis2'), over the values its
+    traces draw and the range it is given."""
+    letter, ref = axis[0], axis[0] + axis[5:]  # 'yaxis2' is the traces' 'y2'
+    values = [
+        float(v)
+        for t in fig.data
+        if (t[f"{letter}axis"] or letter) == ref
+        for v in (t[letter] if t[letter] is not None else ())
+        if isinstance(v, Real)
+    ]
+    given = fig.layout[axis].range
+    values += [10.0**r for r in given or ()]  # a log axis' range is in decades
+    fig.layout[axis].update(log_ticks(values, unit))
 
 
 def dropdown(labels: list[str], masks: list[list[bool]], title: str) -> list[dict]:
@@ -189,6 +236,8 @@ def sweep_figure(
         margin={"t": 110},
         hovermode="closest",
     )
+    if log_y:
+        label_log_axis(fig, "yaxis", f" {unit}")
     return fig
 
 
@@ -294,6 +343,7 @@ def startup_figure(cell_df: pd.DataFrame, colors: dict[str, str]) -> go.Figure |
             )
         fig.update_yaxes(type="log", title_text="time (ms, log scale)", row=1, col=i)
         fig.update_xaxes(title_text="model", row=1, col=i)
+        label_log_axis(fig, "yaxis" if i == 1 else f"yaxis{i}", " ms")
     fig.update_layout(
         template=TEMPLATE,
         height=HEIGHT,
@@ -368,6 +418,7 @@ def verification_figure(cell_df: pd.DataFrame) -> tuple[go.Figure | None, str]:
         xaxis={"title": {"text": "backend"}, "type": "category"},
         yaxis={"title": {"text": AXIS_LABEL["max_rel_err"] + ", log scale"}, "type": "log"},
     )
+    label_log_axis(fig, "yaxis", "")
     note = (
         f"Errors of exactly 0 are drawn at {floor:.0e}; non-finite errors (NaN or inf outputs) "
         f"at {ceiling:.0e}."

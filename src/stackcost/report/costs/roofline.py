@@ -8,7 +8,13 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from stackcost.report.costs.rows import Panel, Row, series_color
-from stackcost.report.plots import HEIGHT, TEMPLATE, escape_label, hover_literal
+from stackcost.report.plots import (
+    HEIGHT,
+    TEMPLATE,
+    escape_label,
+    hover_literal,
+    label_log_axis,
+)
 from stackcost.report.units import num
 from stackcost.result import RepetitionResult
 
@@ -189,6 +195,8 @@ def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
         yaxis={"type": "log", "title": {"text": "achieved GFLOP/s, log scale"}},
         hovermode="closest",
     )
+    label_log_axis(fig, "xaxis", " FLOP/B")
+    label_log_axis(fig, "yaxis", " GFLOP/s")
     return Panel(fig, BYTES_CAVEAT, notes)
 
 

@@ -14,6 +14,7 @@ from stackcost.report.plots import (
     dropdown,
     escape_label,
     hover_literal,
+    label_log_axis,
     log2_axis,
 )
 
@@ -136,6 +137,7 @@ def scaling_figure(summ: pd.DataFrame, colors: dict[str, str]) -> Panel:
         margin={"t": 110},
         hovermode="closest",
     )
+    label_log_axis(fig, "yaxis", "×")
     note = (
         "Speedup = median latency at the smallest thread count / median latency at t, per "
         "backend and workload (all valid cells of these runs, profiled or not); the dashed "
