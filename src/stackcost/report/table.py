@@ -247,9 +247,9 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         reps, latency, throughput, first, startup = _timing(c)
         mem, rel_err = c.peak_memory, c.max_rel_err
         status = status_text(c.status, cell_reason(c))
-        leaks = [r.leak["bytes_per_iter"] for r in c.repetitions if r.leak and r.leak["leak"]]
-        if leaks:  # RSS grew with the iteration count: see measure/leak.py
-            status.append(f"\nleak {max(leaks) / 1024:.1f} KiB/iter", style="red")
+        # RSS grew with the iteration count in repetitions that agree: see measure/leak.py
+        if (leak := c.leak_bytes_per_iter) is not None:
+            status.append(f"\nleak {leak / 1024:.1f} KiB/iter", style="red")
         extra = {
             "model": cell.model.name,
             "prec": cell.precision,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackcost.cell import Cell
 from stackcost.errors import SpecError
+from stackcost.measure.leak import confirmed
 from stackcost.measure.stats import (
     RepetitionInterval,
     Stats,
@@ -128,6 +129,12 @@ class CellResult:
         """The repetition with the highest peak RSS."""
         memories = [r.memory for r in self.repetitions if r.memory]
         return max(memories, key=lambda m: m.peak_rss_bytes) if memories else None
+
+    @property
+    def leak_bytes_per_iter(self) -> float | None:
+        """The cell's leak, in bytes per iteration: None unless its repetitions agree on
+        one (measure.leak.confirmed); one repetition's flag is kept in its own result."""
+        return confirmed([r.leak for r in self.repetitions])
 
 
 def superseded_dropped(
