@@ -29,7 +29,13 @@ RUNGS = "eager,inductor,export-aot,onnxruntime,openvino"
 PRECISIONS = ("fp32", *QUANTIZED)
 DEFAULT_WEIGHTS = Path.home() / ".cache" / "stackcost" / "weights"
 OUTPUTS = (".json", ".md")
-STYLE = {"ok": "green", "wrong": "bold red", "failed": "red", "unsupported": "dim"}
+STYLE = {
+    "ok": "green",
+    "undecided": "yellow",
+    "wrong": "bold red",
+    "failed": "red",
+    "unsupported": "dim",
+}
 
 
 def add_parser(sub: Any) -> None:
@@ -183,12 +189,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
     return 1 if any(r.status in ("wrong", "failed") for r in rows) else 0
 
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"
+def _pct(value: float | None, low: float | None = None, high: float | None = None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1%}" + ("" if low is None or high is None else f" [{low:.1%}, {high:.1%}]")
 
 
-def _pt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f} pt"
+def _pt(value: float | None, low: float | None = None, high: float | None = None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1f} pt" + ("" if low is None or high is None else f" [{low:.1f}, {high:.1f}]")
 
 
 def _cells(r: Heldout) -> list[str]:
@@ -198,8 +208,8 @@ def _cells(r: Heldout) -> list[str]:
         r.status,
         _pct(r.accuracy),
         _pct(r.fp32_accuracy),
-        _pct(r.top1),
-        _pt(r.drop_pt),
+        _pct(r.top1, r.top1_low, r.top1_high),
+        _pt(r.drop_pt, r.drop_low_pt, r.drop_high_pt),
         r.reason or r.rule,
     ]
 
@@ -208,6 +218,8 @@ HEADERS = ("backend", "precision", "status", "accuracy", "fp32", "top-1 vs eager
 
 
 def table(rows: list[Heldout], model: str, dataset: str, weights: Path) -> FitTable:
+    from stackcost.scenarios.heldout import CONFIDENCE
+
     title = Text(f"held-out accuracy: {model} on {dataset} (weights {weights})")
     t = FitTable(title=title, drop=("top-1 vs eager fp32", "fp32"))
     for h in (*HEADERS, "rule or reason"):
@@ -216,10 +228,13 @@ def table(rows: list[Heldout], model: str, dataset: str, weights: Path) -> FitTa
         cells = _cells(r)
         cells[2] = Text(r.status, style=STYLE.get(r.status, ""))
         t.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells))
-    t.caption = (
+    t.caption = Text(  # Text: the brackets are the interval's, not rich markup
         "accuracy: top-1 against the test split's labels; fp32: the same rung's fp32 (eager's "
         "where it failed); drop: fp32 - accuracy, in points; a quantized precision is judged "
-        "by its rule (axes.QUANTIZED)"
+        f"by its rule (axes.QUANTIZED). [low, high]: exact bounds, each one-sided "
+        f"{(1 + CONFIDENCE) / 2:.0%}, over the {rows[0].samples if rows else 0} held-out "
+        "samples: wrong when a rule's interval lies wholly outside it, undecided when it "
+        "straddles the bound"
     )
     return t
 

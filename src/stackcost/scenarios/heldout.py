@@ -8,11 +8,21 @@ test split), and the prepared model's `infer` runs over the whole test split in 
 the cell's size. A quantized answer is judged by its precision's rule (axes.QuantRule):
 top-1 agreement with eager fp32's predictions, and the accuracy drop below the same rung's
 fp32, in points.
+
+A split is finite (digits holds out 360 samples: 5 flips are 1.4 points of agreement), so
+each rule is judged on its interval, never on the observed value alone: `wrong` when the
+interval lies wholly outside the rule, `ok` when wholly inside, `undecided` when it
+straddles the bound (too few samples for the bound the rule claims; MNIST's 10000 decide
+where digits' 360 cannot). Agreement has an exact (Clopper-Pearson) interval; the drop, a
+paired difference, the exact interval conditional on the discordant pairs (the samples
+only one of the two got right), as McNemar's test does: how many samples change at all is
+the agreement interval's to bound. Each bound is one-sided 95%, which is each verdict's
+confidence: a rung that meets the rule can only be called `wrong` by mistake and one that
+breaks it only `ok`, each at most 5% of the time (the two bounds make a 90% interval).
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -36,14 +46,17 @@ REFERENCE = ("eager", "fp32")  # whose predictions every other answer is compare
 # Another rung's fp32 runs the same weights: it must decide as eager does, up to rounding.
 FP32_MIN_TOP1 = 0.99
 FP32_MAX_DROP_PT = 1.0
+# Two-sided level of the rules' intervals: each bound one-sided 95% (the module docstring).
+CONFIDENCE = 0.90
 # Training-split samples a static precision calibrates on: real images, a few batches.
 CALIBRATION_SAMPLES = 256
 
 
 @dataclass(frozen=True)
 class Heldout:
-    """One rung and precision on the test split. `status`: ok, wrong (the rule broken),
-    unsupported (the rung cannot build it), failed (an exception, in `reason`)."""
+    """One rung and precision on the test split. `status`: ok (every rule's interval inside
+    it), wrong (a rule's interval wholly outside it), undecided (an interval straddles a
+    bound), unsupported (the rung cannot build it), failed (an exception, in `reason`)."""
 
     backend: str
     precision: str
@@ -55,6 +68,11 @@ class Heldout:
     top1: float | None = None  # agreement with eager fp32's predictions, a fraction
     drop_pt: float | None = None  # (fp32_accuracy - accuracy) x 100
     rule: str = ""
+    # The rules' intervals at CONFIDENCE (the module docstring says how each is made).
+    top1_low: float | None = None
+    top1_high: float | None = None
+    drop_low_pt: float | None = None
+    drop_high_pt: float | None = None
 
     def record(self) -> dict[str, Any]:
         """As details["heldout"] holds it (report.quant.heldout_drop_pt reads it)."""
@@ -232,47 +250,103 @@ def _predict(
 
 
 def judge(answers: list[_Answer], labels: np.ndarray) -> list[Heldout]:
-    """Each answer's accuracy, agreement and drop, judged: a quantized precision by its
-    QuantRule; fp32 on another rung by FP32_MIN_TOP1 and FP32_MAX_DROP_PT."""
+    """Each answer's accuracy, agreement and drop with their intervals, judged: a quantized
+    precision by its QuantRule; fp32 on another rung by FP32_MIN_TOP1 and FP32_MAX_DROP_PT."""
     found = {(a.backend, a.precision): a.predictions for a in answers}
     reference = found.get(REFERENCE)
-
-    def accuracy(predictions: np.ndarray | None) -> float | None:
-        return None if predictions is None else float(np.mean(predictions == labels))
-
+    n = len(labels)
     out = []
     for a in answers:
         if a.predictions is None:
             out.append(Heldout(a.backend, a.precision, a.status, a.reason))
             continue
-        acc = accuracy(a.predictions)
-        base = accuracy(found.get((a.backend, "fp32")))
+        base = found.get((a.backend, "fp32"))
         if a.precision == "fp32" or base is None:  # fp32 itself, or its rung's failed
-            base = accuracy(reference)
-        top1 = None if reference is None else float(np.mean(a.predictions == reference))
-        drop = None if base is None or acc is None else (base - acc) * 100
-        status, reason, rule = _verdict(a, top1, drop)
+            base = reference
+        right = a.predictions == labels
+        acc = float(np.mean(right))
+        top1 = top1_ci = drop = drop_ci = base_acc = None
+        if reference is not None:
+            agree = int(np.sum(a.predictions == reference))
+            top1, top1_ci = agree / n, agreement_interval(agree, n)
+        if base is not None:
+            base_right = base == labels
+            lost, gained = int(np.sum(base_right & ~right)), int(np.sum(~base_right & right))
+            base_acc = float(np.mean(base_right))
+            drop, drop_ci = (lost - gained) / n * 100, drop_interval(lost, gained, n)
+        if (a.backend, a.precision) == REFERENCE:
+            status, reason, rule = "ok", "", "the reference"
+        else:
+            min_top1, max_drop = rule_bounds(a.precision)
+            status, reason = verdict(n, top1, top1_ci, min_top1, drop, drop_ci, max_drop)
+            rule = f"top-1 agreement >= {min_top1:.0%}, accuracy drop <= {max_drop:g} pt"
+        top1_low, top1_high = top1_ci or (None, None)
+        drop_low, drop_high = drop_ci or (None, None)
         out.append(
             Heldout(
-                a.backend, a.precision, status, reason, len(labels), acc, base, top1, drop, rule
+                a.backend, a.precision, status, reason, samples=n, accuracy=acc,
+                fp32_accuracy=base_acc, top1=top1, drop_pt=drop, rule=rule, top1_low=top1_low,
+                top1_high=top1_high, drop_low_pt=drop_low, drop_high_pt=drop_high,
             )
-        )
+        )  # fmt: skip
     return out
 
 
-def _verdict(a: _Answer, top1: float | None, drop: float | None) -> tuple[str, str, str]:
-    """(status, reason, rule) for an answer that has predictions."""
-    if (a.backend, a.precision) == REFERENCE:
-        return "ok", "", "the reference"
-    if a.precision in QUANTIZED:
-        rule_of = QUANTIZED[a.precision]
-        min_top1, max_drop = rule_of.min_top1, rule_of.max_accuracy_drop
-    else:
-        min_top1, max_drop = FP32_MIN_TOP1, FP32_MAX_DROP_PT
-    rule = f"top-1 agreement >= {min_top1:.0%}, accuracy drop <= {max_drop:g} pt"
-    broken = []
-    if top1 is not None and top1 < min_top1:
-        broken.append(f"top-1 agreement {top1:.1%} < {min_top1:.0%}")
-    if drop is not None and (math.isnan(drop) or drop > max_drop):
-        broken.append(f"accuracy drop {drop:.1f} pt > {max_drop:g} pt")
-    return ("wrong", "; ".join(broken), rule) if broken else ("ok", "", rule)
+def rule_bounds(precision: str) -> tuple[float, float]:
+    """(min top-1 agreement, max accuracy drop in points) a precision is held to."""
+    if precision in QUANTIZED:
+        return QUANTIZED[precision].min_top1, QUANTIZED[precision].max_accuracy_drop
+    return FP32_MIN_TOP1, FP32_MAX_DROP_PT
+
+
+def agreement_interval(agree: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of agree / n at CONFIDENCE."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(agree, n).proportion_ci(CONFIDENCE, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def drop_interval(lost: int, gained: int, n: int) -> tuple[float, float]:
+    """The interval of the accuracy drop (lost - gained) / n, in points, at CONFIDENCE:
+    exact, conditional on the lost + gained discordant pairs (lost of them is binomial
+    given their count). No discordant pair: the two answered alike, a drop of exactly 0."""
+    pairs = lost + gained
+    if pairs == 0:
+        return 0.0, 0.0
+    low, high = agreement_interval(lost, pairs)
+    return pairs * (2 * low - 1) / n * 100, pairs * (2 * high - 1) / n * 100
+
+
+def verdict(
+    n: int,
+    top1: float | None,
+    top1_ci: tuple[float, float] | None,
+    min_top1: float,
+    drop: float | None,
+    drop_ci: tuple[float, float] | None,
+    max_drop: float,
+) -> tuple[str, str]:
+    """(status, reason): wrong when a rule's interval lies wholly outside it, undecided
+    when one straddles its bound, ok when each lies inside (a rule without a value, its
+    reference having failed, is not judged)."""
+    broken, straddling = [], []
+    if top1 is not None and top1_ci is not None:
+        low, high = top1_ci
+        text = f"top-1 agreement {top1:.1%} [{low:.1%}, {high:.1%}]"
+        if high < min_top1:
+            broken.append(f"{text} < {min_top1:.0%}")
+        elif low < min_top1:
+            straddling.append(f"{text} straddles {min_top1:.0%}")
+    if drop is not None and drop_ci is not None:
+        low, high = drop_ci
+        text = f"accuracy drop {drop:.1f} pt [{low:.1f}, {high:.1f}]"
+        if low > max_drop:
+            broken.append(f"{text} > {max_drop:g} pt")
+        elif high > max_drop:
+            straddling.append(f"{text} straddles {max_drop:g} pt")
+    if broken:
+        return "wrong", "; ".join(broken + straddling)
+    if straddling:
+        return "undecided", f"undecided at n={n}: " + "; ".join(straddling)
+    return "ok", ""
