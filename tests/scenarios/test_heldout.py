@@ -57,13 +57,12 @@ def test_held_out_accuracies_are_numbers(evaluated):
     assert code == 0, rows
     got = {(r["backend"], r["precision"]): r for r in rows}
     assert got["eager", "int8"]["status"] == "unsupported"  # torchao's int8 is PT2E
-    assert got["eager", "fp32"]["status"] == "ok"  # the reference
-    # 256 samples cannot show 99% agreement even with no flip (the interval reaches 98.8%).
-    assert got["onnxruntime", "fp32"]["status"] == "undecided"
-    assert "undecided at n=256" in got["onnxruntime", "fp32"]["reason"]
-    assert got["onnxruntime", "int8"]["status"] in ("ok", "undecided")
+    # 256 samples cannot show 99% agreement even with no flip (the interval reaches 98.8%):
+    # a row meeting its rule as observed is ok, and its reason says so.
+    assert "at n=256" in got["onnxruntime", "fp32"]["reason"]
     for key in (("eager", "fp32"), ("onnxruntime", "fp32"), ("onnxruntime", "int8")):
         r = got[key]
+        assert r["status"] == "ok", r
         assert r["samples"] == 256  # padded rows dropped
         assert r["top1_low"] <= r["top1"] <= r["top1_high"]
         assert 0.3 < r["accuracy"] <= 1.0  # 3 epochs of 256 samples learn something
@@ -95,7 +94,7 @@ def test_a_broken_quantization_comes_out_wrong(evaluated):
     code = heldout(tmp, "broken.json", "--backends", f"eager,{BROKEN}", "--precision", "int8-dyn")
     rows = {r["backend"]: r for r in json.loads((tmp / "broken.json").read_text())["rows"]}
     assert code == 1
-    assert rows["eager"]["status"] in ("ok", "undecided"), rows["eager"]  # 256 samples
+    assert rows["eager"]["status"] == "ok", rows["eager"]
     assert rows[BROKEN]["status"] == "wrong", rows[BROKEN]
     assert "top-1 agreement" in rows[BROKEN]["reason"] or "drop" in rows[BROKEN]["reason"]
 
