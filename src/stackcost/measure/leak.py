@@ -116,3 +116,14 @@ def confirmed(checks: Sequence[Mapping[str, Any] | None]) -> float | None:
         return None
     rates = [c.get("late_bytes_per_iter") or c["bytes_per_iter"] for c in flagged]
     return float(min(rates))
+
+
+def suspected(checks: Sequence[Mapping[str, Any] | None]) -> float | None:
+    """A leak one repetition alone saw, when it is the only one checked: its rate (later
+    half's where stored), shown as unconfirmed, so a default one-repetition run does not
+    hide a real leak; None when there are more repetitions (`confirmed` decides) or no
+    flag."""
+    checked = [c for c in checks if c is not None]
+    if len(checked) != 1 or not checked[0].get("leak"):
+        return None
+    return float(checked[0].get("late_bytes_per_iter") or checked[0]["bytes_per_iter"])

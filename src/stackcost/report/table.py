@@ -250,6 +250,8 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         # RSS grew with the iteration count in repetitions that agree: see measure/leak.py
         if (leak := c.leak_bytes_per_iter) is not None:
             status.append(f"\nleak {leak / 1024:.1f} KiB/iter", style="red")
+        elif (leak := c.leak_suspected_bytes_per_iter) is not None:
+            status.append(f"\nleak? {leak / 1024:.1f} KiB/iter (1 rep)", style="yellow")
         extra = {
             "model": cell.model.name,
             "prec": cell.precision,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackcost.cell import Cell
 from stackcost.errors import SpecError
-from stackcost.measure.leak import confirmed
+from stackcost.measure.leak import confirmed, suspected
 from stackcost.measure.stats import (
     RepetitionInterval,
     Stats,
@@ -135,6 +135,12 @@ class CellResult:
         """The cell's leak, in bytes per iteration: None unless its repetitions agree on
         one (measure.leak.confirmed); one repetition's flag is kept in its own result."""
         return confirmed([r.leak for r in self.repetitions])
+
+    @property
+    def leak_suspected_bytes_per_iter(self) -> float | None:
+        """A leak its only repetition flagged, in bytes per iteration (measure.leak.suspected):
+        shown as unconfirmed until a second repetition agrees."""
+        return suspected([r.leak for r in self.repetitions])
 
 
 def superseded_dropped(
