@@ -190,6 +190,14 @@ def _timing(c: CellResult) -> tuple[str, Text, Text, Text, Text]:
     return reps, text(latency), text(throughput), text(first), text(startup)
 
 
+# What to change when the time cap left a cell unstable (each reason estimates its own).
+TIME_CAP_NOTE = (
+    "unstable at the time cap: a repetition's median had not reached --target-ci within "
+    "--max-time; its reason estimates the --max-time that would, or run --repeats 3 and "
+    "read the cell's CI over its repetitions"
+)
+
+
 def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
     cells = result.cells()
     # Runs execute series by series (so pruning can bite); read them workload by workload.
@@ -307,6 +315,8 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         caption += "\n" + ratio_note(baseline)
     if any(c.status == "disturbed" for c in cells):
         caption += "\n" + DISTURBED_NOTE
+    if any(c.status == "unstable" and "time cap" in cell_reason(c) for c in cells):
+        caption += "\n" + TIME_CAP_NOTE
     table.caption = Text(caption)
     return table
 

@@ -8,6 +8,7 @@ module verifies its output against eager's reference, checks memory growth, and 
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from stackcost.axes import QUANTIZED
@@ -108,7 +109,9 @@ class TimedLoop(Scenario):
 
 
 def _verdict(m: Measurement, wrong_output: str | None, protocol: Protocol) -> tuple[Status, str]:
-    """wrong (the output), unstable (the stop rule was not met), or ok."""
+    """wrong (the output), unstable (the stop rule was not met), or ok. A repetition stopped
+    by the time cap says what would reach the target: the CI of a median narrows as
+    1/sqrt(n), so ±c% after t s needs about t * (c / target)^2 s at the same pace."""
     if wrong_output is not None:
         return "wrong", wrong_output
     if not m.unstable:
@@ -119,5 +122,12 @@ def _verdict(m: Measurement, wrong_output: str | None, protocol: Protocol) -> tu
         else f"warmup did not settle in {protocol.warmup_max_time_s:g} s"
     )
     if m.stop_reason != "converged" and m.stats is not None and m.stats.n:
-        reason += f"; CI of median +/-{m.stats.ci_half_width_rel:.1%}"
+        ci = m.stats.ci_half_width_rel
+        reason += f" after {m.stats.n} iterations; CI of median +/-{ci:.1%}"
+        if m.stop_reason == "time cap" and m.warmup_settled and math.isfinite(ci) and ci > 0:
+            needed = math.ceil(m.timed_s * (ci / protocol.target_ci) ** 2)
+            reason += (
+                f"; +/-{protocol.target_ci:.0%} would take about {needed} s at this pace "
+                f"(estimated: --max-time {needed}), or judge it by repetitions (--repeats 3)"
+            )
     return "unstable", reason
