@@ -233,8 +233,9 @@ def table(rows: list[Heldout], model: str, dataset: str, weights: Path) -> FitTa
         "where it failed); drop: fp32 - accuracy, in points; a quantized precision is judged "
         f"by its rule (axes.QUANTIZED). [low, high]: exact bounds, each one-sided "
         f"{(1 + CONFIDENCE) / 2:.0%}, over the {rows[0].samples if rows else 0} held-out "
-        "samples: wrong when a rule's interval lies wholly outside it, undecided when it "
-        "straddles the bound"
+        "samples: wrong when a rule's interval lies wholly outside it, undecided when the "
+        "observed value misses the rule but the interval does not exclude it, ok when each "
+        "observed value meets its rule (the reason names an interval reaching past it)"
     )
     return t
 

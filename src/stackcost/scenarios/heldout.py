@@ -10,15 +10,16 @@ top-1 agreement with eager fp32's predictions, and the accuracy drop below the s
 fp32, in points.
 
 A split is finite (digits holds out 360 samples: 5 flips are 1.4 points of agreement), so
-each rule is judged on its interval, never on the observed value alone: `wrong` when the
-interval lies wholly outside the rule, `ok` when wholly inside, `undecided` when it
-straddles the bound (too few samples for the bound the rule claims; MNIST's 10000 decide
-where digits' 360 cannot). Agreement has an exact (Clopper-Pearson) interval; the drop, a
-paired difference, the exact interval conditional on the discordant pairs (the samples
-only one of the two got right), as McNemar's test does: how many samples change at all is
-the agreement interval's to bound. Each bound is one-sided 95%, which is each verdict's
-confidence: a rung that meets the rule can only be called `wrong` by mistake and one that
-breaks it only `ok`, each at most 5% of the time (the two bounds make a 90% interval).
+each rule is stated with its interval: `wrong` only when the interval lies wholly outside
+the rule (the split shows the rung breaks it), `undecided` when the observed value misses
+the rule but its interval does not exclude it, `ok` when each observed value meets its
+rule, the reason naming an interval that still reaches past the bound (360 samples show
+99% agreement beyond doubt only with no flip; MNIST's 10000 decide where digits' 360
+cannot). Agreement has an exact (Clopper-Pearson) interval; the drop, a paired difference,
+the exact interval conditional on the discordant pairs (the samples only one of the two
+got right), as McNemar's test does: how many samples change at all is the agreement
+interval's to bound. Each bound is one-sided 95%: a rung that meets the rule is called
+`wrong` by mistake at most 5% of the time (the two bounds make a 90% interval).
 """
 
 from __future__ import annotations
