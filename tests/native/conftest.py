@@ -1,13 +1,17 @@
-"""One build of the native program per test session, in a session-scoped cache directory.
+"""One build of each native program per test session, in one session-scoped cache directory.
 
-Each session compiles once (~20-25 s on this machine) rather than touching the user's
-~/.cache: tests must not depend on, or leave behind, a developer's build cache.
+Each program compiles once per session (libtorch ~45 s, onednn ~20 s on this machine),
+whichever test needs it first, rather than touching the user's ~/.cache: tests must not
+depend on, or leave behind, a developer's build cache. The programs share that directory
+(each target has its own keyed folder in it), which NativeBackend.cache_dir names for the
+whole session, so backends built by name find the same programs.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -31,24 +35,30 @@ def example(ref: ModelRef, resolution: int, batch: int = 1) -> Example:
     return make_example(zoo.workload_of(ref), ref, batch, {"resolution": resolution})
 
 
-def _cached_build(target: str, tmp_path_factory) -> Iterator[Build]:
-    """Build `target` once into a temporary cache that backends built by name use too."""
-    problem = toolchain_problem(target, shutil.which)
-    if problem:
-        pytest.skip(problem)
-    cache = tmp_path_factory.mktemp(f"{target}-cache")
-    build = ensure_built(target, cache)
+@pytest.fixture(scope="session")
+def native_cache(tmp_path_factory) -> Iterator[Path]:
+    """The session's build cache, which backends built by name use too."""
+    cache = tmp_path_factory.mktemp("native-cache")
     previous = NativeBackend.cache_dir
     NativeBackend.cache_dir = cache
-    yield build
+    yield cache
     NativeBackend.cache_dir = previous
 
 
+def cached_build(target: str, cache: Path) -> Build:
+    """`target` built into the session's cache (compiled by its first user), or a skip
+    naming what the toolchain lacks."""
+    problem = toolchain_problem(target, shutil.which)
+    if problem:
+        pytest.skip(problem)
+    return ensure_built(target, cache)
+
+
 @pytest.fixture(scope="session")
-def native_build(tmp_path_factory) -> Iterator[Build]:
-    yield from _cached_build("libtorch", tmp_path_factory)
+def native_build(native_cache) -> Build:
+    return cached_build("libtorch", native_cache)
 
 
-@pytest.fixture(scope="module")
-def onednn_build(tmp_path_factory) -> Iterator[Build]:
-    yield from _cached_build("onednn", tmp_path_factory)
+@pytest.fixture(scope="session")
+def onednn_build(native_cache) -> Build:
+    return cached_build("onednn", native_cache)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,16 +18,16 @@ from stackcost.backends import load_backend
 from stackcost.backends.cudnn import CUDNNBackend
 from stackcost.cell import Cell, ModelRef, TrainConfig
 from stackcost.native.build import Build, cuda_libraries, toolchain_problem
-from tests.native.conftest import MODELS, QUICK, _cached_build
+from tests.native.conftest import MODELS, QUICK, cached_build
 
 GPU = torch.cuda.is_available()
 
 
 @pytest.fixture(scope="module")
-def cudnn_build(tmp_path_factory) -> Iterator[Build]:
+def cudnn_build(native_cache) -> Build:
     # Skips, with the reason, where nvcc or the cuDNN/cuBLAS headers are missing (as on CI,
     # which installs neither wheel).
-    yield from _cached_build("cudnn", tmp_path_factory)
+    return cached_build("cudnn", native_cache)
 
 
 def test_declares_what_it_runs():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from stackcost.cell import Cell, ModelRef
 from stackcost.execute.worker import run_task
 from stackcost.native.build import BuildError, ensure_built, toolchain_problem
 from stackcost.native.tensors import write_tensors
-from stackcost.result import MEASURED_STATUSES
+from stackcost.result import MEASURED_STATUSES, RepetitionResult
 from stackcost.scenarios.task import RepetitionTask
 from tests.native.conftest import MODELS, QUICK, example
 
@@ -85,11 +86,31 @@ def task(tmp_path, backend: str, model: str, batch: int = 2) -> RepetitionTask:
     return RepetitionTask(cell=cell, protocol=QUICK, workdir=str(tmp_path))
 
 
+@pytest.fixture(scope="module")
+def runs(native_build, tmp_path_factory) -> Callable[..., RepetitionResult]:
+    """run_task's result for (backend, model, backend options), each run once in the module:
+    the default torchscript-cpp resnet18 cell is both an agreement case and the default of
+    the graph options."""
+    done: dict[tuple, RepetitionResult] = {}
+
+    def run(backend: str, model: str, options: dict[str, str] | None = None):
+        key = (backend, model, tuple(sorted((options or {}).items())))
+        if key not in done:
+            t = task(tmp_path_factory.mktemp(backend), backend, model)
+            t = t.model_copy(
+                update={"cell": t.cell.model_copy(update={"backend_options": options or {}})}
+            )
+            done[key] = run_task(t)
+        return done[key]
+
+    return run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", list(MODELS))
 @pytest.mark.parametrize("backend", ["libtorch", "torchscript-cpp"])
-def test_matches_eager(native_build, tmp_path, backend, model):
-    result = run_task(task(tmp_path, backend, model))
+def test_matches_eager(runs, backend, model):
+    result = runs(backend, model)
     assert result.status in MEASURED_STATUSES, (result.reason, result.log_tail)
     assert result.verification.ok and result.verification.max_rel_err <= 1e-4
     assert result.stats.n >= QUICK.min_iters and len(result.samples_ns) == result.stats.n
@@ -105,11 +126,9 @@ def test_matches_eager(native_build, tmp_path, backend, model):
     "options, optimized",
     [({}, True), ({"optimize": "false"}, False), ({"freeze": "false"}, False)],
 )
-def test_torchscript_cpp_graph_options(native_build, tmp_path, options, optimized):
+def test_torchscript_cpp_graph_options(runs, options, optimized):
     # The Python rung's defaults: frozen and optimize_for_inference, applied by the program.
-    t = task(tmp_path, "torchscript-cpp", "resnet18")
-    t = t.model_copy(update={"cell": t.cell.model_copy(update={"backend_options": options})})
-    result = run_task(t)
+    result = runs("torchscript-cpp", "resnet18", options)
     assert result.status in MEASURED_STATUSES, (result.reason, result.log_tail)
     assert result.verification.ok and result.details["optimize_for_inference"] is optimized
 

@@ -42,13 +42,20 @@ def _train(backend: str, tmp_path) -> object:
     return run_task(task)
 
 
+@pytest.fixture(scope="module")
+def eager(tmp_path_factory) -> object:
+    """Eager's level of the same run, trained once: the reference of both native levels
+    (asked for after the build, so a machine without the toolchain skips before it)."""
+    return _train("eager", tmp_path_factory.mktemp("eager"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "backend, build", [("libtorch", "native_build"), ("onednn", "onednn_build")]
 )
 def test_native_level_trains_through_the_worker(backend, build, request, tmp_path):
     request.getfixturevalue(build)  # the session's program, in its own cache
-    native, eager = _train(backend, tmp_path), _train("eager", tmp_path)
+    native, eager = _train(backend, tmp_path), request.getfixturevalue("eager")
     assert native.status in MEASURED_STATUSES, (native.reason, native.log_tail)
     assert [e.epoch for e in native.epochs] == [1, 2]
     for n, e in zip(native.epochs, eager.epochs, strict=True):

@@ -68,7 +68,7 @@ def test_matches_eager(onednn_build, tmp_path, model):
     assert d["bn_folded"] is (model == "resnet18")  # mnist-cnn has no BatchNorm
     assert d["omp_threads"] == 2
     assert d["primitives"] > 0 and d["first_conv_src_format"] and d["first_conv_weights_format"]
-    assert d["build_compiled"] is False  # the module's build, reused
+    assert d["build_compiled"] is False  # the session's build, reused
 
 
 @pytest.mark.slow
