@@ -16,7 +16,7 @@ def capped(samples_ns: list[int], timed_s: float, reason: str = "time cap") -> M
 
 def test_a_capped_repetition_estimates_the_max_time_its_target_needs():
     # 16 iterations of ~1.2 s, spread over two modes: the median's CI is far from +/-2%.
-    samples = [1_100_000_000 + (i % 4) * 100_000_000 for i in range(16)]
+    samples = [1_100_000_000 + (i % 4) * 30_000_000 for i in range(16)]
     m = capped(samples, 20.0)
     status, reason = _verdict(m, None, Protocol())
     ci = m.stats.ci_half_width_rel
@@ -34,3 +34,11 @@ def test_converged_and_wrong_say_nothing_of_time():
         "wrong",
         "outputs differ",
     )
+
+
+def test_a_loop_too_noisy_for_time_is_sent_to_repetitions():
+    # Half the iterations at 1 ms, half at 3 ms: the median's CI spans both modes.
+    samples = [1_000_000, 3_000_000] * 20
+    status, reason = _verdict(capped(samples, 20.0), None, Protocol())
+    assert status == "unstable" and "out of reach by time alone" in reason
+    assert "--max-time" not in reason and "--repeats 3" in reason

@@ -108,6 +108,10 @@ class TimedLoop(Scenario):
         )
 
 
+# The longest --max-time a capped repetition suggests; beyond it, more repetitions.
+MAX_SUGGESTED_S = 600
+
+
 def _verdict(m: Measurement, wrong_output: str | None, protocol: Protocol) -> tuple[Status, str]:
     """wrong (the output), unstable (the stop rule was not met), or ok. A repetition stopped
     by the time cap says what would reach the target: the CI of a median narrows as
@@ -126,8 +130,16 @@ def _verdict(m: Measurement, wrong_output: str | None, protocol: Protocol) -> tu
         reason += f" after {m.stats.n} iterations; CI of median +/-{ci:.1%}"
         if m.stop_reason == "time cap" and m.warmup_settled and math.isfinite(ci) and ci > 0:
             needed = math.ceil(m.timed_s * (ci / protocol.target_ci) ** 2)
-            reason += (
-                f"; +/-{protocol.target_ci:.0%} would take about {needed} s at this pace "
-                f"(estimated: --max-time {needed}), or judge it by repetitions (--repeats 3)"
-            )
+            if needed <= MAX_SUGGESTED_S:
+                reason += (
+                    f"; +/-{protocol.target_ci:.0%} would take about {needed} s at this pace "
+                    f"(estimated: --max-time {needed}), or judge it by repetitions "
+                    "(--repeats 3)"
+                )
+            else:  # a loop this noisy is not fixed by time: the estimate would be absurd
+                reason += (
+                    f"; +/-{protocol.target_ci:.0%} is out of reach by time alone (over "
+                    f"{MAX_SUGGESTED_S // 60} min at this pace): judge it by repetitions "
+                    "(--repeats 3)"
+                )
     return "unstable", reason
