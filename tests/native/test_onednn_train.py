@@ -120,10 +120,19 @@ def exe(onednn_build) -> Path:
 # ---- agreement with eager -------------------------------------------------------------
 
 
-@AVX2_TRAINING_GAP
-def test_resnet18_first_steps_match_eager(exe, tmp_path):
+@pytest.fixture(scope="module")
+def resnet18_eager() -> tuple[Problem, list[float], list[dict[str, torch.Tensor]]]:
+    """resnet18 at lr 0.01 and eager's first three steps on it, trained once for the tests
+    that compare with them: the problem, the losses and the state after each step."""
     p = problem(lr=0.01, momentum=0.9)
-    ref, _ = eager_losses(p, max_steps=3)
+    states: list[dict[str, torch.Tensor]] = []
+    losses, _ = eager_losses(p, max_steps=3, snapshots=states)
+    return p, losses, states
+
+
+@AVX2_TRAINING_GAP
+def test_resnet18_first_steps_match_eager(exe, tmp_path, resnet18_eager):
+    p, ref, _ = resnet18_eager
     answer = run_program(exe, p, tmp_path, max_steps=3)
     assert len(answer["losses"]) == 3
     for got, want in zip(answer["losses"], ref, strict=True):
@@ -148,9 +157,9 @@ def test_adam_matches_eager(exe, tmp_path, schedule):
 
 
 @pytest.mark.parametrize("steps", [1, pytest.param(2, marks=AVX2_TRAINING_GAP)])
-def test_resnet18_final_weights_match_eager(exe, tmp_path, steps):
-    p = problem(lr=0.01, momentum=0.9)
-    _, state = eager_losses(p, max_steps=steps)
+def test_resnet18_final_weights_match_eager(exe, tmp_path, steps, resnet18_eager):
+    p, _, states = resnet18_eager
+    state = states[steps - 1]
     answer = run_program(exe, p, tmp_path, max_steps=steps, final_weights=tmp_path / "final.scw")
     got = read_tensors(tmp_path / "final.scw")
     errors = tensor_errors(got, state)  # parameters and BN buffers, all 122 tensors
@@ -212,11 +221,12 @@ def test_resnet18_first_update_matches_eager_at_larger_batches(exe, tmp_path, ba
 
 def test_resnet18_six_steps_at_a_small_lr(exe, tmp_path):
     p = problem(lr=0.001, momentum=0.9)
-    ref, _ = eager_losses(p, max_steps=6)
+    states: list[dict[str, torch.Tensor]] = []
+    ref, _ = eager_losses(p, max_steps=6, snapshots=states)
     answer = run_program(exe, p, tmp_path, max_steps=6)
     for got, want in zip(answer["losses"], ref, strict=True):
         assert rel(got, want) <= 1e-3, (answer["losses"], ref)
-    _, state = eager_losses(p, max_steps=3)
+    state = states[2]  # after step 3, as a run of max_steps=3 ends
     run_program(exe, p, tmp_path, max_steps=3, final_weights=tmp_path / "final.scw")
     errors = tensor_errors(read_tensors(tmp_path / "final.scw"), state)
     assert max(errors.values()) <= 1e-3

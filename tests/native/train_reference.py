@@ -64,8 +64,12 @@ def problem(
     )
 
 
-def eager_losses(p: Problem, max_steps: int = 0) -> tuple[list[float], dict[str, torch.Tensor]]:
-    """Per-step losses and the final state_dict, trained exactly as the Python worker does."""
+def eager_losses(
+    p: Problem, max_steps: int = 0, snapshots: list[dict[str, torch.Tensor]] | None = None
+) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """Per-step losses and the final state_dict, trained exactly as the Python worker does;
+    a copy of the state_dict after each step appended to `snapshots` when given (the state a
+    run of max_steps=k would end in is snapshots[k - 1])."""
     model = copy.deepcopy(p.model).train()
     cfg = p.cell.train
     assert cfg is not None
@@ -94,6 +98,8 @@ def eager_losses(p: Problem, max_steps: int = 0) -> tuple[list[float], dict[str,
             if sched is not None:
                 sched.step()
             losses.append(float(loss.detach()))
+            if snapshots is not None:
+                snapshots.append({k: v.detach().clone() for k, v in model.state_dict().items()})
             if max_steps and len(losses) >= max_steps:
                 return losses, model.state_dict()
     return losses, model.state_dict()
