@@ -163,7 +163,10 @@ def test_divergence_is_a_result_with_its_epoch(tmp_path, capsys):
         (["--backends", "onnxruntime"], "cannot train: onnxruntime"),
         (["--optimizer", "lbfgs"], "unknown optimizer 'lbfgs'"),
         (["--device", "gpu"], "unknown device 'gpu' (allowed: cpu, cuda)"),
-        (["--device", ","], "--device ',': give one or more of cpu, cuda"),
+        (
+            ["--device", ","],
+            "device ',': empty item at position 1; give a comma-separated list such as cpu,cuda",
+        ),
         (["--pageable"], "--pageable is about the copy to a GPU: add --device cuda"),
     ],
 )
