@@ -18,32 +18,50 @@ BUSY = "tests.execute.fake_backends:BusyBackend"
 LEAKY = "tests.execute.fake_backends:LeakyBackend"
 
 
-def run_busy(db, monkeypatch, busy_us: int):
-    monkeypatch.setenv("STACKCOST_TEST_BUSY_US", str(busy_us))
-    return measure(
-        "mlp",
-        [BUSY],
-        batch_sizes=[2],
-        resolutions=[4],
-        threads=[1],
-        repeats=3,
-        db=db,
-        protocol=FAST,
-        # Workers get a whitelisted environment: the slowdown must be passed explicitly.
-        inherit_env=["STACKCOST_TEST_BUSY_US"],
+def busy_spec():
+    """What `measure("mlp", [BUSY], ...)` runs: three repetitions of one tiny cell."""
+    from stackcost.spec.run import model_ref, validate
+
+    return validate(
+        dict(
+            models=[model_ref("mlp")],
+            backends=[BUSY],
+            batch_sizes=[2],
+            sizes={"resolution": [4]},
+            precisions=["fp32"],
+            threads=[1],
+            devices=["cpu"],
+            repeats=3,
+            protocol=FAST,
+            # Workers get a whitelisted environment: the slowdown must be passed explicitly.
+            inherit_env=["STACKCOST_TEST_BUSY_US"],
+        )
     )
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
+    from stackcost.execute.local import LocalExecutor
+    from stackcost.execute.runner import execute, prepare
+    from stackcost.store.database import Store
     from tests.conftest import ROOT
 
+    mp = pytest.MonkeyPatch()
     mp.setenv("PYTHONPATH", str(ROOT))
     db = tmp_path_factory.mktemp("cmp") / "s.db"
     # base, rerun, slowed. The step is mostly a fixed busy-wait, so the slowdown under test
     # (2x) dwarfs what the tiny eager call adds: that part moves 2x between processes here.
-    ids = [run_busy(db, mp, us).run_id for us in (3000, 3000, 6000)]
+    # The three runs are one spec, asked about once (the delay is the workers' environment,
+    # not the spec), on one executor: base and rerun fork from one warm starter, the slowed
+    # run (another environment) from its own.
+    prepared = prepare(busy_spec())
+    executor = LocalExecutor()
+    ids = []
+    with executor.session(), Store(db) as store:
+        for busy_us in (3000, 3000, 6000):
+            mp.setenv("STACKCOST_TEST_BUSY_US", str(busy_us))
+            result = execute(prepared, store, executor=executor, command="stackcost.run()")
+            ids.append(result.run_id)
     mp.undo()
     return db, ids
 
