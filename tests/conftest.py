@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from stackcost.backends.native import NativeBackend
 from stackcost.cell import Cell
 from stackcost.measure.protocol import Protocol
+from stackcost.native.build import Build, ensure_built, toolchain_problem
 from stackcost.scenarios.task import RepetitionTask
 from stackcost.spec.run import model_ref
 
@@ -54,3 +58,28 @@ def tiny_task(
         timeout_s=timeout_s,
         workdir=str(tmp_path / "w"),
     )
+
+
+# One build of each native program per test session, in one session-scoped cache directory.
+# Each program compiles once per session (libtorch ~40 s, onednn ~15 s on a 2-core machine),
+# whichever test needs it first, rather than touching the user's ~/.cache: tests must not
+# depend on, or leave behind, a developer's build cache. The programs share that directory
+# (each target has its own keyed folder in it), which NativeBackend.cache_dir names for the
+# whole session, so backends built by name, in tests/native or elsewhere, find them.
+@pytest.fixture(scope="session")
+def native_cache(tmp_path_factory) -> Iterator[Path]:
+    """The session's build cache, which backends built by name use too."""
+    cache = tmp_path_factory.mktemp("native-cache")
+    previous = NativeBackend.cache_dir
+    NativeBackend.cache_dir = cache
+    yield cache
+    NativeBackend.cache_dir = previous
+
+
+def cached_build(target: str, cache: Path) -> Build:
+    """`target` built into the session's cache (compiled by its first user), or a skip
+    naming what the toolchain lacks."""
+    problem = toolchain_problem(target, shutil.which)
+    if problem:
+        pytest.skip(problem)
+    return ensure_built(target, cache)

@@ -8,8 +8,6 @@ definition of is `unsupported`, with the reason saying so.
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from stackcost import backends
@@ -18,9 +16,9 @@ from stackcost.backends.eager import EagerBackend
 from stackcost.cell import Cell, ModelRef
 from stackcost.execute.worker import run_task
 from stackcost.measure.protocol import Protocol
-from stackcost.native.build import toolchain_problem
 from stackcost.result import MEASURED_STATUSES
 from stackcost.scenarios.task import RepetitionTask
+from tests.conftest import cached_build
 
 QUICK = Protocol(min_time_s=0.02, min_iters=3, max_time_s=1, warmup_max_time_s=0.5)
 MNIST = ModelRef(name="mnist-cnn", num_classes=10, in_channels=1)
@@ -102,11 +100,9 @@ def test_the_table_decides_what_the_programs_define():
 
 
 @pytest.mark.slow
-def test_native_backend_runs_through_the_same_worker_path(tmp_path):
-    problem = toolchain_problem("libtorch", shutil.which)
-    if problem:
-        pytest.skip(problem)
-    # The build cache the runs use (~/.cache/stackcost/native): compiled once, then reused.
+def test_native_backend_runs_through_the_same_worker_path(tmp_path, native_cache):
+    # The session's build (tests/conftest.py), which the native tests share: built by name.
+    cached_build("libtorch", native_cache)
     result = run_task(task(tmp_path, "libtorch", profile=True))
     assert result.status in MEASURED_STATUSES, (result.reason, result.log_tail)
     assert result.verification.ok and result.details["kind"] == "nn"

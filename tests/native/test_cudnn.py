@@ -18,7 +18,8 @@ from stackcost.backends import load_backend
 from stackcost.backends.cudnn import CUDNNBackend
 from stackcost.cell import Cell, ModelRef, TrainConfig
 from stackcost.native.build import Build, cuda_libraries, toolchain_problem
-from tests.native.conftest import MODELS, QUICK, cached_build
+from tests.conftest import cached_build
+from tests.native.conftest import MODELS, QUICK
 
 GPU = torch.cuda.is_available()
 
