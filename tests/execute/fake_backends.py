@@ -52,14 +52,27 @@ class WrongBackend(Backend):
 
 
 class SlowStartBackend(Backend):
-    """Eager after a 3 s prepare: keeps a repetition in flight long enough to interrupt."""
+    """Eager after a 3 s prepare: keeps a repetition in flight long enough to interrupt.
+
+    STACKCOST_TEST_SLOW_S, where a spec passes it on (inherit_env), sets the delay: a
+    resume that finishes an interrupted sweep need not wait again."""
 
     name = "slow-start"
     description = "sleeps 3 s in prepare, then runs eager"
+    delay_s = 3.0
 
     def prepare(self, model, example, cell, ctx):
-        time.sleep(3)
+        time.sleep(float(os.environ.get("STACKCOST_TEST_SLOW_S", self.delay_s)))
         return EagerBackend().prepare(model, example, cell, ctx)
+
+
+class BriefStartBackend(SlowStartBackend):
+    """Eager after a 1 s prepare: in flight for a test that acts within 0.5 s of seeing
+    its worker start (a worker spends its import, then this, before it can finish)."""
+
+    name = "brief-start"
+    description = "sleeps 1 s in prepare, then runs eager"
+    delay_s = 1.0
 
 
 _LEAKED: list[bytes] = []

@@ -50,9 +50,9 @@ def statuses(db) -> list[str]:
     return [r[0] for r in sqlite3.connect(db).execute("SELECT status FROM repetitions")]
 
 
-def test_beside_burners_a_kept_repetition_is_disturbed_never_ok(tmp_path):
+def test_beside_burners_a_kept_repetition_is_disturbed_never_ok(tmp_path, warm_executor):
     with burners(cores()), Store(tmp_path / "s.db") as store:
-        result = execute(spec(), store, on_disturbed="keep")
+        result = execute(spec(), store, executor=warm_executor, on_disturbed="keep")
     ((_, rep),) = result.records
     assert rep.status == "disturbed", (rep.status, rep.reason, rep.disturbance)
     assert rep.disturbance.others_cores >= 0.9  # at least one burner's core
@@ -61,7 +61,7 @@ def test_beside_burners_a_kept_repetition_is_disturbed_never_ok(tmp_path):
     assert statuses(tmp_path / "s.db") == ["disturbed"]
 
 
-def test_retry_waits_out_the_burners_and_stores_a_clean_result(tmp_path):
+def test_retry_waits_out_the_burners_and_stores_a_clean_result(tmp_path, warm_executor):
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores())]
     retries: list[int] = []
 
@@ -71,7 +71,7 @@ def test_retry_waits_out_the_burners_and_stores_a_clean_result(tmp_path):
 
     try:
         with Store(tmp_path / "s.db") as store:
-            result = execute(spec(), store, on_retry=on_retry)
+            result = execute(spec(), store, executor=warm_executor, on_retry=on_retry)
     finally:
         stop(procs)
     ((_, rep),) = result.records  # the view holds the last try only
@@ -81,17 +81,17 @@ def test_retry_waits_out_the_burners_and_stores_a_clean_result(tmp_path):
     assert statuses(tmp_path / "s.db")[0] == "disturbed"  # the disturbed try is kept as history
 
 
-def test_the_same_run_alone_is_not_disturbed(tmp_path):
+def test_the_same_run_alone_is_not_disturbed(tmp_path, warm_executor):
     with Store(tmp_path / "s.db") as store:
-        result = execute(spec(), store, on_disturbed="keep")
+        result = execute(spec(), store, executor=warm_executor, on_disturbed="keep")
     ((_, rep),) = result.records
     assert rep.status in ("ok", "unstable"), (rep.reason, rep.disturbance)
     assert rep.disturbance.others_cores < rep.disturbance.threshold_cores
 
 
-def test_fail_stops_the_run_after_storing_the_disturbed_repetition(tmp_path):
+def test_fail_stops_the_run_after_storing_the_disturbed_repetition(tmp_path, warm_executor):
     two = spec().model_copy(update={"batch_sizes": [4, 8]})
     with burners(cores()), Store(tmp_path / "s.db") as store:
-        result = execute(two, store, on_disturbed="fail")
+        result = execute(two, store, executor=warm_executor, on_disturbed="fail")
     assert "--on-disturbed fail stops the run" in result.stopped
     assert statuses(tmp_path / "s.db") == ["disturbed"]  # the second cell never ran

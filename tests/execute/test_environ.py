@@ -43,7 +43,7 @@ def test_names_are_checked():
     assert "'A=B'" in check_env_names(["A=B"])
 
 
-def run_env_cell(tmp_path, inherit: list[str]) -> RunResult:
+def run_env_cell(tmp_path, executor, inherit: list[str]) -> RunResult:
     spec = RunSpec(
         models=[model_ref("mlp")],
         backends=[ENV],
@@ -53,19 +53,21 @@ def run_env_cell(tmp_path, inherit: list[str]) -> RunResult:
         inherit_env=inherit,
     )
     with Store(tmp_path / f"s{len(inherit)}.db") as store:
-        return execute(spec, store, on_disturbed="keep")
+        return execute(spec, store, executor=executor, on_disturbed="keep")
 
 
-def test_a_stray_tuning_variable_does_not_reach_the_worker_unless_inherited(tmp_path, monkeypatch):
+def test_a_stray_tuning_variable_does_not_reach_the_worker_unless_inherited(
+    tmp_path, monkeypatch, warm_executor
+):
     monkeypatch.setenv("KMP_AFFINITY", "granularity=fine,compact")
     monkeypatch.setenv("STACKCOST_TEST_PASSED", "yes")
-    plain = run_env_cell(tmp_path, [])
+    plain = run_env_cell(tmp_path, warm_executor, [])
     seen = plain.records[0][1].details["seen_env"]
     assert seen["KMP_AFFINITY"] is None and seen["STACKCOST_TEST_PASSED"] is None
     assert seen["OMP_NUM_THREADS"] == "1" and seen["PATH"]
     assert "KMP_AFFINITY" not in plain.env["worker_environ"]
 
-    passed = run_env_cell(tmp_path, ["KMP_AFFINITY"])
+    passed = run_env_cell(tmp_path, warm_executor, ["KMP_AFFINITY"])
     assert passed.records[0][1].details["seen_env"]["KMP_AFFINITY"] == "granularity=fine,compact"
     assert passed.env["worker_environ"]["KMP_AFFINITY"] == "granularity=fine,compact"
 

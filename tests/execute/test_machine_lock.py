@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -55,11 +56,27 @@ def test_run_no_wait_beside_a_measuring_stackcost_exits_75_and_writes_nothing(ca
     assert not db.exists()
 
 
-def test_run_waits_for_the_machine_and_says_so(capsys, tmp_path):
+class _Watched:
+    """A stream that sets `said` once `words` are written to it, and passes all on."""
+
+    def __init__(self, stream, words: str, said: threading.Event) -> None:
+        self.stream, self.words, self.said = stream, words, said
+
+    def write(self, text: str) -> int:
+        if self.words in text:
+            self.said.set()
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def test_run_waits_for_the_machine_and_says_so(capsys, tmp_path, monkeypatch):
     db = tmp_path / "s.db"
     lock = MachineLock(who="pid 7: a long sweep")
     held = threading.Event()
-    release = threading.Event()
+    release = threading.Event()  # set when the run says it waits: then the lock is let go
+    monkeypatch.setattr(sys, "stderr", _Watched(sys.stderr, "waiting for the machine", release))
 
     def hold() -> None:
         with lock.held():
@@ -69,7 +86,6 @@ def test_run_waits_for_the_machine_and_says_so(capsys, tmp_path):
     holder = threading.Thread(target=hold)
     holder.start()
     held.wait(5)
-    threading.Timer(2.0, release.set).start()
     code = main([*RUN, "--db", str(db)])
     holder.join()
     _, err = capsys.readouterr()

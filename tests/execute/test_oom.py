@@ -40,7 +40,7 @@ def test_the_store_keeps_the_whole_reason_and_tables_its_headline():
     assert headline(reason) == "x.cpp:1: error: bad"
 
 
-def test_an_allocator_failure_prunes_the_larger_batches(tmp_path):
+def test_an_allocator_failure_prunes_the_larger_batches(tmp_path, warm_executor):
     spec = RunSpec(
         models=[model_ref("mlp")],
         backends=["tests.execute.fake_backends:AllocFailBackend"],
@@ -49,7 +49,7 @@ def test_an_allocator_failure_prunes_the_larger_batches(tmp_path):
         protocol=FAST,
     )
     with Store(tmp_path / "s.db") as store:
-        result = execute(spec, store, on_disturbed="keep")
+        result = execute(spec, store, executor=warm_executor, on_disturbed="keep")
     status = {c.cell.batch_size: c.status for c in result.cells()}
     assert status[4] == "oom" and status[8] == status[16] == "skipped", status
     oom = next(c for c in result.cells() if c.cell.batch_size == 4)

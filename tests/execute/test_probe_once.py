@@ -54,7 +54,7 @@ def test_sweep_probes_once_and_its_resume_once_more(tmp_path: Path, spawns, caps
     spec = tmp_path / "sweep.yaml"
     spec.write_text(
         f"models: [{{name: '{FACTORY}', input_shape: [4]}}]\n"
-        f"backends: [eager, '{CUSTOM}']\nbatch_sizes: 1,2\nthreads: 1\nrepeats: 1\n"
+        f"backends: [eager, '{CUSTOM}']\nbatch_sizes: 1\nthreads: 1\nrepeats: 1\n"
         "protocol: {min_time_s: 0.01, max_time_s: 0.1}\n"
     )
     db = str(tmp_path / "s.db")

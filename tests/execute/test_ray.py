@@ -20,7 +20,6 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from stackcost.cli import main  # noqa: E402
 from stackcost.env import collect, fingerprint  # noqa: E402
 from stackcost.execute.cores import CoreLock  # noqa: E402
-from stackcost.execute.local import LocalExecutor  # noqa: E402
 from stackcost.execute.machine_lock import MachineLock  # noqa: E402
 from stackcost.execute.ray_executor import RayExecutor  # noqa: E402
 from stackcost.execute.runner import execute  # noqa: E402
@@ -32,7 +31,8 @@ from stackcost.store.database import Store  # noqa: E402
 
 TWO_CPUS = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 QUICK = Protocol(min_time_s=0.2, max_time_s=0.4, warmup_max_time_s=0.1, min_iters=5)
-SLOW = "tests.execute.fake_backends:SlowStartBackend"  # 3 s in prepare: time to kill a node
+# 1 s in prepare, after its import: time to kill the node 0.5 s after its worker is seen
+SLOW = "tests.execute.fake_backends:BriefStartBackend"
 
 
 @pytest.fixture(scope="module")
@@ -166,9 +166,9 @@ def test_cli_sweep_on_ray_and_bad_executor_input(cluster, tmp_path, capsys):
     assert not bad.exists()
 
 
-def test_resume_across_executors(cluster, tmp_path):
+def test_resume_across_executors(cluster, tmp_path, warm_executor):
     """Started locally, finished on Ray; started on Ray, finished locally: one run each."""
-    for first, then in ((LocalExecutor(), RayExecutor()), (RayExecutor(), LocalExecutor())):
+    for first, then in ((warm_executor, RayExecutor()), (RayExecutor(), warm_executor)):
         db = tmp_path / f"{type(first).__name__}.db"
 
         def stop_after_one(cell, result, done, total):
@@ -209,7 +209,7 @@ def test_a_node_killed_mid_sweep_is_retried_elsewhere_and_nothing_is_stored_twic
         while time.monotonic() < deadline and not killed:
             node = _measuring_node(cluster)
             if node is not None:
-                time.sleep(0.5)  # well inside the slow backend's 3 s prepare
+                time.sleep(0.5)  # well inside the worker's import and 1 s prepare
                 cluster.remove_node(node, allow_graceful=False)
                 killed.append(node)
             time.sleep(0.1)

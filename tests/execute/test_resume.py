@@ -1,5 +1,6 @@
 """Crash safety: SIGKILL at any moment loses nothing; Ctrl-C records the repetition in flight."""
 
+import os
 import signal
 import sqlite3
 import subprocess
@@ -17,6 +18,7 @@ resolutions: [4]
 threads: 1
 repeats: 2
 protocol: {min_time_s: 0.05, max_time_s: 0.3, warmup_max_time_s: 0.1, min_iters: 5}
+inherit_env: [STACKCOST_TEST_SLOW_S]
 """
 CELLS, REPEATS = 4, 2
 
@@ -37,6 +39,13 @@ def start(tmp_path):
     return cmd, subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint
     )
+
+
+def resume(cmd, timeout: float) -> subprocess.CompletedProcess:
+    """The same sweep again, to finish what was stopped. Only the stopped run needs the
+    slow backend's 3 s prepare (a repetition in flight to stop): here it is cut to none."""
+    env = {**os.environ, "STACKCOST_TEST_SLOW_S": "0"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def _default_sigint() -> None:
@@ -105,7 +114,7 @@ def test_sigkill_then_resume_measures_every_cell_exactly_repeats_times(tmp_path)
     psutil.wait_procs(children, timeout=10)
     assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
 
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    done = resume(cmd, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "resuming run" in done.stderr
     assert counts(tmp_path) == {
@@ -116,7 +125,7 @@ def test_sigkill_then_resume_measures_every_cell_exactly_repeats_times(tmp_path)
     db = sqlite3.connect(tmp_path / "s.db")
     assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
 
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    again = resume(cmd, timeout=120)
     assert again.returncode == 0
     assert sum(counts(tmp_path).values()) == CELLS * REPEATS  # nothing re-measured
 
@@ -133,6 +142,6 @@ def test_ctrl_c_records_the_repetition_in_flight_as_interrupted(tmp_path):
     db = sqlite3.connect(tmp_path / "s.db")
     statuses = [s for (s,) in db.execute("SELECT status FROM repetitions")]
     assert statuses[-1] == "interrupted"
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    done = resume(cmd, timeout=300)
     assert done.returncode == 0, done.stderr
     assert set(counts(tmp_path).values()) == {REPEATS}
