@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 
 from stackcost.backends.native import NativeBackend
 from stackcost.cell import Cell
+from stackcost.execute.local import LocalExecutor
+from stackcost.execute.warm_start import StarterLost, WarmStarter
 from stackcost.measure.protocol import Protocol
 from stackcost.native.build import Build, ensure_built, toolchain_problem
 from stackcost.scenarios.task import RepetitionTask
@@ -83,3 +86,53 @@ def cached_build(target: str, cache: Path) -> Build:
     if problem:
         pytest.skip(problem)
     return ensure_built(target, cache)
+
+
+# Warm starters (execute/warm_start.py) outlive one executor in the tests: each starter
+# imports torch (about 3 s here), and most of the suite's runs start the same worker
+# environment, one CLI call after another. The few most recently used starters stay open
+# for the session, keyed by interpreter, working directory and the worker's whole
+# environment, so a test still gets exactly the worker a run would start; each repetition
+# is still forked into a process of its own. Tests of the starters themselves opt out with
+# the `own_starters` marker. A few starters only: each holds a torch import (~250 MB).
+SHARED_STARTERS = 3
+
+
+@pytest.fixture(scope="session")
+def _starter_pool() -> Iterator[OrderedDict[tuple, WarmStarter]]:
+    pool: OrderedDict[tuple, WarmStarter] = OrderedDict()
+    yield pool
+    for starter in pool.values():
+        starter.close()
+
+
+@pytest.fixture(autouse=True)
+def _shared_starters(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("own_starters"):
+        return
+    pool = request.getfixturevalue("_starter_pool")
+
+    def key(executor: LocalExecutor, env: dict[str, str]) -> tuple:
+        return (executor.python, os.getcwd(), tuple(sorted(env.items())))
+
+    def starter(executor: LocalExecutor, env: dict[str, str]) -> WarmStarter | None:
+        if executor.worker_start != "warm" or not executor._maps:
+            return None
+        k = key(executor, env)
+        if k in pool and pool[k].alive():
+            pool.move_to_end(k)
+            return pool[k]
+        try:
+            pool[k] = WarmStarter(executor.python, env)
+        except (StarterLost, OSError):
+            return None
+        while len(pool) > SHARED_STARTERS:
+            pool.popitem(last=False)[1].close()
+        return pool[k]
+
+    def drop(executor: LocalExecutor, env: dict[str, str]) -> None:
+        if lost := pool.pop(key(executor, env), None):
+            lost.close()
+
+    monkeypatch.setattr(LocalExecutor, "_starter", starter)
+    monkeypatch.setattr(LocalExecutor, "_drop", drop)

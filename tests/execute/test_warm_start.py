@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from stackcost.execute.local import LocalExecutor
 from stackcost.execute.machine_lock import MachineLock
 from stackcost.result import MEASURED_STATUSES
 from tests.conftest import tiny_task
 
 FAKE = "tests.execute.fake_backends"
+# These tests are about an executor's own starters: not the suite's shared ones.
+pytestmark = pytest.mark.own_starters
 
 
 def _executor(tmp_path, **kw) -> LocalExecutor:
@@ -47,13 +51,13 @@ def test_crash_hang_and_exception_are_results_as_with_a_cold_worker(tmp_path):
     executor = _executor(tmp_path)
     tasks = [
         tiny_task(tmp_path / "a", f"{FAKE}:AbortBackend"),
-        tiny_task(tmp_path / "h", f"{FAKE}:HangBackend", timeout_s=6),
+        tiny_task(tmp_path / "h", f"{FAKE}:HangBackend", timeout_s=2),
         tiny_task(tmp_path / "r", f"{FAKE}:RaiseBackend"),
         tiny_task(tmp_path / "e"),
     ]
     abort, hang, error, fine = _map(executor, tasks)
     assert abort.status == "crashed" and "SIGABRT" in abort.reason
-    assert hang.status == "timeout" and "6 s" in hang.reason
+    assert hang.status == "timeout" and "2 s" in hang.reason
     assert error.status == "failed" and "Traceback" in error.log_tail
     # The starter outlived all three: the last repetition still forked from it.
     assert fine.status in MEASURED_STATUSES and fine.details["worker_start"]["kind"] == "warm"
