@@ -1,4 +1,5 @@
-"""`stackcost ab MODEL --base SIDE --cand SIDE`: interleaved A/B; exit 1 on a regression.
+"""`stackcost ab MODEL --base SIDE --cand SIDE`: interleaved A/B; exit 1 on a regression,
+3 when a cell stayed undecided (noisy), 0 only when every cell was decided and none regressed.
 
 Base and candidate are measured in one invocation, side by side in ABBA/BAAB blocks of
 fresh processes, so the machine's drift hits both alike; the verdict comes from paired
@@ -41,11 +42,16 @@ SIDE_HELP = (
     "default: this environment"
 )
 
+# Neither pass (0) nor regression (1): a cell ended noisy. --on-undecided maps it to either.
+EXIT_UNDECIDED = 3
+ON_UNDECIDED = {"pass": 0, "fail": 1}
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "ab",
-        help="interleaved A/B of a base and a candidate; exit 1 when something regressed",
+        help="interleaved A/B of a base and a candidate; exit 1 when something regressed, "
+        f"{EXIT_UNDECIDED} when a cell stayed noisy",
         description=__doc__.split("\n", 2)[2] if __doc__ else None,
     )
     p.add_argument("model", nargs="?", help="zoo name (see `stackcost list models`)")
@@ -89,6 +95,12 @@ def add_parser(sub: Any) -> None:
         default=str(DEFAULT_MAX_BLOCKS),
         help=f"cap on blocks of 4 repetitions per cell (default {DEFAULT_MAX_BLOCKS})",
     )
+    p.add_argument(
+        "--on-undecided",
+        metavar="pass|fail",
+        help="what a noisy (undecided) cell makes the exit status: 0 or 1 "
+        f"(default: {EXIT_UNDECIDED}, neither a pass nor a regression)",
+    )
     p.add_argument("--seed-order", default="0", help="seed of the block orders (default 0)")
     p.add_argument("--on-disturbed", default="retry", help="retry (default), keep or fail")
     p.add_argument("--no-wait", action="store_true", help="refuse (exit 75) if the machine is busy")
@@ -99,6 +111,15 @@ def add_parser(sub: Any) -> None:
 
 
 MAX_BLOCKS = 1_000
+
+
+def exit_code(outcome: str, on_undecided: str | None) -> int:
+    """The gate's exit status for an A/B outcome (interleave.ABResult.outcome)."""
+    if outcome == "regressed":
+        return 1
+    if outcome == "undecided":
+        return ON_UNDECIDED[on_undecided] if on_undecided else EXIT_UNDECIDED
+    return 0
 
 
 def _design(args: argparse.Namespace):
@@ -129,6 +150,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.on_disturbed not in POLICIES:
         raise SpecError(
             f"--on-disturbed {args.on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
+        )
+    if args.on_undecided is not None and args.on_undecided not in ON_UNDECIDED:
+        raise SpecError(
+            f"--on-undecided {args.on_undecided!r} is not a choice (allowed: pass, fail; "
+            f"without it a noisy cell exits {EXIT_UNDECIDED})"
         )
     design = _design(args)
     fields = axis_fields(args)
@@ -178,7 +204,7 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         summary_line,
         table,
     )
-    from stackcost.execute.interleave import interleave
+    from stackcost.execute.interleave import UNDECIDED, interleave
     from stackcost.execute.local import LocalExecutor
     from stackcost.execute.runner import Runner, prepare
     from stackcost.report.fit import fit
@@ -232,11 +258,11 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
     console.print(fit(table(ab), console, console.width, DROP, hint))
     console.print(summary_line(ab), markup=False)
     for c in ab.cells:  # one plain line per failing cell: greppable in CI logs
-        if c.verdict in ("regressed", "newly failing"):
+        if c.verdict in ("regressed", "newly failing", *UNDECIDED):
             console.print(f"{c.verdict}: {c.label}", markup=False, highlight=False)
     if args.markdown:
         write_output(Path(args.markdown), markdown(ab), "--markdown")
     if args.json:
         write_output(Path(args.json), as_json(ab), "--json")
     console.print(Text.assemble("stored pair ", (ab.pair_id, "bold"), f" in {args.db}"))
-    return 1 if ab.failed else 0
+    return exit_code(ab.outcome, args.on_undecided)

@@ -82,22 +82,42 @@ def table(ab: ABResult) -> Table:
     return t
 
 
-def summary_line(ab: ABResult) -> str:
+def counts_line(ab: ABResult) -> str:
     counts: dict[str, int] = {}
     for c in ab.cells:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     return ", ".join(f"{n} {v}" for v, n in counts.items()) or "no cells"
 
 
+def summary_line(ab: ABResult) -> str:
+    """The headline first (an undecided gate never reads as a pass), then every verdict."""
+    return f"{ab.headline} ({counts_line(ab)})"
+
+
+UNDECIDED_ADVICE = (
+    "A `noisy` cell's interval still straddles the threshold at the block cap: this run "
+    "neither passes nor fails it. Rerun with more `--max-blocks`, on a quieter machine, or "
+    "let the job choose with `--on-undecided pass|fail`."
+)
+# The markdown's first words, by the gate's outcome.
+HEAD = {
+    "regressed": "❌ **Performance regression**",
+    "undecided": "🟡 **Undecided: {n} noisy, not a pass**",
+    "passed": "✅ **No performance regression**",
+}
+
+
 def markdown(ab: ABResult) -> str:
-    head = "❌ **Performance regression**" if ab.failed else "✅ **No performance regression**"
+    n = len(ab.undecided)
+    head = HEAD[ab.outcome].format(n=f"{n} cell{'s' * (n != 1)}")
     lines = [
-        f"{head} (interleaved A/B): {summary_line(ab)}",
+        f"{head} (interleaved A/B): {counts_line(ab)}",
         "",
         *[f"- {line}" for line in sides_lines(ab.sides)],
         "",
         design_line(ab) + ".",
         "",
+        *([UNDECIDED_ADVICE, ""] if ab.outcome == "undecided" else []),
         "| | cell | verdict | base (ms) | cand (ms) | change [interval] | blocks |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
@@ -115,4 +135,14 @@ def as_json(ab: ABResult) -> str:
     return json.dumps(ab.as_dict(), indent=2, default=str)
 
 
-__all__ = ["DROP", "as_json", "design_line", "markdown", "sides_lines", "summary_line", "table"]
+__all__ = [
+    "DROP",
+    "HEAD",
+    "as_json",
+    "counts_line",
+    "design_line",
+    "markdown",
+    "sides_lines",
+    "summary_line",
+    "table",
+]

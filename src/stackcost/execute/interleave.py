@@ -38,6 +38,8 @@ from stackcost.measure.paired import (
 from stackcost.result import FAILED_STATUSES, VALID_STATUSES, RepetitionResult
 
 ORDERS = (("base", "cand", "cand", "base"), ("cand", "base", "base", "cand"))
+# Verdicts that decide nothing: more blocks or a quieter machine were needed.
+UNDECIDED = ("noisy", "undecided")
 
 
 @dataclass(frozen=True)
@@ -141,8 +143,34 @@ class ABResult:
         """What a CI gate fails on: a regression, or a cell the candidate broke."""
         return any(c.verdict in ("regressed", "newly failing") for c in self.cells)
 
+    @property
+    def undecided(self) -> list[CellPair]:
+        """Cells the blocks did not decide (`noisy` at the cap, or no block measured):
+        neither a pass nor a failure, and never reported as either."""
+        return [c for c in self.cells if c.verdict in UNDECIDED]
+
+    @property
+    def outcome(self) -> str:
+        """The gate's answer: `regressed` outranks `undecided`, which outranks `passed`."""
+        if self.failed:
+            return "regressed"
+        return "undecided" if self.undecided else "passed"
+
+    @property
+    def headline(self) -> str:
+        """The first words of every rendering: what a CI reader must see first."""
+        if self.outcome == "regressed":
+            bad = sum(c.verdict in ("regressed", "newly failing") for c in self.cells)
+            return f"regressed: {bad} cell{'s' * (bad != 1)} worse or newly failing"
+        if self.outcome == "undecided":
+            n = len(self.undecided)
+            return f"undecided: {n} cell{'s' * (n != 1)} noisy"
+        return "no regression"
+
     def as_dict(self) -> dict[str, Any]:
         return {
+            "outcome": self.outcome,
+            "headline": self.headline,
             "pair": self.pair_id,
             "runs": self.run_ids,
             "aa": self.aa,
@@ -246,4 +274,4 @@ def _block(
         pair.lost += 1
 
 
-__all__ = ["ABResult", "CellPair", "Design", "ORDERS", "interleave"]
+__all__ = ["ABResult", "CellPair", "Design", "ORDERS", "UNDECIDED", "interleave"]

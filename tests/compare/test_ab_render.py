@@ -1,0 +1,89 @@
+"""An A/B that decided nothing never reads as a pass: headline, markdown, JSON, exit code.
+
+Built in memory from block ratios (no measurement): the verdicts come from the real
+sequential rule (measure/paired.py), so a test fails if the rule or the rendering moves.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from stackcost.cell import Cell
+from stackcost.commands.ab import EXIT_UNDECIDED, exit_code
+from stackcost.compare.ab_render import as_json, markdown, summary_line
+from stackcost.execute.interleave import ABResult, CellPair, Design
+from stackcost.execute.sides import Side
+from stackcost.measure.paired import decide
+from stackcost.spec.run import model_ref
+
+DESIGN = Design(min_blocks=2, max_blocks=4)
+# Block ratios (cand / base) that the rule decides each way at the cap of 4 blocks.
+CLEAR = [1.001, 0.999, 1.0, 1.0005]  # tight around 1: unchanged
+SPREAD = [0.90, 1.12, 0.93, 1.09]  # ±10% between blocks: the interval straddles ±3%
+SLOWER = [1.20, 1.21, 1.19, 1.20]  # 20% slower, tightly: regressed
+
+
+def pair(batch: int, ratios: list[float]) -> CellPair:
+    cell = Cell(model=model_ref("mlp"), backend="eager", batch_size=batch, threads=1)
+    p = CellPair(cell, cell, blocks=[([1.0], [r]) for r in ratios])
+    p.result = decide([math.log(r) for r in ratios], **DESIGN.rule(), last=True)
+    return p
+
+
+def ab_of(*cells: CellPair) -> ABResult:
+    sides = {"base": Side("base"), "cand": Side("cand")}
+    return ABResult("p1", {"base": "r1", "cand": "r2"}, sides, DESIGN, list(cells), blocks=4)
+
+
+def test_the_rule_decides_the_fixture_ratios_as_named():
+    assert [pair(1, r).verdict for r in (CLEAR, SPREAD, SLOWER)] == [
+        "unchanged",
+        "noisy",
+        "regressed",
+    ]
+
+
+def test_a_noisy_cell_makes_the_gate_undecided_first_in_every_rendering():
+    ab = ab_of(pair(1, CLEAR), pair(8, SPREAD), pair(16, SPREAD))
+    assert ab.outcome == "undecided" and not ab.failed
+    assert summary_line(ab).startswith("undecided: 2 cells noisy")
+    md = markdown(ab)
+    assert md.startswith("🟡 **Undecided: 2 cells noisy, not a pass**")
+    assert "No performance regression" not in md and "--on-undecided" in md
+    data = json.loads(as_json(ab))
+    assert list(data)[:2] == ["outcome", "headline"]
+    assert data["outcome"] == "undecided" and data["headline"] == "undecided: 2 cells noisy"
+
+
+def test_a_regression_outranks_an_undecided_cell():
+    ab = ab_of(pair(1, SLOWER), pair(8, SPREAD))
+    assert ab.outcome == "regressed"
+    assert markdown(ab).startswith("❌ **Performance regression**")
+    assert summary_line(ab).startswith("regressed: 1 cell worse")
+
+
+def test_only_decided_cells_without_a_regression_pass():
+    ab = ab_of(pair(1, CLEAR), pair(8, CLEAR))
+    assert ab.outcome == "passed" and summary_line(ab).startswith("no regression")
+    assert markdown(ab).startswith("✅ **No performance regression**")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "on_undecided", "code"),
+    [
+        ("passed", None, 0),
+        ("regressed", None, 1),
+        ("regressed", "pass", 1),  # --on-undecided never hides a regression
+        ("undecided", None, EXIT_UNDECIDED),
+        ("undecided", "pass", 0),
+        ("undecided", "fail", 1),
+    ],
+)
+def test_the_exit_code_tells_undecided_from_pass_unless_the_job_chooses(
+    outcome, on_undecided, code
+):
+    assert exit_code(outcome, on_undecided) == code
+    assert EXIT_UNDECIDED not in (0, 1, 2)  # 2 is bad input
