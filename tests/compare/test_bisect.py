@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import random
 import subprocess
 import sys
 
 import pytest
 
 from stackcost.cli import main
-from stackcost.compare.bisect import BisectError, bisect, git_points, parse_value
+from stackcost.compare.bisect import BisectError, Judging, bisect, git_points, parse_value
 
 BENCH = """\
 import time
@@ -56,23 +58,73 @@ def test_git_bisect_finds_commit_7(repo, capsys):
     assert git(path, "worktree", "list").count("\n") == 0  # temporary worktrees removed
 
 
-def test_failing_points_are_skipped_and_near_middle_points_remeasured():
+def test_failing_points_are_skipped_and_good_is_measured_beside_every_pair():
     calls: dict[str, int] = {}
-    flaky = iter([5.4, 9.0])  # first reading of "c" near the middle, then clearly bad
 
     def measure(p: str) -> float | None:
         calls[p] = calls.get(p, 0) + 1
-        if p == "b":
-            return None
-        if p == "c":
-            return next(flaky)
-        return {"a": 1.0, "d": 10.0, "e": 10.0}[p]
+        return None if p == "b" else {"a": 1.0, "c": 10.0, "d": 10.0, "e": 10.0}[p]
 
     res = bisect(["a", "b", "c", "d", "e"], measure)
     assert res.first_bad is None and res.candidates == ["b", "c"]  # b failed: ambiguous
-    assert calls["c"] == 2 and any(p.verdict == "skipped" for p in res.probes)
+    assert any(p.verdict == "skipped" for p in res.probes)
     # The good endpoint is measured beside every pair: never judged against an old number.
-    assert calls["a"] == sum(len(p.values) for p in res.probes if p.point != "b") + 1
+    assert calls["a"] == sum(len(p.values) for p in res.probes) + 1  # + b's failed pair
+
+
+def test_a_point_near_the_middle_gets_pairs_until_its_interval_clears_it():
+    # Good 1, bad 10: the middle is sqrt(10) (in logs). Point c reads 5 then 9 then 8...:
+    # its first three pairs' interval still holds the middle, more pairs decide it bad.
+    readings = iter([2.5, 9.0, 8.0, 9.5, 8.5, 9.0, 9.2, 8.8, 9.1, 9.0, 8.9, 9.3])
+
+    def measure(p: str) -> float:
+        return next(readings) if p == "c" else {"a": 1.0, "b": 1.0, "d": 10.0}[p]
+
+    res = bisect(["a", "b", "c", "d"], measure)
+    c = next(p for p in res.probes if p.point == "c")
+    assert c.verdict == "bad" and c.sure and len(c.values) > 3
+    assert res.first_bad == "c" and not res.unsure
+
+
+def test_a_point_that_never_clears_the_middle_is_judged_by_its_mean_and_marked_unsure(capsys):
+    # c alternates between good and bad readings: at max_pairs its interval still holds
+    # the middle. The answer is given, and says it is unsure; the CLI exits 3.
+    flip = {"n": 0}
+
+    def measure(p: str) -> float:
+        if p == "c":
+            flip["n"] += 1
+            return 10.0 if flip["n"] % 2 else 1.2
+        return {"a": 1.0, "b": 1.0, "d": 10.0}[p]
+
+    res = bisect(["a", "b", "c", "d"], measure, judging=Judging(min_pairs=2, max_pairs=6))
+    c = next(p for p in res.probes if p.point == "c")
+    assert len(c.values) == 6 and not c.sure and "unsure" in c.note
+    assert res.unsure == ["c"] and res.first_bad in ("c", "d")
+
+
+def test_planted_step_is_found_or_the_answer_says_it_is_unsure():
+    """8 points, the 5th 1.3x slower. Each measurement is a fresh process with its own bias
+    (sd 5%), and the machine has slow modes (1.0 or 1.6x, for a few measurements at a
+    time) that both members of a pair share. Over 20 seeds, bisect names the 5th point,
+    or says it is unsure: it never names a wrong point as sure."""
+    points = [f"c{i}" for i in range(1, 9)]
+    found = 0
+    for seed in range(20):
+        rng = random.Random(seed)
+        mode = {"left": 0, "factor": 1.0}
+
+        def measure(p: str, rng=rng, mode=mode) -> float:
+            if mode["left"] == 0:
+                mode["left"], mode["factor"] = rng.randint(2, 6), rng.choice((1.0, 1.6))
+            mode["left"] -= 1
+            step = 1.3 if int(p[1:]) >= 5 else 1.0
+            return step * mode["factor"] * math.exp(rng.gauss(0.0, 0.05))
+
+        res = bisect(points, measure)
+        assert res.first_bad == "c5" or res.unsure, (seed, res.first_bad, res.probes)
+        found += res.first_bad == "c5"
+    assert found >= 18, found
 
 
 def test_a_point_is_judged_by_its_ratio_to_good_measured_beside_it():
@@ -103,3 +155,29 @@ def test_parse_value():
 def test_versions_path_is_usage_checked(capsys):
     assert main(["bisect", "--versions", "pkg==1", "--command", "true"]) == 2
     assert main(["bisect", "--command", "true"]) == 2
+
+
+def test_cli_names_an_unsure_answer_and_exits_3(tmp_path, capsys):
+    """Commit 2 of 3 reads good and bad by turns: still unclear at --max-pairs."""
+    repo, counter = tmp_path / "repo", tmp_path / "runs"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "t@t")
+    git(repo, "config", "user.name", "t")
+    flip = (
+        f"import pathlib\nf = pathlib.Path({str(counter)!r})\n"
+        "n = int(f.read_text()) if f.exists() else 0\nf.write_text(str(n + 1))\n"
+        'print("value=%s" % (10.0 if n % 2 else 1.2))\n'
+    )
+    shas = []
+    for body in ('print("value=1.0")\n', flip, 'print("value=10.0")\n'):
+        (repo / "bench.py").write_text(body)
+        git(repo, "add", "bench.py")
+        git(repo, "commit", "-q", "-m", "c")
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    argv = ["bisect", "--git", str(repo), "--good", shas[0], "--bad", shas[2]]
+    argv += ["--command", f"{sys.executable} bench.py", "--min-pairs", "2", "--max-pairs", "4"]
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code == 3, out
+    assert "first bad (unsure):" in out and shas[1][:12] in out and "--max-pairs" in out

@@ -3,6 +3,10 @@
 Contract for --command: run from the checkout's root (git) or the current directory
 (versions), exit 0 and print a line `value=<float>`; lower is better unless
 --higher-is-better. Example: --command "python bench.py" printing value=0.0123.
+
+Exit 0: the first bad point found, every point on the way decided; 3: found, but a point
+on the way was still unclear at --max-pairs (the answer says which); 1: skipped points
+leave it ambiguous.
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ from typing import Any
 
 from rich.console import Console
 
+from stackcost.commands.axes import number
 from stackcost.errors import SpecError
 from stackcost.report.fit import FitTable
 from stackcost.spec.grammar import parse_float, split_list
+
+# Found, but not every point on the way was decided (as `stackcost ab`'s undecided).
+EXIT_UNSURE = 3
 
 
 def add_parser(sub: Any) -> None:
@@ -42,12 +50,18 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--pip-arg", action="append", default=[], help="extra pip install argument")
     p.add_argument(
-        "--repeats",
-        type=int,
-        default=1,
-        help="pairs per point, each the point and the good endpoint beside it (median ratio)",
+        "--min-pairs",
+        default="3",
+        help="pairs (the point and the good endpoint beside it) before a point's first "
+        "look (default 3, at least 2)",
     )
-    p.add_argument("--max-remeasure", type=int, default=2, help="extra runs of an unclear point")
+    p.add_argument(
+        "--max-pairs",
+        default="12",
+        help="pairs after which a still-unclear point is judged by its mean, and the "
+        "answer is marked unsure (default 12)",
+    )
+    p.add_argument("--alpha", default="0.05", help="error budget of a point's looks (default 0.05)")
     p.add_argument("--higher-is-better", action="store_true", help="e.g. a throughput")
     p.add_argument("--timeout", default="600", help="seconds per command run (default 600)")
 
@@ -55,10 +69,14 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     if bool(args.git) == bool(args.versions):
         raise SpecError("give exactly one of --git REPO or --versions PKG==v1,PKG==v2,...")
-    if args.repeats < 1:
-        raise SpecError(f"--repeats {args.repeats} must be >= 1")
-    if args.max_remeasure < 0:
-        raise SpecError(f"--max-remeasure {args.max_remeasure} must be >= 0")
+    from stackcost.compare.bisect import Judging
+
+    lo = int(number(args.min_pairs, "--min-pairs", int, 1))
+    hi = int(number(args.max_pairs, "--max-pairs", int, 1))
+    if lo > hi:
+        raise SpecError(f"--min-pairs {lo} is more than --max-pairs {hi}")
+    alpha = parse_float(args.alpha, "--alpha", 0.0, 1.0)
+    args.judging = Judging(min_pairs=lo, max_pairs=hi, alpha=alpha)
     args.timeout = parse_float(args.timeout, "--timeout", 0.0, 7 * 86400.0, high_closed=True)
     with contextlib.ExitStack() as stack:
         return _bisect(args, console, stack)
@@ -89,8 +107,7 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         result = bisect(
             points,
             measure,
-            repeats=args.repeats,
-            max_remeasure=args.max_remeasure,
+            judging=args.judging,
             higher_is_better=args.higher_is_better,
             log=lambda s: console.print(f"  measured {s}", highlight=False, markup=False),
         )
@@ -98,21 +115,34 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         raise SpecError(str(exc)) from None
 
     ratio = "× good beside it"
-    t = FitTable(title="probes (in order)", title_justify="left", drop=(ratio,))
-    for col in ("point", "value", ratio, "verdict", "note"):
-        t.add_column(col, justify="right" if col in ("value", ratio) else "left")
+    t = FitTable(title="probes (in order)", title_justify="left", drop=(ratio, "pairs"))
+    for col in ("point", "value", ratio, "pairs", "verdict", "note"):
+        t.add_column(col, justify="right" if col in ("value", ratio, "pairs") else "left")
     for p in result.probes:
         value = "—" if p.value is None else f"{p.value:.4g}"
-        ratio = "—" if p.ratio is None else f"{p.ratio:.3f}"
-        t.add_row(p.point[:12] if args.git else p.point, value, ratio, p.verdict, p.note)
+        shown = "—" if p.ratio is None else f"{p.ratio:.3f}"
+        verdict = p.verdict + ("?" if not p.sure else "")
+        point = p.point[:12] if args.git else p.point
+        t.add_row(point, value, shown, str(len(p.values)), verdict, p.note)
     console.print(t)
+    j = result.judging
     console.print(
         f"good {result.good_value:.4g}, bad {result.bad_value:.4g}"
         + (f" (bad/good {result.gap_ratio:.3f}x)" if result.gap_ratio else "")
-        + ": each point measured beside the good endpoint (alternating order); a point "
-        "past the middle of good and bad is bad",
+        + ": each point measured in pairs beside the good endpoint (alternating order), "
+        f"{j.min_pairs} to {j.max_pairs} pairs, until the {j.confidence:.1%} interval of its "
+        "mean change lies past the middle of good and bad (bad) or short of it (good)",
         markup=False,
     )
+    if result.first_bad and result.unsure:
+        console.print(
+            f"first bad (unsure): {result.first_bad}; "
+            f"{', '.join(u[:12] if args.git else u for u in result.unsure)} still held the "
+            f"middle after {j.max_pairs} pairs and were judged by their mean: rerun with a "
+            "larger --max-pairs, or on a quieter machine",
+            markup=False,
+        )
+        return EXIT_UNSURE
     if result.first_bad:
         console.print(f"first bad: {result.first_bad}", markup=False)
         return 0

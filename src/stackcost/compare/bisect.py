@@ -5,12 +5,17 @@ prints a line `value=<float>` (the last such line counts; lower is better unless
 otherwise). A point whose build, install or command fails is skipped, as `git bisect
 skip` would.
 
-Interleaved: a machine drifts 10-20% over minutes, so a point is never judged against a
-number taken earlier. The good endpoint is measured again beside every point, in
-alternating order (good, point; then point, good; ...), and the point is judged by its
-ratio to that good measured beside it: bad when the ratio is past the middle (geometric)
-of the good-to-bad ratio, which the endpoints gave measured the same way. A point whose
-ratio lands near the middle is measured again, another pair, and the median decides.
+Interleaved and sequential: a machine drifts 10-20% over minutes, and each process draws
+its own bias of a few percent, so a point is never judged against a number taken earlier,
+nor from one pair. The good endpoint is measured again beside every measurement of a
+point, in alternating order (good, point; then point, good; ...): each pair gives one
+change, log(point / good beside it) (a difference where values may be zero or negative).
+The bad endpoint is measured so first, until its change is surely above zero: the gap.
+A point is then measured pair by pair until the Student-t interval of its mean change
+lies wholly past the middle of the gap (bad) or wholly short of it (good), looked at
+after min_pairs, max_pairs and once between (the error budget alpha split over the
+looks, as `stackcost ab` does: measure/paired.py). A point still straddling the middle
+at max_pairs is judged by its mean, and the answer says it is unsure.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stackcost.measure.paired import look_points, mean_interval
+
 VALUE = re.compile(r"^\s*value\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$", re.M)
 
 Measure = Callable[[str], "float | None"]
@@ -35,31 +42,51 @@ class BisectError(Exception):
     """The endpoints cannot be measured or do not differ: nothing to bisect."""
 
 
+@dataclass(frozen=True)
+class Judging:
+    """How many pairs a point gets, and the error budget of its sequential verdict."""
+
+    min_pairs: int = 3
+    max_pairs: int = 12
+    alpha: float = 0.05
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        return look_points(self.min_pairs, self.max_pairs)
+
+    @property
+    def confidence(self) -> float:
+        return 1 - self.alpha / len(self.looks)
+
+
 @dataclass
 class Probe:
     point: str
     values: list[float] = field(default_factory=list)
     good_values: list[float] = field(default_factory=list)  # the good endpoint beside it
     verdict: str = ""  # good, bad, skipped (failed to build/install/measure)
+    sure: bool = True  # False: still straddling the middle at max_pairs, judged by the mean
+    interval: tuple[float, float] | None = None  # the mean change's, in the worse direction
     note: str = ""
 
     @property
     def value(self) -> float | None:
         return statistics.median(self.values) if self.values else None
 
-    def change(self, log: bool) -> float | None:
-        """Median over pairs of the point against the good measured beside it: the log
+    def changes(self, log: bool) -> list[float] | None:
+        """Each pair's change of the point against the good measured beside it: the log
         ratio, or the difference where values may be zero or negative (`log` False)."""
         pairs = list(zip(self.values, self.good_values, strict=False))
         if not pairs or (log and any(v <= 0 or g <= 0 for v, g in pairs)):
             return None
-        return statistics.median(math.log(v / g) if log else v - g for v, g in pairs)
+        return [math.log(v / g) if log else v - g for v, g in pairs]
 
     @property
     def ratio(self) -> float | None:
-        """The point over the good beside it (median over pairs); None where not positive."""
-        r = self.change(log=True)
-        return None if r is None else math.exp(r)
+        """The point over the good beside it (geometric mean over pairs); None where a
+        value is not positive."""
+        c = self.changes(log=True)
+        return None if c is None else math.exp(statistics.fmean(c))
 
 
 @dataclass
@@ -71,6 +98,12 @@ class BisectResult:
     good_value: float
     bad_value: float
     gap_ratio: float | None  # bad / good, measured interleaved (None: not positive values)
+    judging: Judging = field(default_factory=Judging)
+
+    @property
+    def unsure(self) -> list[str]:
+        """Points judged at max_pairs by their mean, their interval still on the middle."""
+        return [p.point for p in self.probes if p.verdict in ("good", "bad") and not p.sure]
 
 
 def parse_value(stdout: str) -> float | None:
@@ -95,24 +128,22 @@ def bisect(
     points: Sequence[str],
     measure: Measure,
     *,
-    repeats: int = 1,
-    max_remeasure: int = 2,
-    margin: float = 0.25,
+    judging: Judging = Judging(),
     higher_is_better: bool = False,
     log: Callable[[str], None] = lambda s: None,
 ) -> BisectResult:
-    """Find the first bad point in `points` (first known good, last known bad).
-    `repeats`: pairs (point and good beside it) per probe; their median ratio decides."""
+    """Find the first bad point in `points` (first known good, last known bad)."""
     if len(points) < 2:
         raise BisectError("need a good and a bad point")
     sign = -1.0 if higher_is_better else 1.0
     good_point = points[0]
     probes: list[Probe] = []
     pairs = 0  # alternates the order of each pair: good first, then point first
+    in_logs = True  # ratios where every value is positive (a time); set by the first pair
 
     def pair(p: Probe) -> bool:
         """Measure the point and the good endpoint beside it; False if either fails."""
-        nonlocal pairs
+        nonlocal pairs, in_logs
         order = (good_point, p.point) if pairs % 2 == 0 else (p.point, good_point)
         pairs += 1
         got = {name: measure(name) for name in order}
@@ -122,30 +153,41 @@ def bisect(
             return False
         p.values.append(got[p.point])  # type: ignore[arg-type]
         p.good_values.append(got[good_point])  # type: ignore[arg-type]
+        if not probes and len(p.values) == 1:  # the first pair, the bad endpoint's
+            in_logs = min(p.values[0], p.good_values[0]) > 0
         return True
 
-    def probe(i: int, n: int) -> Probe:
+    def worse(p: Probe) -> list[float] | None:
+        c = p.changes(in_logs)
+        return None if c is None else [sign * x for x in c]
+
+    def probe(i: int, decided: Callable[[float, float], bool]) -> Probe:
+        """Pairs until `decided(low, high)` at a look, or max_pairs, or a failure."""
         p = Probe(points[i])
-        for _ in range(n):
-            if not pair(p):
-                break
+        while len(p.values) < judging.max_pairs and pair(p):
+            if len(p.values) in judging.looks and (c := worse(p)) is not None:
+                _, low, high = mean_interval(c, judging.confidence)
+                p.interval = (low, high)
+                if decided(low, high):
+                    break
         probes.append(p)
         shown = p.note if p.value is None else f"{p.value:.4g}"
         if p.ratio is not None:
-            shown += f", {p.ratio:.3f}x good beside it"
+            shown += f", {p.ratio:.3f}x good beside it over {len(p.values)} pairs"
         log(f"{points[i]}: {shown}")
         return p
 
-    bad = probe(len(points) - 1, repeats)
+    bad = probe(len(points) - 1, lambda low, high: low > 0)
     if not bad.values:
         raise BisectError(f"cannot measure the endpoints ({bad.note})")
-    # Ratios where every value is positive (a time); differences otherwise.
-    in_logs = min(*bad.values, *bad.good_values) > 0
-    gap = sign * (bad.change(in_logs) or 0.0)
-    if gap <= 0:
+    c = worse(bad)
+    gap = statistics.fmean(c) if c else 0.0
+    if not c or bad.interval is None or bad.interval[0] <= 0:
+        low = "—" if bad.interval is None else f"{bad.interval[0]:+.3g}"
         raise BisectError(
-            f"bad ({bad.value:.4g}) is not worse than good measured beside it "
-            f"({statistics.median(bad.good_values):.4g})"
+            f"bad ({bad.value:.4g}) is not surely worse than good measured beside it "
+            f"({statistics.median(bad.good_values):.4g}) after {len(bad.values)} pairs "
+            f"(mean change {gap:+.3g}, lower bound {low}): nothing to bisect"
         )
     bad.verdict = "bad"
     middle = gap / 2
@@ -156,25 +198,21 @@ def bisect(
         if not inside:
             break
         m = min(inside, key=lambda i: abs(i - (lo + hi) / 2))
-        p = probe(m, repeats)
-        # Too close to the middle to call: another pair, the median decides.
-        extra = 0
-        while (
-            (c := p.change(in_logs)) is not None
-            and abs(sign * c - middle) < margin * gap
-            and extra < max_remeasure
-        ):
-            if not pair(p):
-                break
-            extra += 1
-        if extra:
-            p.note = f"re-measured {extra}x (near the middle)"
-        c = p.change(in_logs)
+        p = probe(m, lambda low, high: low > middle or high < middle)
+        c = worse(p)
         if c is None or p.verdict == "skipped":
             p.verdict = "skipped"
             skipped.add(m)
             continue
-        if sign * c > middle:
+        mean = statistics.fmean(c)
+        low, high = p.interval or (-math.inf, math.inf)
+        p.sure = low > middle or high < middle
+        if not p.sure:
+            p.note = (
+                f"unsure: after {len(c)} pairs the change {mean:+.3g} [{low:+.3g}, "
+                f"{high:+.3g}] still holds the middle {middle:+.3g}; judged by its mean"
+            )
+        if mean > middle:
             p.verdict, hi = "bad", m
         else:
             p.verdict, lo = "good", m
@@ -186,7 +224,8 @@ def bisect(
         probes,
         statistics.median(bad.good_values),
         statistics.median(bad.values),
-        bad.ratio,
+        bad.ratio if in_logs else None,
+        judging,
     )
 
 

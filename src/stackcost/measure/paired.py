@@ -78,15 +78,22 @@ class PairedResult:
         return asdict(self)
 
 
-def ratio_interval(log_ratios: Sequence[float], confidence: float) -> tuple[float, float, float]:
-    """(ratio, low, high): the Student-t interval of the mean log ratio, exponentiated."""
-    x = np.asarray(log_ratios, dtype=float)
+def mean_interval(values: Sequence[float], confidence: float) -> tuple[float, float, float]:
+    """(mean, low, high): the Student-t interval of the mean of independent samples
+    (unbounded with fewer than two)."""
+    x = np.asarray(values, dtype=float)
     mean = float(x.mean())
     if x.size < 2:
-        return math.exp(mean), 0.0, math.inf
+        return mean, -math.inf, math.inf
     sd = float(x.std(ddof=1))
     half = float(student_t.ppf(0.5 + confidence / 2, x.size - 1)) * sd / math.sqrt(x.size)
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    return mean, mean - half, mean + half
+
+
+def ratio_interval(log_ratios: Sequence[float], confidence: float) -> tuple[float, float, float]:
+    """(ratio, low, high): the Student-t interval of the mean log ratio, exponentiated."""
+    mean, low, high = mean_interval(log_ratios, confidence)
+    return math.exp(mean), math.exp(low), math.exp(high)
 
 
 def decide(
@@ -160,6 +167,7 @@ __all__ = [
     "block_log_ratio",
     "decide",
     "look_points",
+    "mean_interval",
     "ratio_interval",
     "sequential",
 ]
