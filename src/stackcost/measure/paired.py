@@ -30,7 +30,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy.stats import t as student_t
+
+# scipy.special's Student t quantile: scipy.stats would add ~0.65 s to every CLI start.
+from scipy.special import stdtrit
 
 PairedVerdict = Literal["regressed", "improved", "unchanged", "noisy", "undecided"]
 
@@ -86,7 +88,7 @@ def mean_interval(values: Sequence[float], confidence: float) -> tuple[float, fl
     if x.size < 2:
         return mean, -math.inf, math.inf
     sd = float(x.std(ddof=1))
-    half = float(student_t.ppf(0.5 + confidence / 2, x.size - 1)) * sd / math.sqrt(x.size)
+    half = float(stdtrit(x.size - 1, 0.5 + confidence / 2)) * sd / math.sqrt(x.size)
     return mean, mean - half, mean + half
 
 
