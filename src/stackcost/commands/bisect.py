@@ -137,9 +137,9 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
     if result.first_bad and result.unsure:
         console.print(
             f"first bad (unsure): {result.first_bad}; "
-            f"{', '.join(u[:12] if args.git else u for u in result.unsure)} still held the "
-            f"middle after {j.max_pairs} pairs and were judged by their mean: rerun with a "
-            "larger --max-pairs, or on a quieter machine",
+            f"judged by the mean at the cap of {j.max_pairs} pairs, its interval still on the "
+            f"middle: {', '.join(u[:12] if args.git else u for u in result.unsure)}; rerun "
+            "with a larger --max-pairs, or on a quieter machine",
             markup=False,
         )
         return EXIT_UNSURE
