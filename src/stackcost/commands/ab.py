@@ -204,7 +204,7 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         summary_line,
         table,
     )
-    from stackcost.execute.interleave import UNDECIDED, interleave
+    from stackcost.execute.interleave import FAILING, UNDECIDED, interleave
     from stackcost.execute.local import LocalExecutor
     from stackcost.execute.runner import Runner, prepare
     from stackcost.report.fit import fit
@@ -258,7 +258,7 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
     console.print(fit(table(ab), console, console.width, DROP, hint))
     console.print(summary_line(ab), markup=False)
     for c in ab.cells:  # one plain line per failing cell: greppable in CI logs
-        if c.verdict in ("regressed", "newly failing", *UNDECIDED):
+        if c.verdict in (*FAILING, *UNDECIDED):
             console.print(f"{c.verdict}: {c.label}", markup=False, highlight=False)
     if args.markdown:
         write_output(Path(args.markdown), markdown(ab), "--markdown")

@@ -102,14 +102,13 @@ UNDECIDED_ADVICE = (
 # The markdown's first words, by the gate's outcome.
 HEAD = {
     "regressed": "❌ **Performance regression**",
-    "undecided": "🟡 **Undecided: {n} noisy, not a pass**",
+    "undecided": "🟡 **{headline}, not a pass**",
     "passed": "✅ **No performance regression**",
 }
 
 
 def markdown(ab: ABResult) -> str:
-    n = len(ab.undecided)
-    head = HEAD[ab.outcome].format(n=f"{n} cell{'s' * (n != 1)}")
+    head = HEAD[ab.outcome].format(headline=ab.headline.capitalize())
     lines = [
         f"{head} (interleaved A/B): {counts_line(ab)}",
         "",

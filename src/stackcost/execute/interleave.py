@@ -38,6 +38,8 @@ from stackcost.measure.paired import (
 from stackcost.result import FAILED_STATUSES, VALID_STATUSES, RepetitionResult
 
 ORDERS = (("base", "cand", "cand", "base"), ("cand", "base", "base", "cand"))
+# Verdicts a CI gate fails on: a regression, or a cell the candidate broke.
+FAILING = ("regressed", "newly failing")
 # Verdicts that decide nothing: more blocks or a quieter machine were needed.
 UNDECIDED = ("noisy", "undecided")
 
@@ -141,7 +143,7 @@ class ABResult:
     @property
     def failed(self) -> bool:
         """What a CI gate fails on: a regression, or a cell the candidate broke."""
-        return any(c.verdict in ("regressed", "newly failing") for c in self.cells)
+        return any(c.verdict in FAILING for c in self.cells)
 
     @property
     def undecided(self) -> list[CellPair]:
@@ -159,10 +161,11 @@ class ABResult:
     @property
     def headline(self) -> str:
         """The first words of every rendering: what a CI reader must see first."""
-        if self.outcome == "regressed":
-            bad = sum(c.verdict in ("regressed", "newly failing") for c in self.cells)
+        outcome = self.outcome
+        if outcome == "regressed":
+            bad = sum(c.verdict in FAILING for c in self.cells)
             return f"regressed: {bad} cell{'s' * (bad != 1)} worse or newly failing"
-        if self.outcome == "undecided":
+        if outcome == "undecided":
             n = len(self.undecided)
             return f"undecided: {n} cell{'s' * (n != 1)} noisy"
         return "no regression"
@@ -274,4 +277,4 @@ def _block(
         pair.lost += 1
 
 
-__all__ = ["ABResult", "CellPair", "Design", "ORDERS", "UNDECIDED", "interleave"]
+__all__ = ["ABResult", "CellPair", "Design", "FAILING", "ORDERS", "UNDECIDED", "interleave"]
