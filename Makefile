@@ -11,14 +11,18 @@ LOCK_FLAGS   ?=
 .PHONY: demo test lint lock bench clean browser native-deps
 
 # Every package comes from requirements.lock, pinned with its hashes (make lock writes it);
-# the stamp follows the lock, so a changed lock reinstalls. torch is the CPU build on local
-# disk (pip's find-links); the lock pins torch==2.13.0+cpu and that wheel's hash, so a machine
-# without it stops here rather than pull a CUDA torch. --no-build-isolation: stackcost itself
-# is built with the locked setuptools, not one fetched unpinned.
+# the stamp follows the lock, so a changed lock reinstalls. pip installs only uv, from the
+# lock's own uv entry and hashes; uv then makes the venv exactly the lock (uv pip sync: a
+# package the lock dropped is removed), 15 s where pip took 3.5 min. torch is the CPU build on
+# local disk (TORCH_WHEELS; uv does not read pip's find-links); the lock pins
+# torch==2.13.0+cpu and that wheel's hash, so a machine without it stops here rather than pull
+# a CUDA torch. --no-build-isolation: stackcost itself is built with the locked setuptools.
 $(STAMP): pyproject.toml $(LOCK) Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --require-hashes -r $(LOCK)
-	$(PY) -m pip install --no-deps --no-build-isolation -e .
+	awk '/^uv==/{p=1} p{print} p && !/\\$$/{exit}' $(LOCK) > $(VENV)/uv-requirement.txt
+	$(PY) -m pip install --quiet --require-hashes -r $(VENV)/uv-requirement.txt
+	$(VENV)/bin/uv pip sync --python $(PY) --require-hashes --find-links $(TORCH_WHEELS) $(LOCK)
+	$(VENV)/bin/uv pip install --python $(PY) --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 # Re-resolve pyproject.toml's extras all and dev into the lock, keeping today's pins where they
