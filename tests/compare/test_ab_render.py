@@ -28,8 +28,9 @@ SLOWER = [1.20, 1.21, 1.19, 1.20]  # 20% slower, tightly: regressed
 
 def pair(batch: int, ratios: list[float]) -> CellPair:
     cell = Cell(model=model_ref("mlp"), backend="eager", batch_size=batch, threads=1)
-    p = CellPair(cell, cell, blocks=[([1.0], [r]) for r in ratios])
-    p.result = decide([math.log(r) for r in ratios], **DESIGN.rule(), last=True)
+    logs = [math.log(r) for r in ratios]
+    p = CellPair(cell, cell, blocks=[([1.0], [r]) for r in ratios], estimates=logs)
+    p.result = decide(logs, **DESIGN.rule(), last=True)
     return p
 
 

@@ -117,6 +117,16 @@ class BusyBackend(Backend):
         return Prepared(step, {"busy_us": delay * 1e6})
 
 
+class WholeRepetitionBackend(BusyBackend):
+    """BusyBackend whose repetition is its own (as a native program's is): it cannot be
+    cut into bursts, so ab measures it in whole-process blocks."""
+
+    name = "whole"
+
+    def run_repetition(self, *args, **kwargs):
+        return super().run_repetition(*args, **kwargs)
+
+
 class AllocFailBackend(Backend):
     """Fails as c10's CPU allocator does when a batch does not fit (no real allocation)."""
 

@@ -8,6 +8,7 @@ A/A and does not regress; bad input is refused in one line before anything is wr
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import sys
 
@@ -15,6 +16,7 @@ import pytest
 
 from stackcost.cli import main
 from stackcost.commands.ab import EXIT_UNDECIDED
+from stackcost.execute.interleave import MIN_PAIRS
 from tests.conftest import ROOT
 
 BUSY = "tests.execute.fake_backends:BusyBackend"
@@ -46,6 +48,8 @@ def test_a_slowed_candidate_regresses_and_both_runs_are_stored_as_a_pair(tmp_pat
     md, js = tmp_path / "pr.md", tmp_path / "ab.json"
     argv = ab(
         tmp_path,
+        "--pacing",
+        "processes",
         "--base",
         sys.executable,  # an interpreter side: the same venv, named explicitly
         "--base-env",
@@ -83,6 +87,63 @@ def test_a_slowed_candidate_regresses_and_both_runs_are_stored_as_a_pair(tmp_pat
     assert {n for _, n in reps} == {2 * verdict["blocks"]}
 
 
+def test_bursts_in_warm_paired_workers_catch_a_slowed_candidate(tmp_path, capsys):
+    js = tmp_path / "ab.json"
+    argv = ab(tmp_path, "--base-env", "STACKCOST_TEST_BUSY_US=1000", "--cand-env")
+    argv += ["STACKCOST_TEST_BUSY_US=3000", "--min-blocks", "2", "--max-blocks", "3"]
+    code = main([*argv, "--block-time", "0.3", "--json", str(js)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    verdict = json.loads(js.read_text())
+    assert verdict["design"]["pacing"] == "bursts"
+    (cell,) = verdict["cells"]
+    assert cell["verdict"] == "regressed" and cell["design"] == "bursts"
+    assert 2 < cell["result"]["ratio"] < 4  # 1 ms -> 3 ms of busy-wait, plus eager
+    for block in cell["blocks"]:
+        # Each block's estimate is the mean log ratio of its burst pairs, one per kept pair.
+        assert len(block["base"]) == len(block["cand"]) >= MIN_PAIRS
+        pairs = [math.log(c / b) for b, c in zip(block["base"], block["cand"], strict=True)]
+        assert block["log_ratio"] == pytest.approx(sum(pairs) / len(pairs))
+        assert block["first"] in ("base", "cand")  # the side started first, drawn per block
+    # One worker a side per block, each one repetition in its side's run, paced in bursts.
+    db = sqlite3.connect(tmp_path / "ab.db")
+    rows = db.execute(
+        "SELECT c.run_id, r.result_json FROM repetitions r JOIN cells c ON r.cell_id = c.id"
+    ).fetchall()
+    per_run = {run: 0 for run, _ in rows}
+    for run, result_json in rows:
+        per_run[run] += 1
+        result = json.loads(result_json)
+        assert result["status"] in ("ok", "unstable"), result["reason"]
+        assert result["stop_reason"] == "paced" and result["verification"]["ok"]
+        assert result["details"]["paced"]["bursts"] >= MIN_PAIRS
+    assert sorted(per_run.values()) == [verdict["blocks"]] * 2
+
+
+def test_a_cell_that_cannot_be_cut_into_bursts_is_measured_in_processes(tmp_path, capsys):
+    js = tmp_path / "ab.json"
+    argv = ab(tmp_path, "--min-blocks", "2", "--max-blocks", "2", "--json", str(js))
+    argv[argv.index(BUSY)] = "tests.execute.fake_backends:WholeRepetitionBackend"
+    assert main(argv) in (0, EXIT_UNDECIDED)
+    (cell,) = json.loads(js.read_text())["cells"]
+    assert cell["design"] == "processes"
+    assert "measured in processes, not bursts: whole runs a whole" in cell["note"]
+    assert "own program" in cell["note"]
+    assert all(len(b["base"]) == 2 == len(b["cand"]) for b in cell["blocks"])  # ABBA/BAAB
+
+
+def test_only_the_timed_loop_of_inference_is_paced():
+    from stackcost.cell import Cell, ModelRef
+    from stackcost.execute.interleave import pacable
+    from stackcost.scenarios.settings import LoadGenSettings
+
+    cell = Cell(model=ModelRef(name="mlp"), backend="eager")
+    assert pacable(cell)
+    assert not pacable(cell.model_copy(update={"mode": "train"}))
+    assert not pacable(cell.model_copy(update={"mode": "generate"}))
+    assert not pacable(cell.model_copy(update={"scenario": LoadGenSettings().config("server")}))
+
+
 def test_an_aa_test_says_so_and_does_not_regress(tmp_path, capsys):
     code = main(ab(tmp_path, "--min-blocks", "2", "--max-blocks", "2"))
     out = capsys.readouterr().out
@@ -104,6 +165,8 @@ def test_an_aa_test_says_so_and_does_not_regress(tmp_path, capsys):
         (["--alpha", "1.5"], "--alpha"),
         (["--threshold", "-0.1"], "--threshold"),
         (["--on-undecided", "maybe"], "--on-undecided 'maybe'"),
+        (["--pacing", "sideways"], "--pacing 'sideways'"),
+        (["--block-time", "0"], "--block-time"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, extra, named):

@@ -86,14 +86,32 @@ def add_parser(sub: Any) -> None:
         help=f"error budget over all looks (default {DEFAULT_ALPHA})",
     )
     p.add_argument(
+        "--pacing",
+        default="bursts",
+        help="bursts (default): each block a fresh warm worker per side, alternating short "
+        "bursts of steps; processes: each block 4 whole repetitions, ABBA or BAAB",
+    )
+    p.add_argument(
+        "--block-time",
+        default=str(BLOCK_S),
+        help=f"bursts: seconds each block alternates bursts for (default {BLOCK_S:g})",
+    )
+    p.add_argument(
+        "--burst-ms",
+        default=str(BURST_MS),
+        help=f"bursts: a burst's length in ms, at least one step (default {BURST_MS:g})",
+    )
+    p.add_argument(
         "--min-blocks",
-        default=str(DEFAULT_MIN_BLOCKS),
-        help=f"blocks before the first look (default {DEFAULT_MIN_BLOCKS})",
+        help="blocks before the first look (default "
+        + ", ".join(f"{k} {v[0]}" for k, v in BLOCKS.items())
+        + ")",
     )
     p.add_argument(
         "--max-blocks",
-        default=str(DEFAULT_MAX_BLOCKS),
-        help=f"cap on blocks of 4 repetitions per cell (default {DEFAULT_MAX_BLOCKS})",
+        help="cap on blocks per cell (default "
+        + ", ".join(f"{k} {v[1]}" for k, v in BLOCKS.items())
+        + ")",
     )
     p.add_argument(
         "--on-undecided",
@@ -111,6 +129,11 @@ def add_parser(sub: Any) -> None:
 
 
 MAX_BLOCKS = 1_000
+# Blocks (first look, cap) by pacing. A burst block is two fresh workers and BLOCK_S of
+# bursts (about 6-8 s here); per-process bias means many short blocks beat a few long ones.
+BLOCKS = {"bursts": (6, 20), "processes": (DEFAULT_MIN_BLOCKS, DEFAULT_MAX_BLOCKS)}
+BLOCK_S = 2.0
+BURST_MS = 20.0
 
 
 def exit_code(outcome: str, on_undecided: str | None) -> int:
@@ -123,20 +146,32 @@ def exit_code(outcome: str, on_undecided: str | None) -> int:
 
 
 def _design(args: argparse.Namespace):
-    from stackcost.execute.interleave import Design
+    from stackcost.execute.interleave import PACINGS, Design
 
+    if args.pacing not in PACINGS:
+        raise SpecError(f"--pacing {args.pacing!r}: allowed: {', '.join(PACINGS)}")
     threshold = parse_float(args.threshold, "--threshold", 0.0, 1.0)
     alpha = parse_float(args.alpha, "--alpha", 0.0, 1.0)
-    lo = int(number(args.min_blocks, "--min-blocks", int, 1))
-    hi = int(number(args.max_blocks, "--max-blocks", int, 1))
+    default_lo, default_hi = BLOCKS[args.pacing]
+    lo = int(number(args.min_blocks or str(default_lo), "--min-blocks", int, 1))
+    hi = int(number(args.max_blocks or str(default_hi), "--max-blocks", int, 1))
+    block_s = parse_float(args.block_time, "--block-time", 0.0, 600.0)
+    burst_ms = parse_float(args.burst_ms, "--burst-ms", 0.0, 60_000.0)
     if hi > MAX_BLOCKS:
-        raise SpecError(
-            f"--max-blocks {hi} is more than {MAX_BLOCKS} (each block is 4 processes a cell)"
-        )
+        raise SpecError(f"--max-blocks {hi} is more than {MAX_BLOCKS}")
     if lo > hi:
         raise SpecError(f"--min-blocks {lo} is more than --max-blocks {hi}")
     seed = int(number(args.seed_order, "--seed-order", int, -1))
-    return Design(threshold=threshold, alpha=alpha, min_blocks=lo, max_blocks=hi, seed=seed)
+    return Design(
+        threshold=threshold,
+        alpha=alpha,
+        min_blocks=lo,
+        max_blocks=hi,
+        seed=seed,
+        pacing=args.pacing,
+        block_s=block_s,
+        burst_ms=burst_ms,
+    )
 
 
 def run(args: argparse.Namespace, console: Console) -> int:

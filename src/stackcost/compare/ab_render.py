@@ -22,7 +22,7 @@ STYLE = {
 }
 ICON = {"regressed": "🔴", "newly failing": "❌", "improved": "🟢", "fixed": "✅", "noisy": "🟡"}
 # What a narrow terminal hides first (report/fit.py, applied where the table is printed).
-DROP = ("blocks", "base (ms)", "cand (ms)")
+DROP = ("design", "blocks", "base (ms)", "cand (ms)")
 NUMBERS = ("base (ms)", "cand (ms)", "change [interval]", "blocks")
 
 
@@ -51,9 +51,22 @@ def sides_lines(sides: Mapping[str, Side]) -> list[str]:
 def design_line(ab: ABResult) -> str:
     d = ab.design
     looks = look_points(d.min_blocks, d.max_blocks)
+    processes = (
+        f"blocks of 4 repetitions, ABBA/BAAB at random (seed {d.seed}), each repetition its "
+        "own process"
+    )
+    bursts = (
+        f"one fresh warm worker a side per block, bursts of {d.burst_ms:g} ms alternated in "
+        f"random order for {d.block_s:g} s (seed {d.seed})"
+    )
+    if d.pacing != "bursts":
+        how = processes
+    elif all(c.design == "bursts" for c in ab.cells):
+        how = bursts
+    else:
+        how = f"{bursts}; cells whose design is processes: {processes}"
     return (
-        f"{ab.blocks} block(s) of 4 repetitions, ABBA/BAAB at random (seed {d.seed}), each "
-        f"repetition its own process; a cell regresses when the ratio's interval lies above "
+        f"{ab.blocks} block(s): {how}; a cell regresses when the ratio's interval lies above "
         f"1 and the change is beyond ±{d.threshold:.0%}; looks at {', '.join(map(str, looks))} "
         f"blocks share α = {d.alpha:g} (Bonferroni: {1 - d.alpha / len(looks):.2%} intervals)"
     )
@@ -66,7 +79,8 @@ def table(ab: ABResult) -> Table:
         caption=design_line(ab),
         caption_justify="left",
     )
-    for col in ("cell", "verdict", "base (ms)", "cand (ms)", "change [interval]", "blocks", "note"):
+    columns = ("cell", "verdict", "base (ms)", "cand (ms)", "change [interval]", "blocks")
+    for col in (*columns, "design", "note"):
         # Text: "[interval]" is a heading, not markup.
         t.add_column(Text(col), justify="right" if col in NUMBERS else "left")
     for c in ab.cells:
@@ -77,6 +91,7 @@ def table(ab: ABResult) -> Table:
             _ms(c.median_ms("cand")),
             _ratio(c),
             str(len(c.blocks)),
+            c.design,
             Text(c.note()),
         )
     return t

@@ -11,19 +11,36 @@ measured.
 Disturbed repetitions are retried as in `run` (--on-disturbed); a block where a side
 has no valid repetition gives no ratio for that cell, and the note says how many were
 lost. A cell that fails on one side only is `newly failing` or `fixed`, not timed.
+
+That is the `processes` design. The default, `bursts`, answers the two kinds of noise
+measured on a 2-vCPU VM (issue 40): modes that last seconds, and a bias of each process.
+Each block starts one fresh worker per side (which side starts first is drawn per block
+and recorded); both prepare, verify and warm up as a repetition does; then the parent
+alternates short bursts of steps between them, in random order per pair, for the block's
+time (execute/paced.py, measure/bursts.py). A burst pair taken tens of milliseconds apart
+sees the same mode, which cancels in its ratio; the block's estimate is the mean log
+ratio of its pairs, and the verdict comes from independent blocks, as above: more,
+shorter blocks average the per-process bias. A pair where either burst saw other work on
+the cores is dropped and counted. Each worker is one repetition in its side's run. Cells
+that cannot be cut into bursts (LoadGen scenarios, training, generation, a native program
+that runs the whole repetition) keep the processes design, and the result says which
+design decided each cell.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackcost.cell import Cell
+from stackcost.cell import GENERATE, Cell
 from stackcost.execute import scratch
+from stackcost.execute.paced import PacedWorker, Refused
 from stackcost.execute.runner import Runner
 from stackcost.execute.sides import Side
 from stackcost.measure.paired import (
@@ -36,8 +53,13 @@ from stackcost.measure.paired import (
     decide,
 )
 from stackcost.result import FAILED_STATUSES, VALID_STATUSES, RepetitionResult
+from stackcost.scenarios.task import RepetitionTask
 
 ORDERS = (("base", "cand", "cand", "base"), ("cand", "base", "base", "cand"))
+# How a block is measured: warm workers alternating bursts, or whole-process repetitions.
+PACINGS = ("bursts", "processes")
+# Fewest burst pairs a block's estimate is taken from, whatever its time.
+MIN_PAIRS = 5
 # Verdicts a CI gate fails on: a regression, or a cell the candidate broke.
 FAILING = ("regressed", "newly failing")
 # Verdicts that decide nothing: more blocks or a quieter machine were needed.
@@ -53,6 +75,9 @@ class Design:
     min_blocks: int = DEFAULT_MIN_BLOCKS
     max_blocks: int = DEFAULT_MAX_BLOCKS
     seed: int = 0
+    pacing: str = "bursts"  # PACINGS
+    block_s: float = 2.0  # bursts: the time each block alternates bursts for
+    burst_ms: float = 20.0  # bursts: a burst's length (at least one step)
 
     def rule(self) -> dict[str, Any]:
         return {
@@ -61,6 +86,21 @@ class Design:
             "min_blocks": self.min_blocks,
             "max_blocks": self.max_blocks,
         }
+
+    def record(self) -> dict[str, Any]:
+        """The rule and how blocks are measured: stored with the pair."""
+        pacing = (
+            {"pacing": "bursts", "block_s": self.block_s, "burst_ms": self.burst_ms}
+            if self.pacing == "bursts"
+            else {"pacing": "processes", "order": "ABBA/BAAB"}
+        )
+        return self.rule() | {"seed": self.seed} | pacing
+
+
+def pacable(cell: Cell) -> bool:
+    """Whether a cell's timed loop can be cut into bursts: stackcost's own timed loop of
+    inference (the worker refuses a backend whose program runs the whole repetition)."""
+    return cell.scenario is None and cell.mode not in ("train", GENERATE)
 
 
 def _latency_ms(r: RepetitionResult) -> float | None:
@@ -78,10 +118,16 @@ class CellPair:
 
     base: Cell
     cand: Cell
+    # Per block, each side's values (ms): repetition medians, or each burst's mean step.
     blocks: list[tuple[list[float], list[float]]] = field(default_factory=list)
+    estimates: list[float] = field(default_factory=list)  # per block: its log ratio
     lost: int = 0  # blocks with no valid repetition on a side
     failed: dict[str, str] = field(default_factory=dict)  # side -> status: reason
     result: PairedResult | None = None
+    design: str = "processes"  # what decided it: bursts or processes
+    design_note: str = ""  # why a cell meant for bursts was measured in processes
+    dropped_pairs: int = 0  # burst pairs dropped because the cores were busy
+    first: list[str] = field(default_factory=list)  # bursts: the side started first, per block
 
     @property
     def label(self) -> str:
@@ -101,7 +147,7 @@ class CellPair:
 
     @property
     def log_ratios(self) -> list[float]:
-        return [block_log_ratio(b, c) for b, c in self.blocks]
+        return self.estimates
 
     def median_ms(self, side: str) -> float | None:
         values = [v for block in self.blocks for v in block[side == "cand"]]
@@ -109,6 +155,10 @@ class CellPair:
 
     def note(self) -> str:
         parts = [f"{side} {why}" for side, why in self.failed.items()]
+        if self.design_note:
+            parts.append(self.design_note)
+        if self.dropped_pairs:
+            parts.append(f"{self.dropped_pairs} burst pair(s) dropped: other work on the cores")
         if self.lost:
             parts.append(f"{self.lost} block(s) lost to invalid repetitions")
         return "; ".join(parts)
@@ -119,10 +169,16 @@ class CellPair:
             "base_key": self.base.key(),
             "cand_key": self.cand.key(),
             "verdict": self.verdict,
+            "design": self.design,
             "note": self.note(),
             "base_median_ms": self.median_ms("base"),
             "cand_median_ms": self.median_ms("cand"),
-            "blocks": [{"base": b, "cand": c} for b, c in self.blocks],
+            "blocks": [
+                {"base": b, "cand": c, "log_ratio": e}
+                | ({"first": self.first[i]} if i < len(self.first) else {})
+                for i, ((b, c), e) in enumerate(zip(self.blocks, self.estimates, strict=True))
+            ],
+            "dropped_pairs": self.dropped_pairs,
             "result": self.result.as_dict() if self.result else None,
         }
 
@@ -178,7 +234,7 @@ class ABResult:
             "runs": self.run_ids,
             "aa": self.aa,
             "sides": {k: s.record() for k, s in self.sides.items()},
-            "design": self.design.rule() | {"seed": self.design.seed, "order": "ABBA/BAAB"},
+            "design": self.design.record(),
             "blocks": self.blocks,
             "failed": self.failed,
             "cells": [c.as_dict() for c in self.cells],
@@ -204,13 +260,9 @@ def interleave(
     run_ids = {}
     for name, runner in runners.items():
         run_ids[name], _ = runner.open(command, resume=False, annotate={"ab": sides[name].record()})
-    pair_id = store.create_pair(
-        run_ids["base"],
-        run_ids["cand"],
-        design.rule() | {"seed": design.seed, "order": "ABBA/BAAB"},
-    )
+    pair_id = store.create_pair(run_ids["base"], run_ids["cand"], design.record())
     cells = [
-        CellPair(b, c)
+        CellPair(b, c, design="bursts" if design.pacing == "bursts" and pacable(b) else "processes")
         for b, c in zip(runners["base"].spec.cells(), runners["cand"].spec.cells(), strict=True)
     ]
     result = ABResult(pair_id, run_ids, sides, design, cells)
@@ -222,16 +274,20 @@ def interleave(
         for block in range(design.max_blocks):
             result.blocks = block + 1
             for pair in (p for p in cells if not p.done):
-                _block(
-                    pair,
-                    block,
-                    rng.choice(ORDERS),
-                    runners,
-                    run_ids,
-                    artifacts,
-                    reps,
-                    on_repetition,
+                paced = pair.design == "bursts" and _burst_block(
+                    pair, block, rng, design, runners, run_ids, artifacts, reps, on_repetition
                 )
+                if not paced:
+                    _block(
+                        pair,
+                        block,
+                        rng.choice(ORDERS),
+                        runners,
+                        run_ids,
+                        artifacts,
+                        reps,
+                        on_repetition,
+                    )
                 last = block + 1 == design.max_blocks
                 if not pair.failed and (pair.blocks or last):
                     pair.result = decide(pair.log_ratios, **design.rule(), last=last)
@@ -273,8 +329,123 @@ def _block(
         return
     if values["base"] and values["cand"]:
         pair.blocks.append((values["base"], values["cand"]))
+        pair.estimates.append(block_log_ratio(values["base"], values["cand"]))
     else:
         pair.lost += 1
 
 
-__all__ = ["ABResult", "CellPair", "Design", "FAILING", "ORDERS", "UNDECIDED", "interleave"]
+def _burst_block(
+    pair: CellPair,
+    block: int,
+    rng: random.Random,
+    design: Design,
+    runners: dict[str, Runner],
+    run_ids: dict[str, str],
+    artifacts: dict[str, Path],
+    reps: dict[str, int],
+    on_repetition: OnRepetition | None,
+) -> bool:
+    """One block of the bursts design; False when the cell cannot be paced (the caller
+    measures this block, and the cell from now on, in processes)."""
+    first = rng.sample(("base", "cand"), 2)  # which side's worker starts first
+    tasks = {}
+    for side in first:
+        cell = pair.base if side == "base" else pair.cand
+        task = runners[side].task_for(run_ids[side], cell, reps[side], artifacts[side])
+        if not isinstance(task, RepetitionTask):  # cannot run here: stored as such
+            reps[side] += 1
+            pair.failed[side] = f"{task.status}: {task.reason}".strip(": ")[:200]
+            return True
+        tasks[side] = task
+    lock = runners["base"].executor.lock  # one machine lock serves both sides
+    with lock.held():
+        workers = {
+            side: PacedWorker(
+                runners[side].executor.python,
+                runners[side].executor.environ(tasks[side]),
+                tasks[side],
+            )
+            for side in first
+        }
+        try:
+            steps_ns = {side: workers[side].ready() for side in first}
+        except Refused as exc:
+            for w in workers.values():
+                w.kill()
+            pair.design = "processes"
+            pair.design_note = f"measured in processes, not bursts: {exc}"
+            return False
+        values: dict[str, list[float]] = {"base": [], "cand": []}
+        if all(steps_ns.values()):
+            steps = max(1, round(design.burst_ms * 1e6 / max(steps_ns.values())))
+            _alternate(workers, steps, design.block_s, rng, values, pair)
+        results = {}
+        for side in first:
+            w = workers[side]
+            if values["base"] or not steps_ns[side] or w.proc.poll() is not None:
+                results[side] = w.finish()  # measured, or ended: its result says how
+            else:  # the other side never got warm: this one measured nothing to keep
+                w.kill()
+    for side in first:
+        if side not in results:
+            continue
+        r = results[side]
+        runners[side].record(run_ids[side], tasks[side].cell, r)
+        reps[side] += 1
+        if on_repetition:
+            on_repetition(block, pair, side, r)
+        if r.status in FAILED_STATUSES or r.status in ("unavailable", "unsupported", "skipped"):
+            pair.failed[side] = f"{r.status}: {r.reason}".strip(": ")[:200]
+    if pair.failed:
+        return True
+    if values["base"]:
+        pair.first.append(first[0])
+        pair.blocks.append((values["base"], values["cand"]))
+        pair.estimates.append(
+            statistics.fmean(
+                math.log(c / b) for b, c in zip(values["base"], values["cand"], strict=True)
+            )
+        )
+    else:
+        pair.lost += 1
+    return True
+
+
+def _alternate(
+    workers: dict[str, PacedWorker],
+    steps: int,
+    block_s: float,
+    rng: random.Random,
+    values: dict[str, list[float]],
+    pair: CellPair,
+) -> None:
+    """Burst pairs for `block_s` seconds (at least MIN_PAIRS), each pair's order drawn;
+    each side's mean step time per kept pair goes into `values` (ms)."""
+    end = time.perf_counter() + block_s
+    kept = 0
+    while time.perf_counter() < end or kept < MIN_PAIRS:
+        replies = {side: workers[side].burst(steps) for side in rng.sample(list(workers), 2)}
+        if any(r is None for r in replies.values()):
+            return  # a worker died mid-block: its result says how
+        if any(r["disturbed"] for r in replies.values() if r):
+            pair.dropped_pairs += 1
+            if pair.dropped_pairs > 10 * max(kept, MIN_PAIRS):
+                return  # the machine is busy: the block ends with what it has
+            continue
+        for side, r in replies.items():
+            assert r is not None
+            values[side].append(statistics.fmean(r["ns"]) / 1e6)
+        kept += 1
+
+
+__all__ = [
+    "ABResult",
+    "CellPair",
+    "Design",
+    "FAILING",
+    "ORDERS",
+    "PACINGS",
+    "UNDECIDED",
+    "interleave",
+    "pacable",
+]

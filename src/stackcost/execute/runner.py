@@ -259,12 +259,23 @@ class Runner:
         self._record(run_id, cell, result)
         return result
 
+    def task_for(
+        self, run_id: str, cell: Cell, rep: int, artifacts: Path
+    ) -> RepetitionTask | RepetitionResult:
+        """The task of one repetition the caller runs itself (ab's paced workers), or the
+        stored result of one that cannot run. The caller stores what it gets (record)."""
+        return self._task(run_id, cell, rep, artifacts / f"{self._cell_id(run_id, cell)}-{rep}")
+
+    def record(self, run_id: str, cell: Cell, result: RepetitionResult) -> None:
+        """Store a repetition the caller ran (task_for)."""
+        self._record(run_id, cell, result)
+
     def run_one(self, run_id: str, cell: Cell, rep: int, artifacts: Path) -> RepetitionResult:
         """One repetition of one cell, stored, in the order the caller chooses rather than
         the plan's: an interleaved A/B alternates two runners repetition by repetition.
         `artifacts`: the run's scratch directory (its cache is shared by the cell's
         repetitions)."""
-        task = self._task(run_id, cell, rep, artifacts / f"{self._cell_id(run_id, cell)}-{rep}")
+        task = self.task_for(run_id, cell, rep, artifacts)
         if isinstance(task, RepetitionResult):
             return task
         _, result = next(iter(self.executor.map([task])))

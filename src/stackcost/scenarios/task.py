@@ -30,6 +30,10 @@ class RepetitionTask(BaseModel):
     sample_interval_s: float = 0.01
     # Variables the user passes to the worker beyond the whitelist (execute/environ.py).
     inherit_env: list[str] = []
+    # ab's burst design (execute/paced.py): the parent paces the timed loop in bursts,
+    # commands on the worker's stdin and replies on this inherited file descriptor
+    # (measure/bursts.py). None: the protocol's stop rule, as in `run`.
+    paced_fd: int | None = None
 
     def thread_env(self) -> dict[str, str]:
         """Variables that must exist before any import: what the backend asks for

@@ -16,8 +16,12 @@ from stackcost.scenarios.base import Bench, Scenario, wrong
 from stackcost.scenarios.settings import TIMED_LOOP
 
 if TYPE_CHECKING:
+    from stackcost.backends.base import Backend, Run
+    from stackcost.cell import Cell
     from stackcost.measure.protocol import Measurement, Protocol
     from stackcost.result import RepetitionResult, Status
+    from stackcost.scenarios.subject import Subject
+    from stackcost.scenarios.task import RepetitionTask
 
 
 class TimedLoop(Scenario):
@@ -38,14 +42,18 @@ class TimedLoop(Scenario):
         with profiling.sampling(task) as sampler:
             # In this process (prepare + the timed loop) or in a C++ program: the backend's.
             try:
-                run = backend.run_repetition(
-                    subject.model,
-                    subject.example,
-                    cell,
-                    subject.ctx,
-                    task.protocol,
-                    task.timeout_s,
-                    profile_iters=profiling.PROFILE_ITERS if task.profile else 0,
+                run = (
+                    _paced(backend, subject, cell, task)
+                    if task.paced_fd is not None
+                    else backend.run_repetition(
+                        subject.model,
+                        subject.example,
+                        cell,
+                        subject.ctx,
+                        task.protocol,
+                        task.timeout_s,
+                        profile_iters=profiling.PROFILE_ITERS if task.profile else 0,
+                    )
                 )
             except Unsupported as exc:  # found out only once the inputs were known
                 return RepetitionResult(status="unsupported", reason=str(exc))
@@ -106,6 +114,45 @@ class TimedLoop(Scenario):
             host_copies=host_copies,
             disturbance=disturbance,
         )
+
+
+def _paced(backend: Backend, subject: Subject, cell: Cell, task: RepetitionTask) -> Run:
+    """`run_repetition` with the timed loop paced by the parent in bursts (ab's burst
+    design, measure/bursts.py). A backend that runs the whole repetition in its own program
+    cannot be cut into bursts: it says so on the reply channel, and the parent measures the
+    cell in whole-process blocks instead."""
+    import json
+    import os
+    import sys
+    import time
+
+    import torch
+
+    from stackcost.backends.base import Backend, Run, Unsupported
+    from stackcost.measure.bursts import paced_loop
+    from stackcost.measure.protocol import cold_call, warm_up
+    from stackcost.measure.timer import timer_for
+
+    assert task.paced_fd is not None
+    with os.fdopen(task.paced_fd, "w") as replies:
+        if type(backend).run_repetition is not Backend.run_repetition:
+            why = f"{backend.name} runs a whole repetition in its own program"
+            replies.write(json.dumps({"refused": why}) + "\n")
+            raise Unsupported(f"cannot be paced in bursts: {why}")
+        t = time.perf_counter()
+        prepared = backend.prepare(subject.model, subject.example, cell, subject.ctx)
+        prepare_s = time.perf_counter() - t
+        timer = timer_for(cell.device)
+        m = cold_call(prepared.step, timer)
+        warm_up(prepared.step, timer, task.protocol, m)
+        bursts = paced_loop(prepared.step, timer, m, sys.stdin, replies, task.protocol.confidence)
+    details = {
+        **prepared.details,
+        "paced": bursts,
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+    }
+    return Run(m, prepare_s, details, prepared=prepared)
 
 
 # The longest --max-time a capped repetition suggests; beyond it, more repetitions.
