@@ -1,9 +1,11 @@
 """`stackcost ab MODEL --base SIDE --cand SIDE`: interleaved A/B; exit 1 on a regression,
 3 when a cell stayed undecided (noisy), 0 only when every cell was decided and none regressed.
 
-Base and candidate are measured in one invocation, side by side in ABBA/BAAB blocks of
-fresh processes, so the machine's drift hits both alike; the verdict comes from paired
-ratios over the blocks (measure/paired.py). This is the comparison a CI gate on a noisy
+Base and candidate are measured in one invocation, side by side, so the machine's drift
+hits both alike. By default each block starts one fresh warm worker a side and alternates
+short bursts of steps between them (--pacing bursts); --pacing processes (and any cell that
+cannot be cut into bursts) uses ABBA/BAAB blocks of whole-process repetitions. The verdict
+comes from paired ratios over the blocks (measure/paired.py). This is the comparison a CI gate on a noisy
 machine needs: `stackcost compare` of two stored runs cannot tell drift from change.
 """
 
