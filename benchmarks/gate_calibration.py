@@ -1,8 +1,10 @@
 """How often does the regression gate cry wolf, and how often does it catch a real slowdown?
 
-Two kinds of comparison, both on this machine, of a model with a slowdown knob
+Three kinds of comparison, all on this machine, of a model with a slowdown knob
 (knob_model.py: 5% slower = 5% more identical blocks, real compute in every rung):
-- interleaved: `stackcost ab` (base and candidate side by side in ABBA/BAAB blocks);
+- bursts: `stackcost ab --pacing bursts` (the default: warm paired workers alternating
+  short bursts, a fresh pair per block);
+- processes: `stackcost ab --pacing processes` (ABBA/BAAB blocks of whole processes);
 - stored runs: two `stackcost run --repeats 3`, one after the other, then `compare`.
 
 Each is run as A/A (the same environment on both sides: every `regressed` is a false
@@ -13,7 +15,8 @@ the machine's drift falls on every kind alike. Identical stored runs also give t
 between-run spread that compare/stats.py's BETWEEN_RUN_SPREAD must exceed.
 
     python benchmarks/gate_calibration.py [--tries 20] [--power-tries 5] \
-        [--stored-tries 10] [--backends eager,torchscript,onnxruntime] [--json PATH]
+        [--stored-tries 10] [--backends eager,torchscript,onnxruntime] \
+        [--pacing bursts,processes] [--json PATH]
 
 Nothing else may run meanwhile: the numbers are the machine's noise.
 """
@@ -38,11 +41,18 @@ from scipy.stats import binomtest
 
 HERE = Path(__file__).resolve().parent
 KNOB = "STACKCOST_KNOB_SLOWDOWN"
-# The targets of issue 26 on a 2-core VM.
+PACINGS = ("bursts", "processes")  # ab's two designs (--pacing)
+# The targets of issues 26 and 40 on a 2-core VM, for either interleaved design.
 TARGETS = {
-    ("interleaved", 0.0): ("false alarms", "at most 1 in 40 (2.5%)", 0.025),
-    ("interleaved", 0.05): ("caught", "at least 80%", 0.80),
-    ("interleaved", 0.10): ("caught", "at least 95%", 0.95),
+    **{
+        (pacing, s): target
+        for pacing in PACINGS
+        for s, target in (
+            (0.0, ("false alarms", "at most 1 in 40 (2.5%)", 0.025)),
+            (0.05, ("caught", "at least 80%", 0.80)),
+            (0.10, ("caught", "at least 95%", 0.95)),
+        )
+    },
     ("stored", 0.0): ("false alarms", "at most 5%", 0.05),
 }
 
@@ -75,10 +85,12 @@ def stackcost(argv: list[str]) -> subprocess.CompletedProcess:
     )
 
 
-def interleaved(args, work: Path, slowdown: float, i: int) -> dict[str, Any]:
-    out = work / f"ab-{slowdown}-{i}.json"
+def interleaved(args, work: Path, pacing: str, slowdown: float, i: int) -> dict[str, Any]:
+    out = work / f"ab-{pacing}-{slowdown}-{i}.json"
     argv = ["ab", *model_args(args), "--db", str(work / "ab.db"), "--json", str(out)]
-    argv += ["--seed-order", str(i), "--max-blocks", str(args.max_blocks)]
+    argv += ["--seed-order", str(i), "--pacing", pacing]
+    if args.max_blocks:
+        argv += ["--max-blocks", str(args.max_blocks)]
     if slowdown:
         argv += ["--cand-env", f"{KNOB}={slowdown}"]
     t0 = time.perf_counter()
@@ -94,6 +106,7 @@ def interleaved(args, work: Path, slowdown: float, i: int) -> dict[str, Any]:
             {
                 "cell": c["cell"],
                 "verdict": c["verdict"],
+                "design": c.get("design", "processes"),
                 "ratio": (c["result"] or {}).get("ratio"),
                 "blocks": len(c["blocks"]),
             }
@@ -235,11 +248,21 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--min-time", type=float, default=0.2)
-    p.add_argument("--max-blocks", type=int, default=8, help="ab's cap on blocks per cell")
+    p.add_argument(
+        "--max-blocks", type=int, help="ab's cap on blocks per cell (default: ab's, by pacing)"
+    )
+    p.add_argument(
+        "--pacing",
+        default=",".join(PACINGS),
+        help="ab designs to calibrate, interleaved try by try (default: both)",
+    )
     p.add_argument("--json", type=Path, help="write every try and the summary here")
     args = p.parse_args()
     console = Console()
     slowdowns = [float(s) for s in args.slowdowns.split(",") if s]
+    pacings = [x for x in args.pacing.split(",") if x]
+    if not set(pacings) <= set(PACINGS):
+        p.error(f"--pacing {args.pacing!r}: allowed: {', '.join(PACINGS)}")
     results: dict[str, list] = {}
 
     def save() -> None:
@@ -254,10 +277,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="stackcost-gate-") as tmp:
         work = Path(tmp)
         for i in range(max(args.tries, args.power_tries, args.stored_tries)):
-            if i < args.tries:
-                results.setdefault("interleaved@0.0", []).append(interleaved(args, work, 0.0, i))
-            for s in slowdowns if i < args.power_tries else []:
-                results.setdefault(f"interleaved@{s}", []).append(interleaved(args, work, s, i))
+            for pacing in pacings:  # both designs alike in every try: the drift falls on both
+                if i < args.tries:
+                    results.setdefault(f"{pacing}@0.0", []).append(
+                        interleaved(args, work, pacing, 0.0, i)
+                    )
+                for s in slowdowns if i < args.power_tries else []:
+                    results.setdefault(f"{pacing}@{s}", []).append(
+                        interleaved(args, work, pacing, s, i)
+                    )
             if i < args.stored_tries:
                 base = stored_run(args, work, 0.0)
                 for s in [0.0, *slowdowns]:  # an identical rerun, then each slowdown

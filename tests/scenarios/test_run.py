@@ -87,13 +87,21 @@ def test_an_out_of_process_rung_is_unsupported(tmp_path: Path) -> None:
 def test_single_stream_p90_agrees_with_the_timed_loop(tmp_path: Path) -> None:
     """The same cell (mnist-cnn b32: ~3-6 ms a step, so LoadGen's ~60 us per query is a
     few percent; at b8 a fast CPU's 0.7 ms step made it a quarter of the tolerance) through
-    the timed loop and through LoadGen's SingleStream."""
+    the timed loop and through LoadGen's SingleStream, timed loop again: this machine moves
+    by 20-35% between measurements seconds apart, so LoadGen's figure is judged against
+    the timed loop on either side of it (ABA), never against one taken before it alone."""
     from stackcost.measure.protocol import Protocol
     from stackcost.spec.run import model_ref
 
     cell = tiny_cell(model=model_ref("mnist-cnn"), batch_size=32, resolution=28)
     protocol = Protocol(min_time_s=1.0, max_time_s=3.0, warmup_max_time_s=1.0)
-    timed = run_task(RepetitionTask(cell=cell, protocol=protocol, workdir=str(tmp_path / "t")))
+
+    def timed_p90(name: str) -> float:
+        timed = run_task(RepetitionTask(cell=cell, protocol=protocol, workdir=str(tmp_path / name)))
+        assert timed.samples_ns
+        return float(np.percentile(np.array(timed.samples_ns) / 1e6, 90))
+
+    before = timed_p90("before")
     config = LoadGenSettings(min_duration_ms=1000).config("single-stream")
     loadgen = run_task(
         RepetitionTask(
@@ -102,11 +110,16 @@ def test_single_stream_p90_agrees_with_the_timed_loop(tmp_path: Path) -> None:
             workdir=str(tmp_path / "s"),
         )
     )
-    assert timed.samples_ns and loadgen.scenario is not None
-    ours = float(np.percentile(np.array(timed.samples_ns) / 1e6, 90))
+    after = timed_p90("after")
+    assert loadgen.scenario is not None
     theirs = loadgen.scenario.latency_ms
     assert theirs is not None
-    assert abs(theirs / ours - 1) <= AGREEMENT_TOLERANCE, (ours, theirs)
+    low, high = min(before, after), max(before, after)
+    assert low * (1 - AGREEMENT_TOLERANCE) <= theirs <= high * (1 + AGREEMENT_TOLERANCE), (
+        before,
+        theirs,
+        after,
+    )
 
 
 def test_the_cli_runs_scenarios_and_every_view_shows_them(tmp_path: Path, capsys) -> None:
