@@ -29,7 +29,6 @@ design decided each cell.
 
 from __future__ import annotations
 
-import math
 import random
 import statistics
 import time
@@ -321,9 +320,7 @@ def _block(
         reps[side] += 1
         if on_repetition:
             on_repetition(block, pair, side, r)
-        if r.status in FAILED_STATUSES or r.status in ("unavailable", "unsupported", "skipped"):
-            pair.failed[side] = f"{r.status}: {r.reason}".strip(": ")[:200]
-        elif (v := _latency_ms(r)) is not None and v > 0:
+        if not _failed(pair, side, r) and (v := _latency_ms(r)) is not None and v > 0:
             values[side].append(v)
     if pair.failed:
         return
@@ -354,7 +351,7 @@ def _burst_block(
         task = runners[side].task_for(run_ids[side], cell, reps[side], artifacts[side])
         if not isinstance(task, RepetitionTask):  # cannot run here: stored as such
             reps[side] += 1
-            pair.failed[side] = f"{task.status}: {task.reason}".strip(": ")[:200]
+            _failed(pair, side, task)
             return True
         tasks[side] = task
     lock = runners["base"].executor.lock  # one machine lock serves both sides
@@ -394,18 +391,14 @@ def _burst_block(
         reps[side] += 1
         if on_repetition:
             on_repetition(block, pair, side, r)
-        if r.status in FAILED_STATUSES or r.status in ("unavailable", "unsupported", "skipped"):
-            pair.failed[side] = f"{r.status}: {r.reason}".strip(": ")[:200]
+        _failed(pair, side, r)
     if pair.failed:
         return True
     if values["base"]:
         pair.first.append(first[0])
         pair.blocks.append((values["base"], values["cand"]))
-        pair.estimates.append(
-            statistics.fmean(
-                math.log(c / b) for b, c in zip(values["base"], values["cand"], strict=True)
-            )
-        )
+        # Paired values: mean log cand - mean log base is the mean log ratio of the pairs.
+        pair.estimates.append(block_log_ratio(values["base"], values["cand"]))
     else:
         pair.lost += 1
     return True
@@ -422,20 +415,28 @@ def _alternate(
     """Burst pairs for `block_s` seconds (at least MIN_PAIRS), each pair's order drawn;
     each side's mean step time per kept pair goes into `values` (ms)."""
     end = time.perf_counter() + block_s
-    kept = 0
+    kept = dropped = 0
     while time.perf_counter() < end or kept < MIN_PAIRS:
         replies = {side: workers[side].burst(steps) for side in rng.sample(list(workers), 2)}
         if any(r is None for r in replies.values()):
             return  # a worker died mid-block: its result says how
-        if any(r["disturbed"] for r in replies.values() if r):
+        if any(r["disturbed"] for r in replies.values()):  # type: ignore[index]
+            dropped += 1
             pair.dropped_pairs += 1
-            if pair.dropped_pairs > 10 * max(kept, MIN_PAIRS):
+            if dropped > 10 * max(kept, MIN_PAIRS):
                 return  # the machine is busy: the block ends with what it has
             continue
         for side, r in replies.items():
-            assert r is not None
-            values[side].append(statistics.fmean(r["ns"]) / 1e6)
+            values[side].append(statistics.fmean(r["ns"]) / 1e6)  # type: ignore[index]
         kept += 1
+
+
+def _failed(pair: CellPair, side: str, r: RepetitionResult) -> bool:
+    """Note a side's repetition that failed or could not run; True when it did."""
+    if r.status in FAILED_STATUSES or r.status in ("unavailable", "unsupported", "skipped"):
+        pair.failed[side] = f"{r.status}: {r.reason}".strip(": ")[:200]
+        return True
+    return False
 
 
 __all__ = [
