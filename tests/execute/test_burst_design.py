@@ -1,0 +1,141 @@
+"""The bursts design is honest, shown on synthetic workers (issue 40).
+
+A synthetic worker stands in for the paced worker process (execute/paced.py): its step
+time is a model, not a measurement, so each test knows the truth it plants.
+- a +5% slowdown on one side, under modes and 1% noise, is found and sized;
+- a slow mode shared by both sides (the machine's, lasting many burst pairs) does not
+  move the A/A estimate, because both bursts of a pair see it and it cancels;
+- a bias of whichever worker starts first lands on the side drawn first in each block,
+  and the draw spreads it over both sides: the A/A is not called a regression.
+
+Everything else is the real `stackcost ab`: the CLI, the runners, the store, the
+sequential verdict. Only the worker process is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+from types import SimpleNamespace
+
+import pytest
+
+from stackcost.cli import main
+from stackcost.commands.ab import EXIT_UNDECIDED
+from stackcost.execute import interleave
+from stackcost.measure.stats import summarize
+from stackcost.result import RepetitionResult
+
+STEP_NS = 1_000_000
+# The machine's slow mode: every other stretch of this many simulated steps is 1.5x
+# slower. A burst pair spans tens of steps, a block thousands: the mode lasts "seconds".
+MODE_STEPS = 400
+MODE_SLOWDOWN = 1.5
+
+
+class Machine:
+    """The simulated machine both workers share: its clock (in steps run) and its modes."""
+
+    def __init__(self, slot_bias: float = 0.0, seed: int = 1) -> None:
+        self.steps = 0
+        self.started = 0  # workers started so far: even = first of its block
+        self.slot_bias = slot_bias
+        self.rng = random.Random(seed)
+
+    def mode(self) -> float:
+        return MODE_SLOWDOWN if (self.steps // MODE_STEPS) % 2 else 1.0
+
+
+class SyntheticWorker:
+    """PacedWorker's interface over a modelled step: factor (the side's planted change,
+    from its environment) x slot bias (when it started first) x the machine's mode x noise."""
+
+    machine: Machine
+
+    def __init__(self, python: str, env: dict[str, str], task) -> None:
+        m = self.machine
+        self.first = m.started % 2 == 0  # the block's workers start one after the other
+        m.started += 1
+        self.task = task
+        self.factor = float(env.get("SYNTHETIC_FACTOR", "1")) * (
+            1 + m.slot_bias if self.first else 1.0
+        )
+        self.samples: list[int] = []
+        self.proc = SimpleNamespace(poll=lambda: None)
+
+    def ready(self, timeout_s: float = 0) -> float:
+        return STEP_NS * self.factor
+
+    def burst(self, steps: int, timeout_s: float = 0) -> dict:
+        m = self.machine
+        ns = []
+        for _ in range(steps):
+            ns.append(round(STEP_NS * self.factor * m.mode() * m.rng.lognormvariate(0, 0.01)))
+            m.steps += 1
+        self.samples += ns
+        return {"ns": ns, "disturbed": False, "others_cores": 0.0}
+
+    def finish(self, timeout_s: float = 0) -> RepetitionResult:
+        return RepetitionResult(
+            status="ok",
+            repetition=self.task.repetition,
+            stop_reason="paced",
+            stats=summarize(self.samples),
+            details={"synthetic": {"first": self.first, "factor": self.factor}},
+        )
+
+    def kill(self) -> None:
+        pass
+
+
+def run_ab(tmp_path, monkeypatch, machine: Machine, blocks: int, *extra: str) -> dict:
+    monkeypatch.setattr(SyntheticWorker, "machine", machine, raising=False)
+    monkeypatch.setattr(interleave, "PacedWorker", SyntheticWorker)
+    js = tmp_path / "ab.json"
+    argv = ["ab", "mlp", "--backends", "eager", "--batch-size", "2", "--resolution", "4"]
+    argv += ["--threads", "1", "--db", str(tmp_path / "ab.db"), "--json", str(js), "--quiet"]
+    argv += ["--min-blocks", str(blocks), "--max-blocks", str(blocks), "--block-time", "0.02"]
+    code = main([*argv, *extra])
+    verdict = json.loads(js.read_text())
+    verdict["code"] = code
+    return verdict
+
+
+def test_a_planted_five_percent_on_one_side_is_found(tmp_path, monkeypatch):
+    verdict = run_ab(tmp_path, monkeypatch, Machine(), 6, "--cand-env", "SYNTHETIC_FACTOR=1.05")
+    (cell,) = verdict["cells"]
+    assert cell["design"] == "bursts"
+    assert cell["verdict"] == "regressed" and verdict["code"] == 1
+    assert cell["result"]["ratio"] == pytest.approx(1.05, abs=0.01)
+
+
+def test_a_slow_mode_shared_by_both_sides_does_not_move_the_estimate(tmp_path, monkeypatch):
+    machine = Machine()
+    verdict = run_ab(tmp_path, monkeypatch, machine, 6)
+    (cell,) = verdict["cells"]
+    assert machine.steps > 4 * MODE_STEPS  # the blocks crossed the modes many times
+    # Each side's burst means swing by the mode's 50%, its pairs' ratios do not.
+    values = [v for b in cell["blocks"] for v in b["base"]]
+    assert max(values) / min(values) > 1.3
+    assert cell["verdict"] == "unchanged" and verdict["code"] == 0
+    assert cell["result"]["ratio"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_slot_bias_of_the_first_started_worker_is_spread_by_the_draw(tmp_path, monkeypatch):
+    bias = 0.10
+    verdict = run_ab(tmp_path, monkeypatch, Machine(slot_bias=bias), 12)
+    (cell,) = verdict["cells"]
+    firsts = [b["first"] for b in cell["blocks"]]
+    assert set(firsts) == {"base", "cand"}  # the draw put each side first in some blocks
+    by_first = {
+        side: [b["log_ratio"] for b in cell["blocks"] if b["first"] == side]
+        for side in ("base", "cand")
+    }
+    # The bias lands on whichever side started first: cand looks faster when base did.
+    assert statistics.fmean(by_first["base"]) == pytest.approx(-math.log(1 + bias), abs=0.01)
+    assert statistics.fmean(by_first["cand"]) == pytest.approx(math.log(1 + bias), abs=0.01)
+    # Spread over both sides, it widens the interval instead of faking a change.
+    assert cell["verdict"] in ("unchanged", "noisy")
+    assert verdict["code"] in (0, EXIT_UNDECIDED)
