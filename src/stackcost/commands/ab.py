@@ -265,10 +265,14 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
     def shown(block, pair, side, r) -> None:
         if args.quiet:
             return
-        value = f"{r.stats.median_ms:.4g} ms " if r.stats else ""
-        err.print(
-            Text(f"block {block + 1}/{design.max_blocks} {pair.label} {side}: {value}{r.status}")
-        )
+        if r.generation is not None:
+            g = r.generation
+            tpot = "—" if g.tpot_p50_ms is None else f"{g.tpot_p50_ms:.4g} ms"
+            value = f"TTFT {g.ttft_ms:.4g} ms, TPOT {tpot} "
+        else:
+            value = f"{r.stats.median_ms:.4g} ms " if r.stats else ""
+        label = pair.cand.label()  # the cell, whichever of its metrics is judged
+        err.print(Text(f"block {block + 1}/{design.max_blocks} {label} {side}: {value}{r.status}"))
 
     with (
         Store(args.db) as store,

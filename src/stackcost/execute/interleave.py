@@ -25,6 +25,10 @@ the cores is dropped and counted. Each worker is one repetition in its side's ru
 that cannot be cut into bursts (LoadGen scenarios, training, generation, a native program
 that runs the whole repetition) keep the processes design, and the result says which
 design decided each cell.
+
+A generate cell is judged twice from the same repetitions: its time to first token and
+its time per output token each get their own verdict (METRICS), since a change to the
+prefill and one to the decode step are different regressions.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ MIN_PAIRS = 5
 FAILING = ("regressed", "newly failing")
 # Verdicts that decide nothing: more blocks or a quieter machine were needed.
 UNDECIDED = ("noisy", "undecided")
+# What is judged of a cell, by mode: one latency, or a generation's TTFT and TPOT apart.
+LATENCY = "latency"
+METRICS = {GENERATE: ("ttft", "tpot")}
 
 
 @dataclass(frozen=True)
@@ -102,10 +109,20 @@ def pacable(cell: Cell) -> bool:
     return cell.scenario is None and cell.mode not in ("train", GENERATE)
 
 
-def _latency_ms(r: RepetitionResult) -> float | None:
-    """A repetition's latency: its median, or a LoadGen scenario's headline latency."""
+def metrics(cell: Cell) -> tuple[str, ...]:
+    """What is judged of `cell`, each with its own verdict."""
+    return METRICS.get(cell.mode, (LATENCY,))
+
+
+def _value_ms(r: RepetitionResult, metric: str) -> float | None:
+    """A repetition's value of `metric`: its median latency (a LoadGen scenario's headline
+    latency), or a generation's median TTFT or TPOT p50."""
     if r.status not in VALID_STATUSES:
         return None
+    if metric == "ttft":
+        return r.generation.ttft_ms if r.generation else None
+    if metric == "tpot":
+        return r.generation.tpot_p50_ms if r.generation else None
     if r.scenario is not None:
         return r.scenario.latency_ms
     return r.stats.median_ms if r.stats else None
@@ -127,10 +144,11 @@ class CellPair:
     design_note: str = ""  # why a cell meant for bursts was measured in processes
     dropped_pairs: int = 0  # burst pairs dropped because the cores were busy
     first: list[str] = field(default_factory=list)  # bursts: the side started first, per block
+    metric: str = LATENCY  # what is judged (METRICS): a generate cell has one pair per metric
 
     @property
     def label(self) -> str:
-        return self.cand.label()
+        return self.cand.label() + ("" if self.metric == LATENCY else f" {self.metric}")
 
     @property
     def verdict(self) -> str:
@@ -167,6 +185,7 @@ class CellPair:
             "cell": self.label,
             "base_key": self.base.key(),
             "cand_key": self.cand.key(),
+            "metric": self.metric,
             "verdict": self.verdict,
             "design": self.design,
             "note": self.note(),
@@ -260,10 +279,20 @@ def interleave(
     for name, runner in runners.items():
         run_ids[name], _ = runner.open(command, resume=False, annotate={"ab": sides[name].record()})
     pair_id = store.create_pair(run_ids["base"], run_ids["cand"], design.record())
-    cells = [
-        CellPair(b, c, design="bursts" if design.pacing == "bursts" and pacable(b) else "processes")
+    # One group per cell: the pairs judged from the same repetitions, one per metric.
+    groups = [
+        [
+            CellPair(
+                b,
+                c,
+                design="bursts" if design.pacing == "bursts" and pacable(b) else "processes",
+                metric=metric,
+            )
+            for metric in metrics(b)
+        ]
         for b, c in zip(runners["base"].spec.cells(), runners["cand"].spec.cells(), strict=True)
     ]
+    cells = [pair for group in groups for pair in group]
     result = ABResult(pair_id, run_ids, sides, design, cells)
     rng = random.Random(design.seed)
     reps = {name: 0 for name in runners}
@@ -272,13 +301,17 @@ def interleave(
     try:
         for block in range(design.max_blocks):
             result.blocks = block + 1
-            for pair in (p for p in cells if not p.done):
-                paced = pair.design == "bursts" and _burst_block(
-                    pair, block, rng, design, runners, run_ids, artifacts, reps, on_repetition
+            for group in groups:
+                live = [p for p in group if not p.done]
+                if not live:
+                    continue
+                # Bursts time one step: a cell judged on one metric (pacable excludes generate).
+                paced = live[0].design == "bursts" and _burst_block(
+                    live[0], block, rng, design, runners, run_ids, artifacts, reps, on_repetition
                 )
                 if not paced:
                     _block(
-                        pair,
+                        live,
                         block,
                         rng.choice(ORDERS),
                         runners,
@@ -288,8 +321,9 @@ def interleave(
                         on_repetition,
                     )
                 last = block + 1 == design.max_blocks
-                if not pair.failed and (pair.blocks or last):
-                    pair.result = decide(pair.log_ratios, **design.rule(), last=last)
+                for pair in live:
+                    if not pair.failed and (pair.blocks or last):
+                        pair.result = decide(pair.log_ratios, **design.rule(), last=last)
             store.finish_pair(pair_id, result.as_dict())
             if on_block:
                 on_block(result)
@@ -304,7 +338,7 @@ def interleave(
 
 
 def _block(
-    pair: CellPair,
+    pairs: list[CellPair],
     block: int,
     order: tuple[str, ...],
     runners: dict[str, Runner],
@@ -313,22 +347,25 @@ def _block(
     reps: dict[str, int],
     on_repetition: OnRepetition | None,
 ) -> None:
-    values: dict[str, list[float]] = {"base": [], "cand": []}
+    """One block of the processes design for one cell, judged on each of its metrics."""
+    values = [{"base": [], "cand": []} for _ in pairs]  # per pair: side -> values (ms)
     for side in order:
-        cell = pair.base if side == "base" else pair.cand
+        cell = pairs[0].base if side == "base" else pairs[0].cand
         r = runners[side].run_one(run_ids[side], cell, reps[side], artifacts[side])
         reps[side] += 1
         if on_repetition:
-            on_repetition(block, pair, side, r)
-        if not _failed(pair, side, r) and (v := _latency_ms(r)) is not None and v > 0:
-            values[side].append(v)
-    if pair.failed:
-        return
-    if values["base"] and values["cand"]:
-        pair.blocks.append((values["base"], values["cand"]))
-        pair.estimates.append(block_log_ratio(values["base"], values["cand"]))
-    else:
-        pair.lost += 1
+            on_repetition(block, pairs[0], side, r)
+        for pair, v in zip(pairs, values, strict=True):
+            if not _failed(pair, side, r) and (x := _value_ms(r, pair.metric)) and x > 0:
+                v[side].append(x)
+    for pair, v in zip(pairs, values, strict=True):
+        if pair.failed:
+            continue
+        if v["base"] and v["cand"]:
+            pair.blocks.append((v["base"], v["cand"]))
+            pair.estimates.append(block_log_ratio(v["base"], v["cand"]))
+        else:
+            pair.lost += 1
 
 
 def _burst_block(
@@ -444,9 +481,12 @@ __all__ = [
     "CellPair",
     "Design",
     "FAILING",
+    "LATENCY",
+    "METRICS",
     "ORDERS",
     "PACINGS",
     "UNDECIDED",
     "interleave",
+    "metrics",
     "pacable",
 ]

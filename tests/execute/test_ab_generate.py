@@ -1,0 +1,79 @@
+"""A generate cell's A/B judges TTFT and TPOT apart, from the same repetitions (issue 40).
+
+The repetitions are synthetic (Runner.run_one replaced): a planted prefill slowdown on the
+candidate must regress TTFT and leave TPOT unchanged. The CLI, the blocks, the store and
+the verdicts are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from stackcost.cli import main
+from stackcost.execute.runner import Runner
+from stackcost.result import GenerationResult, RepetitionResult
+
+TTFT_MS, TPOT_MS = 10.0, 2.0
+
+
+def synthetic_generation(ttft_ms: float, tpot_ms: float) -> GenerationResult:
+    return GenerationResult(
+        batch=1,
+        prompt_len=8,
+        new_tokens=4,
+        generations=5,
+        ttft_ms=ttft_ms,
+        tpot_p50_ms=tpot_ms,
+        tpot_p90_ms=tpot_ms,
+        tpot_p99_ms=tpot_ms,
+        prefill_tokens_per_s=8e3 / ttft_ms,
+        decode_tokens_per_s=1e3 / tpot_ms,
+        output_tokens_per_s=4e3 / (ttft_ms + 3 * tpot_ms),
+        e2e_ms=ttft_ms + 3 * tpot_ms,
+        cold_ms=100.0,
+        kv_cache_bytes=0,
+        kv_bytes_per_element=4,
+        weight_bytes=0,
+        bytes_per_step=0,
+        achieved_gbs=None,
+        api="synthetic",
+        timing="synthetic",
+    )
+
+
+def test_ttft_and_tpot_each_get_their_own_verdict(tmp_path, monkeypatch, capsys):
+    rng = random.Random(3)
+    calls: list[str] = []
+
+    def run_one(self: Runner, run_id, cell, rep, artifacts) -> RepetitionResult:
+        task = self.task_for(run_id, cell, rep, artifacts)
+        slow = 1.2 if "SLOW_PREFILL" in self.executor.extra_env else 1.0  # the cand side
+        calls.append(run_id)
+        noise = rng.lognormvariate(0, 0.005)
+        r = RepetitionResult(
+            status="ok",
+            repetition=task.repetition,
+            generation=synthetic_generation(TTFT_MS * slow * noise, TPOT_MS * noise),
+        )
+        self.record(run_id, cell, r)
+        return r
+
+    monkeypatch.setattr(Runner, "run_one", run_one)
+    js = tmp_path / "ab.json"
+    argv = ["ab", "llama-tiny", "--scenario", "generate", "--prompt-len", "8"]
+    argv += ["--new-tokens", "4", "--backends", "eager", "--batch-size", "1", "--threads", "1"]
+    argv += ["--cand-env", "SLOW_PREFILL=1", "--min-blocks", "3", "--max-blocks", "3"]
+    code = main([*argv, "--db", str(tmp_path / "ab.db"), "--json", str(js)])
+    out, err = capsys.readouterr()
+    assert code == 1, out
+    verdict = json.loads(js.read_text())
+    cells = {c["metric"]: c for c in verdict["cells"]}
+    assert set(cells) == {"ttft", "tpot"}
+    assert cells["ttft"]["verdict"] == "regressed" and cells["ttft"]["design"] == "processes"
+    assert abs(cells["ttft"]["result"]["ratio"] - 1.2) < 0.02
+    assert cells["tpot"]["verdict"] == "unchanged"
+    # One set of repetitions serves both metrics: 4 a block (ABBA), not 8.
+    assert len(calls) == 4 * verdict["blocks"] == 12
+    assert "regressed: llama-tiny eager generate b1 8p 4n fp32 t1 cpu ttft" in out
+    assert "llama-tiny eager generate b1 8p 4n fp32 t1 cpu cand: TTFT 1" in err  # progress
