@@ -7,7 +7,11 @@ started (which side first: at random, recorded), and one design alternates them:
 - turns: A then B, turns of --turn-s seconds each (today's process-level blocks);
 - bursts: a few iterations each (at least one step, about --burst-ms), order flipped at
   random per pair, so a pair sees one mode of the machine;
-- duet: both at once, 1 thread each (Bulej et al., ICPE 2020).
+- duet: both at once, 1 thread each (Bulej et al., ICPE 2020);
+- bursts-bound: bursts, each worker's OpenMP threads bound one per core
+  (OMP_PROC_BIND=close, OMP_PLACES=cores: libgomp, which torch's CPU wheel uses), so
+  every process places its threads alike;
+- bursts-1t: bursts at 1 thread whatever --threads says.
 
 The windows of the designs are interleaved (a shuffled round of designs per window
 index), so the machine's drift over the session hits all alike. A window gives one A/A
@@ -17,7 +21,7 @@ mean estimate signed by spawn order, with its 95% interval over all windows.
 
     python benchmarks/noise_structure.py [--model mlp --resolution 256 | --model
         mnist-cnn --resolution 28] [--batch 32] [--threads 2] [--windows 6]
-        [--window-s 10] [--designs turns,bursts,duet] [--json PATH]
+        [--window-s 10] [--designs turns,bursts,duet,bursts-bound,bursts-1t] [--json PATH]
 
 Nothing else may run on the machine meanwhile.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import statistics
 import subprocess
@@ -41,7 +46,10 @@ from rich.table import Table
 from stackcost.env import cpu_info
 from stackcost.measure.paired import mean_interval
 
-DESIGNS = ("turns", "bursts", "duet")
+DESIGNS = ("turns", "bursts", "duet", "bursts-bound", "bursts-1t")
+# Designs that alternate bursts, and what each changes of the workers.
+BURSTS = ("bursts", "bursts-bound", "bursts-1t")
+BOUND_ENV = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
 
 
 # -- the worker: one process holding the model warm, answering one command per line ------
@@ -95,11 +103,17 @@ def reply(message: dict[str, Any]) -> None:
 
 
 class Side:
-    def __init__(self, args: argparse.Namespace, threads: int) -> None:
+    def __init__(self, args: argparse.Namespace, threads: int, env: dict[str, str]) -> None:
         argv = [sys.executable, __file__, "--worker", "--model", args.model]
         argv += ["--resolution", str(args.resolution)]
         argv += ["--batch", str(args.batch), "--threads", str(threads)]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+        )
 
     def send(self, command: str) -> None:
         stdin: IO[str] = self.proc.stdin  # type: ignore[assignment]
@@ -120,10 +134,11 @@ class Side:
 def window(design: str, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
     """One fresh pair, one design, one window: the A/A estimate log(B / A)."""
     first = rng.choice("AB")
-    threads = 1 if design == "duet" else args.threads
+    threads = 1 if design in ("duet", "bursts-1t") else args.threads
+    env = BOUND_ENV if design == "bursts-bound" else {}
     sides: dict[str, Side] = {}
     for name in (first, "B" if first == "A" else "A"):
-        sides[name] = Side(args, threads)
+        sides[name] = Side(args, threads, env)
     for s in sides.values():
         assert s.answer().get("ready")
     a, b = sides["A"], sides["B"]
@@ -145,6 +160,7 @@ def window(design: str, args: argparse.Namespace, rng: random.Random) -> dict[st
             estimate = statistics.fmean(logs["B"]) - statistics.fmean(logs["A"])
             pairs = len(logs["A"])
         else:
+            assert design in BURSTS
             n = calibrate(a, args.burst_ms / 1e3)
             ratios = []
             end = time.monotonic() + args.window_s
@@ -181,7 +197,7 @@ def main() -> None:
     parser.add_argument("--window-s", type=float, default=10.0)
     parser.add_argument("--turn-s", type=float, default=1.5)
     parser.add_argument("--burst-ms", type=float, default=20.0)
-    parser.add_argument("--designs", default=",".join(DESIGNS))
+    parser.add_argument("--designs", default="turns,bursts,duet")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--json", type=Path, default=Path("benchmarks/results/noise_structure.json")

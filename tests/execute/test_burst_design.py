@@ -90,14 +90,18 @@ class SyntheticWorker:
         pass
 
 
-def run_ab(tmp_path, monkeypatch, machine: Machine, blocks: int, *extra: str) -> dict:
+def run_ab(
+    tmp_path, monkeypatch, machine: Machine, blocks: int, *extra: str, worker=SyntheticWorker
+) -> dict:
     monkeypatch.setattr(SyntheticWorker, "machine", machine, raising=False)
-    monkeypatch.setattr(interleave, "PacedWorker", SyntheticWorker)
+    monkeypatch.setattr(interleave, "PacedWorker", worker)
+    tmp_path.mkdir(parents=True, exist_ok=True)
     js = tmp_path / "ab.json"
     argv = ["ab", "mlp", "--backends", "eager", "--batch-size", "2", "--resolution", "4"]
-    argv += ["--threads", "1", "--db", str(tmp_path / "ab.db"), "--json", str(js), "--quiet"]
+    argv += ["--db", str(tmp_path / "ab.db"), "--json", str(js), "--quiet"]
     argv += ["--min-blocks", str(blocks), "--max-blocks", str(blocks), "--block-time", "0.02"]
-    code = main([*argv, *extra])
+    threads = [] if "--threads" in extra else ["--threads", "1"]
+    code = main([*argv, *threads, *extra])
     verdict = json.loads(js.read_text())
     verdict["code"] = code
     return verdict
@@ -139,3 +143,38 @@ def test_a_slot_bias_of_the_first_started_worker_is_spread_by_the_draw(tmp_path,
     # Spread over both sides, it widens the interval instead of faking a change.
     assert cell["verdict"] in ("unchanged", "noisy")
     assert verdict["code"] in (0, EXIT_UNDECIDED)
+
+
+@pytest.mark.parametrize(
+    ("backend", "threads", "bound"),
+    [("eager", 2, True), ("inductor", 2, True), ("eager", 1, False), ("onnxruntime", 2, False)],
+)
+def test_bursts_bind_torchs_openmp_threads_where_its_pool_runs_the_step(backend, threads, bound):
+    from stackcost.scenarios.task import OMP_BINDING, RepetitionTask
+    from tests.conftest import tiny_cell
+
+    task = RepetitionTask(cell=tiny_cell(backend, threads=threads), workdir="w")
+    assert "OMP_PROC_BIND" not in task.thread_env()  # `run` never binds
+    env = task.model_copy(update={"bind_threads": True}).thread_env()
+    # ONNX Runtime's own pool would inherit the one core libgomp binds the main thread to.
+    assert (env.items() >= OMP_BINDING.items()) == bound
+
+
+def test_ab_binds_both_sides_workers_unless_told_not_to(tmp_path, monkeypatch):
+    from stackcost.env import cores
+
+    if cores() < 2:
+        pytest.skip("needs 2 CPUs for a 2-thread cell")
+    seen: list[dict[str, str]] = []
+
+    class Recording(SyntheticWorker):
+        def __init__(self, python: str, env: dict[str, str], task) -> None:
+            super().__init__(python, env, task)
+            seen.append(env)
+
+    for flag, bound in (("--bind-threads", True), ("--no-bind-threads", False)):
+        seen.clear()
+        extra = ("--threads", "2", flag)
+        verdict = run_ab(tmp_path / flag, monkeypatch, Machine(), 2, *extra, worker=Recording)
+        assert verdict["design"]["bind_threads"] is bound
+        assert len(seen) == 4 and all(("OMP_PROC_BIND" in env) == bound for env in seen)

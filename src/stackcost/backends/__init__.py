@@ -68,6 +68,15 @@ def load_backend(name: str) -> Backend:
     return cls()
 
 
+def omp_bindable(cell: Cell) -> bool:
+    """Whether binding the cell's threads one per core is safe and means something: more
+    than one thread, on the CPU, of a rung whose step runs on torch's OpenMP pool
+    (Backend.omp_threads). A user's backend is not imported here: never bound."""
+    if is_import_path(cell.backend) or cell.threads < 2 or cell.device != "cpu":
+        return False
+    return load_backend(cell.backend).omp_threads
+
+
 def environment_of(cell: Cell) -> dict[str, str]:
     """What the cell's backend wants set before its framework is imported
     (Backend.environment). A user's backend ('module:Class') is not imported in this
@@ -83,6 +92,7 @@ def environment_of(cell: Cell) -> dict[str, str]:
 
 __all__ = [
     "environment_of",
+    "omp_bindable",
     "BASELINE",
     "REGISTRY",
     "Availability",

@@ -278,6 +278,12 @@ class Backend(ABC):
     # unavailable with the reason): `list backends` says so, and none of its numbers counts
     # as measured until a GPU session has run it and cleared this.
     not_yet_run_on_gpu: ClassVar[bool] = False
+    # Whether the step's threads are torch's OpenMP pool, in the worker's own process, so
+    # that binding them one per core (OMP_PROC_BIND) pins nothing else: `ab`'s bursts bind
+    # them (scenarios/task.py). Not so for a runtime with its own pool (ONNX Runtime,
+    # OpenVINO): libgomp binds the main thread too, and the pool it starts later would
+    # inherit that one core (ONNX Runtime 3.4x slower, OpenVINO 1.6x, measured here).
+    omp_threads: ClassVar[bool] = False
 
     def available(self) -> Availability:
         return Availability(True)

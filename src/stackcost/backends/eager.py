@@ -16,6 +16,7 @@ from stackcost.quantize.pytorch import EAGER_NO_INT8, EAGER_PATHS
 
 class EagerBackend(Backend):
     name = "eager"
+    omp_threads = True
     description = "PyTorch eager mode (torch.inference_mode)"
     capabilities = Capabilities(
         modes=frozenset({"infer", "train"}),

@@ -19,6 +19,7 @@ from stackcost.quantize.pytorch import COMPILED_PATHS
 
 class ExportAOTBackend(Backend):
     name = "export-aot"
+    omp_threads = True
     description = (
         "torch.export + AOTInductor package (aoti_compile_and_package, compiled in prepare)"
     )

@@ -30,6 +30,7 @@ from stackcost.quantize.pytorch import COMPILED_PATHS
 
 class InductorBackend(Backend):
     name = "inductor"
+    omp_threads = True
     description = "torch.compile with the Inductor backend (compiles on the first call)"
     capabilities = Capabilities(
         modes=frozenset({"infer", "train"}),

@@ -64,6 +64,7 @@ def trace(model, example, **kwargs):
 
 class TorchScriptBackend(Backend):
     name = "torchscript"
+    omp_threads = True
     description = "TorchScript (jit.trace or jit.script, frozen, optimize_for_inference)"
     capabilities = Capabilities(
         modes=frozenset({"infer", "train"}),

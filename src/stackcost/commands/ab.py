@@ -104,6 +104,14 @@ def add_parser(sub: Any) -> None:
         help=f"bursts: a burst's length in ms, at least one step (default {BURST_MS:g})",
     )
     p.add_argument(
+        "--bind-threads",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="bursts: bind torch's OpenMP threads one per core (OMP_PROC_BIND=close, "
+        "OMP_PLACES=cores) on rungs whose step runs on that pool, at 2+ threads; a side's "
+        "own OMP_PROC_BIND wins (default: bind)",
+    )
+    p.add_argument(
         "--min-blocks",
         help="blocks before the first look (default "
         + ", ".join(f"{k} {v[0]}" for k, v in BLOCKS.items())
@@ -173,6 +181,7 @@ def _design(args: argparse.Namespace):
         pacing=args.pacing,
         block_s=block_s,
         burst_ms=burst_ms,
+        bind_threads=args.bind_threads,
     )
 
 

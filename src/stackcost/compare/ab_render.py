@@ -55,9 +55,10 @@ def design_line(ab: ABResult) -> str:
         f"blocks of 4 repetitions, ABBA/BAAB at random (seed {d.seed}), each repetition its "
         "own process"
     )
+    bound = ", torch's OpenMP threads bound one per core" if d.bind_threads else ""
     bursts = (
-        f"one fresh warm worker a side per block, bursts of {d.burst_ms:g} ms alternated in "
-        f"random order for {d.block_s:g} s (seed {d.seed})"
+        f"one fresh warm worker a side per block{bound}, bursts of {d.burst_ms:g} ms "
+        f"alternated in random order for {d.block_s:g} s (seed {d.seed})"
     )
     if d.pacing != "bursts":
         how = processes

@@ -17,7 +17,10 @@ measured on a 2-vCPU VM (issue 40): modes that last seconds, and a bias of each 
 Each block starts one fresh worker per side (which side starts first is drawn per block
 and recorded); both prepare, verify and warm up as a repetition does; then the parent
 alternates short bursts of steps between them, in random order per pair, for the block's
-time (execute/paced.py, measure/bursts.py). A burst pair taken tens of milliseconds apart
+time (execute/paced.py, measure/bursts.py). Where a rung's step runs on torch's OpenMP
+pool at 2+ threads, its threads are bound one per core in both workers (bind_threads): a
+fresh process otherwise draws its own thread placement, which doubled the A/A spread of
+a 2-thread eager resnet18 here. A burst pair taken tens of milliseconds apart
 sees the same mode, which cancels in its ratio; the block's estimate is the mean log
 ratio of its pairs, and the verdict comes from independent blocks, as above: more,
 shorter blocks average the per-process bias. A pair where either burst saw other work on
@@ -84,6 +87,7 @@ class Design:
     pacing: str = "bursts"  # PACINGS
     block_s: float = 2.0  # bursts: the time each block alternates bursts for
     burst_ms: float = 20.0  # bursts: a burst's length (at least one step)
+    bind_threads: bool = True  # bursts: torch's OpenMP threads one per core (omp_bindable)
 
     def rule(self) -> dict[str, Any]:
         return {
@@ -96,7 +100,12 @@ class Design:
     def record(self) -> dict[str, Any]:
         """The rule and how blocks are measured: stored with the pair."""
         pacing = (
-            {"pacing": "bursts", "block_s": self.block_s, "burst_ms": self.burst_ms}
+            {
+                "pacing": "bursts",
+                "block_s": self.block_s,
+                "burst_ms": self.burst_ms,
+                "bind_threads": self.bind_threads,
+            }
             if self.pacing == "bursts"
             else {"pacing": "processes", "order": "ABBA/BAAB"}
         )
@@ -390,7 +399,7 @@ def _burst_block(
             reps[side] += 1
             _failed(pair, side, task)
             return True
-        tasks[side] = task
+        tasks[side] = task.model_copy(update={"bind_threads": design.bind_threads})
     lock = runners["base"].executor.lock  # one machine lock serves both sides
     with lock.held():
         workers = {

@@ -10,6 +10,10 @@ from pydantic import BaseModel
 from stackcost.cell import Cell
 from stackcost.measure.protocol import Protocol
 
+# How ab's bursts bind torch's OpenMP threads (libgomp): one per core, in order. It halved
+# the A/A spread of a 2-thread eager resnet18 per window here (issue 40, noise_structure.py).
+OMP_BINDING = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
+
 
 class RepetitionTask(BaseModel):
     # The module executors start for this task: python -m WORKER TASK.json RESULT.json.
@@ -34,17 +38,22 @@ class RepetitionTask(BaseModel):
     # commands on the worker's stdin and replies on this inherited file descriptor
     # (measure/bursts.py). None: the protocol's stop rule, as in `run`.
     paced_fd: int | None = None
+    # ab's burst design: bind torch's OpenMP threads one per core (OMP_BINDING), where the
+    # rung's step runs on that pool (backends.omp_bindable).
+    bind_threads: bool = False
 
     def thread_env(self) -> dict[str, str]:
         """Variables that must exist before any import: what the backend asks for
         (Backend.environment: its framework's thread pools, flags) and the variables that
         pin framework threads, which win a clash. The executor puts them in the worker's
         environment; the worker records them (details["thread_env"])."""
-        from stackcost.backends import environment_of
+        from stackcost.backends import environment_of, omp_bindable
 
         n = str(self.cell.threads)
+        bound = OMP_BINDING if self.bind_threads and omp_bindable(self.cell) else {}
         return {
             **environment_of(self.cell),
+            **bound,
             "OMP_NUM_THREADS": n,
             "MKL_NUM_THREADS": n,
             "OPENBLAS_NUM_THREADS": n,
