@@ -53,8 +53,9 @@ def make_cell(backend: str, **kw) -> Cell:
     )
 
 
-def run(backend_name: str, tmp_path: Path, device: str = "cpu", **kw):
-    """Prepare, step twice; return (outputs, details, reference, cell)."""
+def run(backend_name: str, tmp_path: Path, device: str = "cpu", paced: bool = False, **kw):
+    """Prepare, step twice; return (outputs, details, reference, cell). `paced`: as in
+    ab's bursts."""
     backend = load_backend(backend_name)
     status = backend.available()
     if not status.ok:
@@ -64,7 +65,8 @@ def run(backend_name: str, tmp_path: Path, device: str = "cpu", **kw):
     x = tiny_input(device)
     with torch.inference_mode():
         reference = x.call(tiny_model().to(device)).float().cpu()
-    prepared = backend.prepare(tiny_model().to(device), x, cell, PrepareContext(tmp_path))
+    ctx = PrepareContext(tmp_path, paced=paced)
+    prepared = backend.prepare(tiny_model().to(device), x, cell, ctx)
     outputs = [as_tensor(prepared.step()) for _ in range(2)]
     return outputs, prepared.details, reference, cell
 
@@ -176,6 +178,19 @@ def test_onnxruntime(tmp_path, options):
     assert details["providers"] == ["CPUExecutionProvider"]
     assert isinstance(details["opset"], int) and details["opset"] >= 17
     assert details["onnx_bytes"] > 0 and details["export_s"] > 0
+    assert details["intra_op_spinning"] is True  # ONNX Runtime's default, as users run it
+
+
+def test_onnxruntime_paced_in_bursts_does_not_spin(tmp_path):
+    import onnxruntime as ort
+
+    from stackcost.backends.ort_options import session_options
+
+    outputs, details, reference, _ = run("onnxruntime", tmp_path, paced=True)
+    assert_close(outputs, reference)
+    assert details["intra_op_spinning"] is False
+    key = "session.intra_op.allow_spinning"
+    assert session_options(ort, 2, "all", spinning=False).get_session_config_entry(key) == "0"
 
 
 def test_onnxruntime_fp32_only():

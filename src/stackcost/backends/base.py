@@ -247,6 +247,9 @@ class PrepareContext:
     weights_digest: str = ""  # the model's weights: part of every artifact's key
     # A quantized precision's calibration inputs (stackcost.quantize); None for float cells.
     calibration: Calibration | None = None
+    # ab's bursts (measure/bursts.py): another worker runs between this one's bursts, on
+    # the same cores. A thread pool that spins while idle would take them from it.
+    paced: bool = False
 
 
 def instance_context(ctx: PrepareContext, index: int) -> PrepareContext:

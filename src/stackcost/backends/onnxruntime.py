@@ -70,7 +70,8 @@ class OnnxRuntimeBackend(Backend):
             scheme = self.option(cell, "int8_scheme")
             path, details = _quantized(path, details, cell, ctx, scheme)
 
-        so = session_options(ort, cell.threads, opt_level)
+        spinning = not ctx.paced  # an idle, spinning worker would slow the other side's bursts
+        so = session_options(ort, cell.threads, opt_level, spinning=spinning)
         start = time.perf_counter()
         sess = ort.InferenceSession(str(path), so, providers=[provider])
         session_s = time.perf_counter() - start
@@ -100,6 +101,7 @@ class OnnxRuntimeBackend(Backend):
                 "intra_op_threads": used.intra_op_num_threads,
                 "inter_op_threads": used.inter_op_num_threads,
                 "execution_mode": "sequential",
+                "intra_op_spinning": spinning,
                 "providers": sess.get_providers(),
                 "session_s": session_s,
                 "onnxruntime": ort.__version__,
@@ -107,6 +109,7 @@ class OnnxRuntimeBackend(Backend):
         )
         state = {
             "path": path, "feeds": feeds, "provider": provider, "opt_level": opt_level,
+            "spinning": spinning,
             "profile_dir": ctx.workdir / "profile",
         }  # fmt: skip
         return Prepared(step, details, state=state, infer=infer)
@@ -122,7 +125,7 @@ class OnnxRuntimeBackend(Backend):
         s = run.prepared.state
 
         def options(prefix: Path | None) -> Any:
-            return session_options(ort, cell.threads, s["opt_level"], prefix)
+            return session_options(ort, cell.threads, s["opt_level"], prefix, s["spinning"])
 
         return profile_ort(
             s["path"], s["feeds"], options, s["profile_dir"], iters=iters,

@@ -98,15 +98,22 @@ def table(ab: ABResult) -> Table:
     return t
 
 
-def counts_line(ab: ABResult) -> str:
+def _counts(ab: ABResult) -> dict[str, int]:
     counts: dict[str, int] = {}
     for c in ab.cells:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    return ", ".join(f"{n} {v}" for v, n in counts.items()) or "no cells"
+    return counts
+
+
+def counts_line(ab: ABResult) -> str:
+    return ", ".join(f"{n} {v}" for v, n in _counts(ab).items()) or "no cells"
 
 
 def summary_line(ab: ABResult) -> str:
-    """The headline first (an undecided gate never reads as a pass), then every verdict."""
+    """The headline first (an undecided gate never reads as a pass), then every verdict,
+    unless the headline already named them all ("undecided: 2 cells noisy")."""
+    if all(verdict in ab.headline for verdict in _counts(ab)):
+        return ab.headline
     return f"{ab.headline} ({counts_line(ab)})"
 
 

@@ -121,6 +121,7 @@ def _paced(backend: Backend, subject: Subject, cell: Cell, task: RepetitionTask)
     design, measure/bursts.py). A backend that runs the whole repetition in its own program
     cannot be cut into bursts: it says so on the reply channel, and the parent measures the
     cell in whole-process blocks instead."""
+    import dataclasses
     import json
     import os
     import sys
@@ -140,7 +141,8 @@ def _paced(backend: Backend, subject: Subject, cell: Cell, task: RepetitionTask)
             replies.write(json.dumps({"refused": why}) + "\n")
             raise Unsupported(f"cannot be paced in bursts: {why}")
         t = time.perf_counter()
-        prepared = backend.prepare(subject.model, subject.example, cell, subject.ctx)
+        ctx = dataclasses.replace(subject.ctx, paced=True)
+        prepared = backend.prepare(subject.model, subject.example, cell, ctx)
         prepare_s = time.perf_counter() - t
         timer = timer_for(cell.device)
         m = cold_call(prepared.step, timer)
