@@ -70,9 +70,11 @@ MIN_PAIRS = 5
 FAILING = ("regressed", "newly failing")
 # Verdicts that decide nothing: more blocks or a quieter machine were needed.
 UNDECIDED = ("noisy", "undecided")
-# What is judged of a cell, by mode: one latency, or a generation's TTFT and TPOT apart.
+# What is judged of a cell, by mode: one latency, or a generation's TTFT and TPOT apart
+# (each the GenerationResult field it is read from).
 LATENCY = "latency"
-METRICS = {GENERATE: ("ttft", "tpot")}
+GENERATION_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_p50_ms"}
+METRICS = {GENERATE: tuple(GENERATION_METRICS)}
 
 
 @dataclass(frozen=True)
@@ -128,10 +130,8 @@ def _value_ms(r: RepetitionResult, metric: str) -> float | None:
     latency), or a generation's median TTFT or TPOT p50."""
     if r.status not in VALID_STATUSES:
         return None
-    if metric == "ttft":
-        return r.generation.ttft_ms if r.generation else None
-    if metric == "tpot":
-        return r.generation.tpot_p50_ms if r.generation else None
+    if metric in GENERATION_METRICS:
+        return getattr(r.generation, GENERATION_METRICS[metric]) if r.generation else None
     if r.scenario is not None:
         return r.scenario.latency_ms
     return r.stats.median_ms if r.stats else None
