@@ -13,7 +13,7 @@ import pytest
 
 from stackcost.cell import Cell
 from stackcost.commands.ab import EXIT_UNDECIDED, exit_code
-from stackcost.compare.ab_render import as_json, markdown, summary_line
+from stackcost.compare.ab_render import as_json, design_line, markdown, summary_line
 from stackcost.execute.interleave import ABResult, CellPair, Design
 from stackcost.execute.sides import Side
 from stackcost.measure.paired import decide
@@ -90,3 +90,22 @@ def test_the_exit_code_tells_undecided_from_pass_unless_the_job_chooses(
 ):
     assert exit_code(outcome, on_undecided) == code
     assert EXIT_UNDECIDED not in (0, 1, 2)  # 2 is bad input
+
+
+def _bursts(backend: str, threads: int) -> CellPair:
+    cell = Cell(model=model_ref("mlp"), backend=backend, batch_size=1, threads=threads)
+    return CellPair(cell, cell, design="bursts")
+
+
+def test_the_design_line_says_threads_were_bound_only_for_cells_that_were():
+    bursts = Design(pacing="bursts", bind_threads=True)
+    sides = {"base": Side("base"), "cand": Side("cand")}
+
+    def line(*cells: CellPair) -> str:
+        return design_line(ABResult("p1", {"base": "r1", "cand": "r2"}, sides, bursts, [*cells]))
+
+    assert "bound one per core, bursts" in line(_bursts("eager", 2))
+    assert "bound" not in line(_bursts("onnxruntime", 2))  # its own pool, never bound
+    assert "bound" not in line(_bursts("eager", 1))
+    mixed = line(_bursts("eager", 2), _bursts("onnxruntime", 2))
+    assert "bound one per core in mlp" in mixed and "onnxruntime" not in mixed.split("bound")[1]

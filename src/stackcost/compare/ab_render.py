@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.backends import omp_bindable
 from stackcost.execute.interleave import ABResult, CellPair
 from stackcost.execute.sides import Side
 from stackcost.measure.paired import look_points
@@ -48,6 +49,18 @@ def sides_lines(sides: Mapping[str, Side]) -> list[str]:
     return lines
 
 
+def _bound(ab: ABResult) -> str:
+    """Which burst cells had their threads bound: only those on torch's OpenMP pool
+    (omp_bindable), so an ONNX Runtime or 1-thread cell is never said to be."""
+    bursts = {c.label: c for c in ab.cells if c.design == "bursts"}
+    bound = [label for label, c in bursts.items() if omp_bindable(c.cand)]
+    if not bound:
+        return ""
+    if len(bound) == len(bursts):
+        return ", torch's OpenMP threads bound one per core"
+    return f", torch's OpenMP threads bound one per core in {', '.join(bound)}"
+
+
 def design_line(ab: ABResult) -> str:
     d = ab.design
     looks = look_points(d.min_blocks, d.max_blocks)
@@ -55,7 +68,7 @@ def design_line(ab: ABResult) -> str:
         f"blocks of 4 repetitions, ABBA/BAAB at random (seed {d.seed}), each repetition its "
         "own process"
     )
-    bound = ", torch's OpenMP threads bound one per core" if d.bind_threads else ""
+    bound = _bound(ab) if d.bind_threads else ""
     bursts = (
         f"one fresh warm worker a side per block{bound}, bursts of {d.burst_ms:g} ms "
         f"alternated in random order for {d.block_s:g} s (seed {d.seed})"
