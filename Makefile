@@ -53,10 +53,21 @@ browser:
 native-deps:
 	@dpkg -s libdnnl-dev >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq libdnnl-dev cmake g++)
 
+# The suite in two parts. First on every core at once: one pytest-xdist lane per core (at
+# most 4: each lane holds its own torch, models and warm workers), each lane pinned to its
+# core, so one lane's work never reads as disturbance in the other's timed loops
+# (tests/conftest.py); --dist loadscope keeps a module's tests, and its module-scoped runs,
+# in one lane. Then, unpinned and alone, the tests marked whole_machine (2-thread cells,
+# burners on the other cores, Ray's pinned nodes), collected from the files that hold them.
+# `pytest -q` alone runs everything in one process, as before.
+LANES ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+WHOLE_MACHINE_FILES = $(shell grep -rl --include='test_*.py' 'mark.whole_machine' tests)
+
 test: $(STAMP) browser native-deps
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(LANES) --dist loadscope -m 'not whole_machine'
+	$(PY) -m pytest -q -m whole_machine $(WHOLE_MACHINE_FILES)
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py

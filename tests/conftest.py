@@ -33,10 +33,38 @@ _NEEDS_GPU = re.compile(r"\b(no|needs an?) CUDA\b", re.IGNORECASE)
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that need a GPU carry the `gpu` marker, read off their skipif reason, so a GPU
-    machine runs exactly them (`pytest -m gpu`, benchmarks/gpu/campaign.sh's tests part)."""
+    machine runs exactly them (`pytest -m gpu`, benchmarks/gpu/campaign.sh's tests part).
+    In a lane (below), a test that needs the whole machine is skipped, saying where it runs."""
+    lane = _lane()
     for item in items:
         if any(_NEEDS_GPU.search(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")):
             item.add_marker(pytest.mark.gpu)
+        if lane is not None and item.get_closest_marker("whole_machine"):
+            item.add_marker(pytest.mark.skip(reason=WHOLE_MACHINE_SKIP))
+
+
+# Lanes: `make test` runs the suite on every core at once (pytest-xdist, one worker per
+# core), each worker pinned to a core of its own. A repetition forked from a lane inherits
+# the pin, so its disturbance check counts that core alone (measure/counters.pinned_cpus),
+# and the other lane's imports, exports and compiles on the other core never make it
+# `disturbed`; the machine lock still lets one repetition measure at a time. A lane has one
+# core, so its runs default to 1 thread and refuse 2. Tests that need every core (2-thread
+# cells, CPU burners on the other cores, Ray's two pinned nodes) carry the `whole_machine`
+# marker and run after the lanes, unpinned (the Makefile's second pytest).
+WHOLE_MACHINE_SKIP = "needs every core; a test lane is pinned to one (make test runs it after)"
+
+
+def _lane() -> int | None:
+    """This pytest-xdist worker's number (gw0 -> 0), or None outside a lane."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    lane = _lane()
+    if lane is not None and hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[lane % len(cpus)]})
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +100,11 @@ def tiny_task(
 @pytest.fixture(scope="session")
 def native_cache(tmp_path_factory) -> Iterator[Path]:
     """The session's build cache, which backends built by name use too."""
-    cache = tmp_path_factory.mktemp("native-cache")
+    # Lanes share one cache (their base temps are siblings in the session's directory):
+    # a program compiles once, the other lane waits on its build lock (native/build.py).
+    base = tmp_path_factory.getbasetemp()
+    cache = base.parent / "native-cache" if _lane() is not None else base / "native-cache"
+    cache.mkdir(exist_ok=True)
     previous = NativeBackend.cache_dir
     NativeBackend.cache_dir = cache
     yield cache

@@ -160,6 +160,7 @@ def test_bursts_bind_torchs_openmp_threads_where_its_pool_runs_the_step(backend,
     assert (env.items() >= OMP_BINDING.items()) == bound
 
 
+@pytest.mark.whole_machine  # a 2-thread cell
 def test_ab_binds_both_sides_workers_unless_told_not_to(tmp_path, monkeypatch):
     from stackcost.env import cores
 

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from stackcost.env import cores
 from stackcost.execute.runner import execute
 from stackcost.measure.protocol import Protocol
@@ -50,6 +52,7 @@ def statuses(db) -> list[str]:
     return [r[0] for r in sqlite3.connect(db).execute("SELECT status FROM repetitions")]
 
 
+@pytest.mark.whole_machine  # a burner on every core
 def test_beside_burners_a_kept_repetition_is_disturbed_never_ok(tmp_path, warm_executor):
     with burners(cores()), Store(tmp_path / "s.db") as store:
         result = execute(spec(), store, executor=warm_executor, on_disturbed="keep")
@@ -61,6 +64,7 @@ def test_beside_burners_a_kept_repetition_is_disturbed_never_ok(tmp_path, warm_e
     assert statuses(tmp_path / "s.db") == ["disturbed"]
 
 
+@pytest.mark.whole_machine  # a burner on every core
 def test_retry_waits_out_the_burners_and_stores_a_clean_result(tmp_path, warm_executor):
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores())]
     retries: list[int] = []
@@ -89,6 +93,7 @@ def test_the_same_run_alone_is_not_disturbed(tmp_path, warm_executor):
     assert rep.disturbance.others_cores < rep.disturbance.threshold_cores
 
 
+@pytest.mark.whole_machine  # a burner on every core
 def test_fail_stops_the_run_after_storing_the_disturbed_repetition(tmp_path, warm_executor):
     two = spec().model_copy(update={"batch_sizes": [4, 8]})
     with burners(cores()), Store(tmp_path / "s.db") as store:

@@ -29,6 +29,8 @@ from stackcost.measure.protocol import Protocol  # noqa: E402
 from stackcost.spec.run import RunSpec, model_ref  # noqa: E402
 from stackcost.store.database import Store  # noqa: E402
 
+# A cluster of nodes on this machine: every core, never a one-core test lane.
+pytestmark = pytest.mark.whole_machine
 TWO_CPUS = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 QUICK = Protocol(min_time_s=0.2, max_time_s=0.4, warmup_max_time_s=0.1, min_iters=5)
 # 1 s in prepare, after its import: time to kill the node 0.5 s after its worker is seen

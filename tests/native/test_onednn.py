@@ -128,6 +128,7 @@ def test_profiled_run_times_every_primitive(onednn_build, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.whole_machine  # a burner on each core
 def test_a_cpp_repetition_beside_burners_is_disturbed(onednn_build, tmp_path):
     """The C++ program's own loop edges feed the same disturbance rule as Python's."""
     from stackcost.measure.protocol import Protocol

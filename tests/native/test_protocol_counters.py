@@ -29,6 +29,7 @@ int main() {
 pytestmark = [
     pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found"),
     pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs"),
+    pytest.mark.whole_machine,  # pins the program to one core and loads the others
 ]
 
 

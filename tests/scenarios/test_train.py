@@ -329,6 +329,7 @@ def test_the_refusal_names_every_backend_that_trains():
     assert "jax, libtorch, onednn, cudnn)" in str(refused.value)
 
 
+@pytest.mark.whole_machine  # 1 and 2 threads
 def test_one_command_trains_at_every_thread_count_and_names_each_row(tmp_path, capsys):
     """The PyTorch/CUDA report's table is one command: threads (and devices) are lists."""
     db = tmp_path / "t.db"

@@ -92,6 +92,7 @@ def test_cli_sweep_from_flags_validates_models(tmp_path, capsys):
     assert not (tmp_path / "s.db").exists()
 
 
+@pytest.mark.whole_machine  # examples/scaling.yaml asks for 2 threads
 def test_shipped_examples_are_valid():
     from tests.conftest import ROOT
 
