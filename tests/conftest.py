@@ -65,6 +65,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if lane is not None and hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpus[lane % len(cpus)]})
+        # torch sized its OpenMP pool when conftest imported it, before the pin: one core,
+        # one thread, for what the lane computes in its own process (exports, references).
+        import torch
+
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
