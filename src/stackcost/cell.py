@@ -47,10 +47,22 @@ class ModelRef(Frozen):
     # when unset, so keys of cells stored before they existed are unchanged.
     config: dict[str, int | float | bool | str] = Field(default_factory=dict)
     head: str | None = None
+    # A checkpoint folder ("hf:/abs/path", zoo/checkpoint.py): its weight files' sha256 and
+    # its config, as found when the run was given it. Part of the key (a folder whose files
+    # changed is another model); left out when empty, so other models' keys are unchanged.
+    checkpoint: dict[str, Any] = Field(default_factory=dict)
+    # --trust-pickle: a checkpoint's pickle weights may be loaded (unpickling runs code).
+    trust_pickle: bool = Field(False, exclude_if=lambda v: not v)
 
     @property
     def is_hf(self) -> bool:
         return self.name.startswith(HF_PREFIX)
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        """The folder of a checkpoint model ("hf:/abs/path"); None for anything else."""
+        rest = self.name.removeprefix(HF_PREFIX)
+        return rest if self.is_hf and "/" in rest else None
 
     @property
     def is_factory(self) -> bool:
@@ -65,7 +77,7 @@ class ModelRef(Frozen):
 
     def key_data(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
-        for name in ("config", "head"):
+        for name in ("config", "head", "checkpoint"):
             if not data[name]:
                 del data[name]
         return data

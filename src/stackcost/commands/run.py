@@ -103,6 +103,13 @@ def add_hf_args(p: argparse.ArgumentParser, head_default: str) -> None:
         "--head",
         help="on a Hugging Face model: base (the bare model) or classification " + head_default,
     )
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="load a checkpoint folder's pickle weights (pytorch_model.bin): unpickling runs "
+        "code from the file, so only for files you trust (default: refused; safetensors "
+        "needs no trust)",
+    )
 
 
 def model_from_args(name: str, args: argparse.Namespace):
@@ -120,6 +127,7 @@ def model_from_args(name: str, args: argparse.Namespace):
         seed=int(number(args.seed, "seed", int, -1)),
         config=parse_config(args.config),
         head=args.head,
+        trust_pickle=getattr(args, "trust_pickle", False),
     )
 
 

@@ -51,6 +51,20 @@ class Decoder:
     def config(self) -> Any:
         return self.model.config
 
+    @property
+    def own_tokenizer(self) -> Path | None:
+        """The checkpoint folder holding the model's own tokenizer (tokenizer.json), for a
+        pipeline that needs one; None for seeded weights, or a checkpoint without one."""
+        folder = self.cell.model.checkpoint_path
+        return Path(folder) if folder and (Path(folder) / "tokenizer.json").is_file() else None
+
+
+# A Hugging Face tokenizer's files, as save_pretrained writes them beside the weights.
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "tokenizer.model", "vocab.json", "merges.txt",
+)  # fmt: skip
+
 
 @dataclass
 class Generation:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from stackcost.backends.base import Unsupported
-from stackcost.generation.base import Generation, Generator, OnToken
+from stackcost.generation.base import TOKENIZER_FILES, Generation, Generator, OnToken
 
 if TYPE_CHECKING:
     from stackcost.generation.base import Decoder
@@ -251,8 +251,9 @@ def _build(
 
 
 def _save_checkpoint(decoder: Decoder, checkpoint: Path) -> str:
-    """save_pretrained plus a tokenizer: one WordLevel token per id, built offline (no
-    training text: the builder only loads it and copies it; generation is on ids)."""
+    """save_pretrained plus a tokenizer: a checkpoint's own, or one WordLevel token per id,
+    built offline (no training text: the builder only loads it and copies it; generation
+    is on ids)."""
     from tokenizers import Tokenizer, models
     from tokenizers.pre_tokenizers import WhitespaceSplit
     from transformers import PreTrainedTokenizerFast
@@ -269,6 +270,11 @@ def _save_checkpoint(decoder: Decoder, checkpoint: Path) -> str:
         eos = vocab - 1
         saved = json.loads((checkpoint / "config.json").read_text())
         (checkpoint / "config.json").write_text(json.dumps({**saved, "eos_token_id": eos}))
+    if own := decoder.own_tokenizer:  # a checkpoint's own: copied as it is
+        copied = [n for n in TOKENIZER_FILES if (own / n).is_file()]
+        for name in copied:
+            shutil.copyfile(own / name, checkpoint / name)
+        return f"the checkpoint's own ({', '.join(copied)})"
     word = models.WordLevel({f"t{i}": i for i in range(vocab)}, unk_token="t0")
     tokenizer = Tokenizer(word)
     tokenizer.pre_tokenizer = WhitespaceSplit()

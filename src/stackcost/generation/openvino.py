@@ -137,7 +137,7 @@ class OpenVINOGenAIGenerator(Generator):
         else:
             with quiet("nncf", "transformers"):  # the tracer's warnings on shape branches
                 ovm = _stateful(model)
-            tokenizer = _tokenizer(home, model.config.vocab_size)
+            tokenizer = _tokenizer(home, model.config.vocab_size, self.decoder.own_tokenizer)
         quantization: dict[str, Any] | None = None
         compile_config: dict[str, Any] = {}
         if precision != "fp32":
@@ -358,16 +358,25 @@ def _stateful(model: torch.nn.Module) -> ov.Model:
     return ovm
 
 
-def _tokenizer(home: Path, vocab_size: int) -> str:
-    """A BPE tokenizer with exactly `vocab_size` ids and no merges (one token per id, built,
-    not trained: training stops short of a large vocabulary), as openvino_tokenizers' IRs
-    beside the model. Only the pipeline's plumbing reads it: ids go in, ids come out, and
-    EOS is ignored."""
+def _tokenizer(home: Path, vocab_size: int, own: Path | None = None) -> str:
+    """The checkpoint's own tokenizer (`own`, its folder), or a BPE tokenizer with exactly
+    `vocab_size` ids and no merges (one token per id, built, not trained: training stops
+    short of a large vocabulary), as openvino_tokenizers' IRs beside the model. Only the
+    pipeline's plumbing reads it: ids go in, ids come out, and EOS is ignored."""
     import openvino as ov
     import openvino_tokenizers
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+    if own is not None:
+        fast = AutoTokenizer.from_pretrained(own, local_files_only=True)
+        tokenizer, detokenizer = openvino_tokenizers.convert_tokenizer(fast, with_detokenizer=True)
+        ov.save_model(tokenizer, str(home / TOKENIZER))
+        ov.save_model(detokenizer, str(home / DETOKENIZER))
+        return (
+            f"the checkpoint's own ({type(fast).__name__}, {len(fast)} tokens), converted by "
+            f"openvino_tokenizers {openvino_tokenizers.__version__}"
+        )
     specials = ["<unk>", "<s>", "</s>"]
     vocab = {t: i for i, t in enumerate(specials)}
     vocab.update({f"t{i}": i for i in range(len(specials), vocab_size)})

@@ -35,6 +35,8 @@ from stackcost.spec.grammar import (
 )
 from stackcost.verify import DEFAULT_TOLERANCE
 from stackcost.workload import SIZE_AXES, Workload
+from stackcost.zoo.checkpoint import inspect as inspect_checkpoint
+from stackcost.zoo.checkpoint import is_checkpoint_name
 from stackcost.zoo.hf import size_problem as hf_size_problem
 
 
@@ -171,6 +173,22 @@ HF_NAME = re.compile(re.escape(HF_PREFIX) + r"[a-z][a-z0-9_-]*")
 HEADS = ("base", "classification", "causal-lm")  # on top of a Hugging Face model (zoo/hf.py)
 
 
+def _checkpoint_ref(folder: str, given: dict[str, Any], trust_pickle: bool) -> ModelRef:
+    """A checkpoint folder as a model: its weights and config are the checkpoint's own, so
+    no flag that would rebuild or reshape them applies; its files are inspected here."""
+    for flag, value in given.items():
+        if value:
+            raise SpecError(
+                f"{flag} does not apply to checkpoint {folder}: its weights and config are its own"
+            )
+    try:
+        record = inspect_checkpoint(folder, trust_pickle)
+    except zoo.ZooError as exc:
+        raise SpecError(str(exc)) from None
+    name = HF_PREFIX + str(Path(folder).resolve())
+    return ModelRef(name=name, num_classes=0, checkpoint=record, trust_pickle=trust_pickle)
+
+
 def model_ref(
     name: str,
     *,
@@ -182,6 +200,7 @@ def model_ref(
     seed: int = 0,
     config: dict[str, Any] | None = None,
     head: str | None = None,
+    trust_pickle: bool = False,
 ) -> ModelRef:
     """A ModelRef with the zoo's defaults filled in; raises SpecError on bad input."""
     if init not in zoo.INIT_SCHEMES:
@@ -197,6 +216,18 @@ def model_ref(
     for key, value in (config or {}).items():  # before the probe: no transformers needed
         if problem := hf_size_problem(key, value):
             raise SpecError(f"{name}: {problem}")
+    if name.startswith(HF_PREFIX) and is_checkpoint_name(name.removeprefix(HF_PREFIX)):
+        given = {
+            "-c/--config": config,
+            "--head": head,
+            "--input-shape": input_shape,
+            "--in-channels": in_channels,
+            "--num-classes": num_classes,
+            "--init": init != "torch-default",
+        }
+        return _checkpoint_ref(name.removeprefix(HF_PREFIX), given, trust_pickle)
+    if trust_pickle:
+        raise SpecError(f"--trust-pickle applies to checkpoint folders (hf:./path), not {name!r}")
     if name.startswith(HF_PREFIX):
         if not HF_NAME.fullmatch(name):
             raise SpecError(f"model {name!r} is not of the form hf:<model_type>, e.g. hf:bert")

@@ -219,8 +219,108 @@ def build(
     """The model with random weights from transformers' `_init_weights` (seeded by the
     caller), in eval mode. Images: the config's image_size is the cell's resolution.
     `head` is the entry's own (a decoder's causal-lm); the user's --head wins."""
+    if ref.checkpoint_path:
+        return _load_checkpoint(ref, model_type, head)
     cfg = make_config(ref, model_type, config, sizes)
     model = _head_class(model_type, ref.head or head).from_config(cfg)
+    return model.float().eval()
+
+
+# -- a checkpoint folder (zoo/checkpoint.py): its own config and weights -------------------
+
+
+def checkpoint_config(ref: ModelRef) -> Any:
+    """The folder's config, read offline, with the two fields stackcost owns (OWNED)."""
+    from transformers import AutoConfig
+
+    try:
+        cfg = AutoConfig.from_pretrained(ref.checkpoint_path, local_files_only=True)
+    except Exception as exc:  # an unknown model_type, a config transformers rejects
+        text = " ".join(str(exc).split())
+        raise ZooError(f"checkpoint {ref.checkpoint_path}: config rejected: {text}") from None
+    cfg.use_cache, cfg.return_dict = False, True
+    return cfg
+
+
+def checkpoint_head(cfg: Any) -> str | None:
+    """A checkpoint saved from a causal LM keeps its head (it generates); any other is
+    measured as its base model."""
+    architectures = getattr(cfg, "architectures", None) or []
+    return CAUSAL_LM if any(a.endswith("ForCausalLM") for a in architectures) else None
+
+
+def _weights_problem(model: nn.Module, prefix: str, found: Mapping[str, tuple]) -> str | None:
+    """Why the weights in the files do not fit the model the config builds (on the meta
+    device): a tensor of another shape, one the model lacks, or one the files lack (a
+    tied weight found under its twin's name is there). Names are compared without the
+    base model's prefix, as transformers loads a base model from a head's checkpoint."""
+
+    def bare(name: str) -> str:
+        return name.removeprefix(prefix + ".") if prefix else name
+
+    files = {bare(k): v for k, v in found.items()}
+    params = model.state_dict(keep_vars=True)
+    wanted = {bare(k): tuple(v.shape) for k, v in params.items()}
+    for name, shape in wanted.items():
+        if name in files and tuple(files[name]) != shape:
+            return (
+                f"{name} is {'x'.join(map(str, files[name]))} in the weights but "
+                f"{'x'.join(map(str, shape))} in the model its config builds"
+            )
+    unexpected = sorted(set(files) - set(wanted))
+    if unexpected:
+        return (
+            f"{len(unexpected)} tensor(s) in the weights that the model its config builds "
+            f"has no place for, e.g. {unexpected[0]}"
+        )
+    aliases: dict[int, set[str]] = {}  # a tied weight's names: any one of them will do
+    for name, tensor in params.items():
+        aliases.setdefault(id(tensor), set()).add(bare(name))
+    missing = sorted(
+        bare(name) for name, tensor in params.items() if not aliases[id(tensor)] & files.keys()
+    )
+    if missing:
+        return (
+            f"{len(missing)} of the model's {len(wanted)} tensors are not in the weights, "
+            f"e.g. {missing[0]}"
+        )
+    return None
+
+
+def check_checkpoint_weights(ref: ModelRef, model_type: str, cfg: Any, head: str | None) -> None:
+    """ZooError (one line) when the folder's weights do not fit the model its config
+    builds: checked in the probe from the safetensors headers, before anything runs."""
+    import torch
+
+    from stackcost.zoo.checkpoint import shapes
+
+    with torch.device("meta"):
+        model = _head_class(model_type, head).from_config(cfg)
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    found = shapes(ref.checkpoint_path, ref.trust_pickle)
+    if problem := _weights_problem(model, prefix, found):
+        raise ZooError(
+            f"checkpoint {ref.checkpoint_path}: its config does not match its weights: {problem}"
+        )
+
+
+def _load_checkpoint(ref: ModelRef, model_type: str, head: str | None) -> nn.Module:
+    cfg = checkpoint_config(ref)
+    model, info = _head_class(model_type, head).from_pretrained(
+        ref.checkpoint_path,
+        config=cfg,
+        local_files_only=True,
+        use_safetensors=None if ref.trust_pickle else True,  # None: safetensors first
+        output_loading_info=True,
+    )
+    # transformers fills what it did not find with random weights and only warns: a model
+    # that is not the checkpoint's must not be measured as if it were.
+    lost = [k for k in ("missing_keys", "unexpected_keys", "mismatched_keys") if info.get(k)]
+    if lost:
+        raise ZooError(
+            f"checkpoint {ref.checkpoint_path}: loading left {lost[0].replace('_', ' ')}: "
+            f"{sorted(map(str, info[lost[0]]))[:3]}"
+        )
     return model.float().eval()
 
 
@@ -236,6 +336,12 @@ def _receptive_field(kernels: Any, strides: Any) -> int:
 
 
 def _describe(ref: ModelRef, model_type: str, cfg: Any, entry: Workload | None) -> str:
+    if ref.checkpoint_path:
+        files = ", ".join(f"{n} sha256 {h[:12]}" for n, h in ref.checkpoint["files"].items())
+        return (
+            f"Hugging Face {type(cfg).__name__.removesuffix('Config')} ({model_type}) "
+            f"checkpoint {ref.checkpoint_path}: trained weights ({files})"
+        )
     if entry is not None:
         # The entry's parameter count holds for its own config only.
         what = re.sub(r"\s*\([^()]*params\)\s*$", "", entry.description)
@@ -312,13 +418,19 @@ def hf_workload(ref: ModelRef) -> Workload:
     from stackcost.zoo import MODELS
 
     entry: Workload | None = None
-    if ref.is_hf:
-        model_type, base_config = ref.name.removeprefix("hf:"), {}
+    if ref.checkpoint_path:
+        cfg = checkpoint_config(ref)
+        model_type, base_config, head = cfg.model_type, {}, checkpoint_head(cfg)
+        check_type(model_type)
+        check_checkpoint_weights(ref, model_type, cfg, head)
     else:
-        entry = MODELS[ref.name]
-        model_type, base_config = entry.params["model_type"], dict(entry.params["config"])
-    head = ref.head or (entry.params.get("head") if entry is not None else None)
-    cfg = make_config(ref, model_type, base_config, None)
+        if ref.is_hf:
+            model_type, base_config = ref.name.removeprefix("hf:"), {}
+        else:
+            entry = MODELS[ref.name]
+            model_type, base_config = entry.params["model_type"], dict(entry.params["config"])
+        head = ref.head or (entry.params.get("head") if entry is not None else None)
+        cfg = make_config(ref, model_type, base_config, None)
     _head_class(model_type, head)  # a head the type lacks is refused here, not in a cell
     kind = modality(model_type)
     _one_modality(model_type, kind, cfg)
@@ -404,5 +516,6 @@ def hf_workload(ref: ModelRef) -> Workload:
             "model_type": model_type,
             "config": base_config,
             **({"head": entry.params["head"]} if entry and "head" in entry.params else {}),
+            **({"head": head} if ref.checkpoint_path and head else {}),
         },
     )
