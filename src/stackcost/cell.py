@@ -50,7 +50,7 @@ class ModelRef(Frozen):
     # A checkpoint folder ("hf:/abs/path", zoo/checkpoint.py): its weight files' sha256 and
     # its config, as found when the run was given it. Part of the key (a folder whose files
     # changed is another model); left out when empty, so other models' keys are unchanged.
-    checkpoint: dict[str, Any] = Field(default_factory=dict)
+    checkpoint: dict[str, Any] = Field(default_factory=dict, exclude_if=lambda v: not v)
     # --trust-pickle: a checkpoint's pickle weights may be loaded (unpickling runs code).
     trust_pickle: bool = Field(False, exclude_if=lambda v: not v)
 
@@ -77,7 +77,7 @@ class ModelRef(Frozen):
 
     def key_data(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
-        for name in ("config", "head", "checkpoint"):
+        for name in ("config", "head"):
             if not data[name]:
                 del data[name]
         return data
