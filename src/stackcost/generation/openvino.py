@@ -370,30 +370,23 @@ def _tokenizer(home: Path, vocab_size: int, own: Path | None = None) -> str:
 
     if own is not None:
         fast = AutoTokenizer.from_pretrained(own, local_files_only=True)
-        tokenizer, detokenizer = openvino_tokenizers.convert_tokenizer(fast, with_detokenizer=True)
-        ov.save_model(tokenizer, str(home / TOKENIZER))
-        ov.save_model(detokenizer, str(home / DETOKENIZER))
-        return (
-            f"the checkpoint's own ({type(fast).__name__}, {len(fast)} tokens), converted by "
-            f"openvino_tokenizers {openvino_tokenizers.__version__}"
+        what = f"the checkpoint's own ({type(fast).__name__}, {len(fast)} tokens)"
+    else:
+        specials = ["<unk>", "<s>", "</s>"]
+        vocab = {t: i for i, t in enumerate(specials)}
+        vocab.update({f"t{i}": i for i in range(len(specials), vocab_size)})
+        bpe = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+        bpe.pre_tokenizer = pre_tokenizers.Whitespace()
+        if bpe.get_vocab_size() != vocab_size:
+            raise RuntimeError(f"built {bpe.get_vocab_size()} tokens, the model has {vocab_size}")
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=bpe, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
         )
-    specials = ["<unk>", "<s>", "</s>"]
-    vocab = {t: i for i, t in enumerate(specials)}
-    vocab.update({f"t{i}": i for i in range(len(specials), vocab_size)})
-    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.Whitespace()
-    if bpe.get_vocab_size() != vocab_size:
-        raise RuntimeError(f"built {bpe.get_vocab_size()} tokens, the model has {vocab_size}")
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
-    )
+        what = f"BPE, {vocab_size} ids, no merges (tokenizers, built offline)"
     tokenizer, detokenizer = openvino_tokenizers.convert_tokenizer(fast, with_detokenizer=True)
     ov.save_model(tokenizer, str(home / TOKENIZER))
     ov.save_model(detokenizer, str(home / DETOKENIZER))
-    return (
-        f"BPE, {vocab_size} ids, no merges (tokenizers, built offline), converted by "
-        f"openvino_tokenizers {openvino_tokenizers.__version__}"
-    )
+    return f"{what}, converted by openvino_tokenizers {openvino_tokenizers.__version__}"
 
 
 def _streamer(stamps: list[int], on_token: OnToken) -> Any:
