@@ -59,6 +59,7 @@ native-deps:
 # (tests/conftest.py); --dist loadscope keeps a module's tests, and its module-scoped runs,
 # in one lane. Then, unpinned and alone, the tests marked whole_machine (2-thread cells,
 # burners on the other cores, Ray's pinned nodes), collected from the files that hold them.
+# Both share one native build cache, so a C++ program compiles once.
 # `pytest -q` alone runs everything in one process, as before.
 LANES ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 WHOLE_MACHINE_FILES = $(shell grep -rl --include='test_*.py' 'mark.whole_machine' tests)
@@ -66,8 +67,10 @@ WHOLE_MACHINE_FILES = $(shell grep -rl --include='test_*.py' 'mark.whole_machine
 test: $(STAMP) browser native-deps
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -n $(LANES) --dist loadscope -m 'not whole_machine'
-	$(PY) -m pytest -q -m whole_machine $(WHOLE_MACHINE_FILES)
+	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
+	$(PY) -m pytest -q -n $(LANES) --dist loadscope -m 'not whole_machine' \
+		--native-cache "$$cache" && \
+	$(PY) -m pytest -q -m whole_machine --native-cache "$$cache" $(WHOLE_MACHINE_FILES)
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py

@@ -96,20 +96,33 @@ def tiny_task(
     )
 
 
-# One build of each native program per test session, in one session-scoped cache directory.
+# One build of each native program per test session, in one session-scoped cache directory
+# (or the one --native-cache names, which make test's two pytest runs share).
 # Each program compiles once per session (libtorch ~40 s, onednn ~15 s on a 2-core machine),
 # whichever test needs it first, rather than touching the user's ~/.cache: tests must not
 # depend on, or leave behind, a developer's build cache. The programs share that directory
 # (each target has its own keyed folder in it), which NativeBackend.cache_dir names for the
 # whole session, so backends built by name, in tests/native or elsewhere, find them.
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--native-cache",
+        type=Path,
+        default=None,
+        help="build the native programs into this directory (make test's two pytest runs "
+        "share one, so a program compiles once); default: a directory of this session's",
+    )
+
+
 @pytest.fixture(scope="session")
-def native_cache(tmp_path_factory) -> Iterator[Path]:
+def native_cache(tmp_path_factory, pytestconfig: pytest.Config) -> Iterator[Path]:
     """The session's build cache, which backends built by name use too."""
     # Lanes share one cache (their base temps are siblings in the session's directory):
     # a program compiles once, the other lane waits on its build lock (native/build.py).
     base = tmp_path_factory.getbasetemp()
-    cache = base.parent / "native-cache" if _lane() is not None else base / "native-cache"
-    cache.mkdir(exist_ok=True)
+    cache = pytestconfig.getoption("native_cache") or (
+        base.parent / "native-cache" if _lane() is not None else base / "native-cache"
+    )
+    cache.mkdir(parents=True, exist_ok=True)
     previous = NativeBackend.cache_dir
     NativeBackend.cache_dir = cache
     yield cache
