@@ -69,8 +69,8 @@ test: $(STAMP) browser native-deps
 	$(VENV)/bin/lint-imports
 	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
 	$(PY) -m pytest -q -n $(LANES) --dist loadscope -m 'not whole_machine' \
-		--native-cache "$$cache" && \
-	$(PY) -m pytest -q -m whole_machine --native-cache "$$cache" $(WHOLE_MACHINE_FILES)
+		--native-cache="$$cache" && \
+	$(PY) -m pytest -q -m whole_machine --native-cache="$$cache" $(WHOLE_MACHINE_FILES)
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py
