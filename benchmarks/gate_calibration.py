@@ -16,6 +16,7 @@ between-run spread that compare/stats.py's BETWEEN_RUN_SPREAD must exceed.
 
     python benchmarks/gate_calibration.py [--tries 20] [--power-tries 5] \
         [--stored-tries 10] [--backends eager,torchscript,onnxruntime] \
+        [--model knob|resnet18] \
         [--pacing bursts,processes] [--json PATH]
 
 Nothing else may run meanwhile: the numbers are the machine's noise.
@@ -57,12 +58,20 @@ TARGETS = {
 }
 
 
+# The models with a slowdown knob (knob_model.py): the factory and its input shape.
+MODELS = {
+    "knob": ("knob_model:model", "256"),
+    "resnet18": ("knob_model:resnet18", "3,64,64"),
+}
+
+
 def model_args(args: argparse.Namespace) -> list[str]:
+    factory, shape = MODELS[args.model]
     return [
         "--model",
-        "knob_model:model",
+        factory,
         "--input-shape",
-        str(256),
+        shape,
         "--batch-size",
         str(args.batch_size),
         "--backends",
@@ -244,6 +253,13 @@ def main() -> None:
     p.add_argument("--power-tries", type=int, default=5, help="interleaved A/B tries per slowdown")
     p.add_argument("--slowdowns", default="0.05,0.10")
     p.add_argument("--stored-tries", type=int, default=10, help="stored-run comparisons per kind")
+    p.add_argument(
+        "--model",
+        default="knob",
+        choices=sorted(MODELS),
+        help="knob: 20 Linear blocks (+5%%: one more); resnet18: at 64 px, with a conv "
+        "block after layer1 of 5%% of its multiply-adds",
+    )
     p.add_argument("--backends", default="eager,torchscript,onnxruntime")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)

@@ -47,8 +47,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # core), each worker pinned to a core of its own. A repetition forked from a lane inherits
 # the pin, so its disturbance check counts that core alone (measure/counters.pinned_cpus),
 # and the other lane's imports, exports and compiles on the other core never make it
-# `disturbed`; the machine lock still lets one repetition measure at a time. A lane has one
-# core, so its runs default to 1 thread and refuse 2. Tests that need every core (2-thread
+# `disturbed`. Its repetitions hold that core, not the whole machine (execute/machine_lock.py),
+# so the lanes measure beside each other. A lane has one core, so its runs default to 1
+# thread and refuse 2. Tests that need every core (2-thread
 # cells, CPU burners on the other cores, Ray's two pinned nodes) carry the `whole_machine`
 # marker and run after the lanes, unpinned (the Makefile's second pytest).
 WHOLE_MACHINE_SKIP = "needs every core; a test lane is pinned to one (make test runs it after)"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
+
+import pytest
 
 from stackcost.cli import main
 from stackcost.execute.machine_lock import MachineBusy, MachineLock
@@ -92,3 +95,47 @@ def test_run_waits_for_the_machine_and_says_so(capsys, tmp_path, monkeypatch):
     assert "waiting for the machine: pid 7: a long sweep is measuring" in err
     assert code in (0, 1)  # measured (a disturbed-only run exits 1 with its reason)
     assert db.exists()
+
+
+def _pinned(cpus: set[int], lock: MachineLock, log: list[tuple[str, float]], hold_s: float):
+    """A thread confined to `cpus` (affinity is per thread) that holds `lock` a while."""
+
+    def body() -> None:
+        os.sched_setaffinity(0, cpus)
+        with lock.held():
+            log.append((lock.who, time.monotonic()))
+            time.sleep(hold_s)
+        log.append((f"{lock.who} done", time.monotonic()))
+
+    return threading.Thread(target=body)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs two CPUs"
+)
+def test_runs_pinned_to_distinct_cores_hold_the_machine_at_once_never_beside_a_whole_one(
+    tmp_path,
+):
+    path = tmp_path / "lock"
+    every = set(range(os.cpu_count() or 2))
+
+    def overlap(a: set[int], b: set[int]) -> bool:
+        log: list[tuple[str, float]] = []
+        threads = [
+            _pinned(a, MachineLock(path, who="a"), log, 0.4),
+            _pinned(b, MachineLock(path, who="b"), log, 0.4),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        events = [who for who, _ in sorted(log, key=lambda e: e[1])]
+        assert len(events) == 4, events
+        return "done" not in events[1]  # the second started before the first finished
+
+    assert overlap({0}, {1})  # distinct cores: side by side
+    assert not overlap({0}, {0})  # the same core: one after the other
+    assert not overlap(every, {1})  # a whole-machine holder: alone
+    assert not overlap({1}, every)
+    # Each holder of a core says who it is there, as the machine's holder does.
+    assert (tmp_path / "stackcost-core-1.lock").read_text().strip() in ("a", "b")

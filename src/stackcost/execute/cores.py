@@ -21,14 +21,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from stackcost.execute.machine_lock import DEFAULT_PATH, POLL_S, open_lock_file
+from stackcost.execute.machine_lock import DEFAULT_PATH, POLL_S, core_lock_path, open_lock_file
 
 # Beside the machine lock: the same fixed directory every stackcost process agrees on.
 CORE_LOCK_DIR = DEFAULT_PATH.parent
-
-
-def core_lock_path(cpu: int, directory: Path = CORE_LOCK_DIR) -> Path:
-    return directory / f"stackcost-core-{cpu}.lock"
 
 
 def host_cpus() -> list[int]:

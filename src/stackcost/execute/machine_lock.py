@@ -9,7 +9,12 @@ such lock: SQLite already serializes them.
 
 This lock is the whole machine. Repetitions on Ray nodes hold it shared and, each,
 exclusive locks on the cores they pin (execute/cores.py): they run beside each other on
-distinct cores, never beside a local run.
+distinct cores, never beside a local run. A local run confined to some of the machine's
+cores (`taskset -c 0 stackcost run ...`, a test lane) is held the same way, on the cores
+it may run on: its workers inherit that affinity and its disturbance check counts those
+cores alone (measure/counters.pinned_cpus), so two runs pinned to distinct cores measure
+beside each other, and neither beside an unpinned run, which holds the whole machine.
+They still share the memory bus and the last-level cache, as Ray nodes on one host do.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from stackcost.measure.counters import pinned_cpus
 
 # Fixed, not tempfile.gettempdir(): TMPDIR differs between processes, the machine does not.
 DEFAULT_PATH = Path("/tmp/stackcost-machine.lock")
@@ -42,6 +49,11 @@ def open_lock_file(path: Path) -> int:
     with contextlib.suppress(OSError):
         os.fchmod(fd, 0o666)
     return fd
+
+
+def core_lock_path(cpu: int, directory: Path = DEFAULT_PATH.parent) -> Path:
+    """The flock file of one core, beside the machine lock."""
+    return directory / f"stackcost-core-{cpu}.lock"
 
 
 def holder(path: Path = DEFAULT_PATH) -> str:
@@ -76,26 +88,45 @@ class MachineLock:
 
     @contextlib.contextmanager
     def held(self) -> Iterator[float]:
-        """Hold the machine for one repetition; yields the seconds spent waiting for it."""
-        fd = open_lock_file(self.path)
+        """Hold the machine for one repetition (or, in a process confined to some of its
+        cores, the machine shared and those cores: the module docstring); yields the
+        seconds spent waiting for it."""
+        cores = pinned_cpus()
+        fds = [open_lock_file(self.path)]
+        fds += [open_lock_file(core_lock_path(c, self.path.parent)) for c in sorted(cores or ())]
         try:
-            waited = self._acquire(fd)
-            with contextlib.suppress(OSError):  # a read-only fd cannot say who holds it
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{self.who}\n".encode(), 0)
+            waited = self._acquire(fds, shared=cores is not None)
+            for fd in fds:
+                with contextlib.suppress(OSError):  # a read-only fd cannot say who holds it
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"{self.who}\n".encode(), 0)
             yield waited
         finally:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)  # closing drops its flock
 
-    def _acquire(self, fd: int) -> float:
+    @staticmethod
+    def _take(fds: list[int], shared: bool) -> bool:
+        """The machine (first fd: exclusive, or shared with the cores after it exclusive),
+        all or nothing, so two waiters never hold half of what each needs."""
+        taken: list[int] = []
+        for i, fd in enumerate(fds):
+            mode = fcntl.LOCK_SH if shared and i == 0 else fcntl.LOCK_EX
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            except BlockingIOError:
+                for t in taken:
+                    fcntl.flock(t, fcntl.LOCK_UN)
+                return False
+            taken.append(fd)
+        return True
+
+    def _acquire(self, fds: list[int], shared: bool) -> float:
         start = time.monotonic()
         reminded = -REMIND_S
         while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if self._take(fds, shared):
                 return time.monotonic() - start
-            except BlockingIOError:
-                pass
             other = holder(self.path) or "another process"
             if not self.wait:
                 raise MachineBusy(
