@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -78,6 +79,15 @@ def _importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     """Workers import test backends ('tests.execute.fake_backends:...') from the repo root."""
     path = os.environ.get("PYTHONPATH", "")
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{path}" if path else str(ROOT))
+
+
+def needs(*modules: str, reason: str = "") -> pytest.MarkDecorator:
+    """Skip unless every module is installed, found without importing it: a module-level
+    importorskip of keras or torchao costs every lane seconds of collection."""
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    return pytest.mark.skipif(
+        bool(absent), reason=reason or f"could not find {', '.join(absent)}: not installed"
+    )
 
 
 def tiny_cell(backend: str = "eager", **kw) -> Cell:

@@ -15,8 +15,9 @@ from stackcost.cell import Cell
 from stackcost.cli import main
 from stackcost.spec.run import model_ref
 from stackcost.zoo import build_model
+from tests.conftest import needs
 
-pytest.importorskip("keras", reason="the tf/jax extras are not installed")
+pytestmark = needs("keras", reason="the tf/jax extras are not installed")
 RUNGS = ("tf", "tf-xla", "keras", "keras-xla", "jax")
 
 

@@ -16,8 +16,9 @@ from stackcost.cli import main
 from stackcost.report.train_agreement import agreement, eager_twin
 from stackcost.spec.run import model_ref
 from stackcost.zoo import build_model
+from tests.conftest import needs
 
-pytest.importorskip("keras", reason="the tf/jax extras are not installed")
+pytestmark = needs("keras", reason="the tf/jax extras are not installed")
 LEVELS = ("tf", "keras", "jax")  # tf-xla and keras-xla differ from tf and keras by a flag
 
 

@@ -19,10 +19,10 @@ from stackcost.result import MEASURED_STATUSES
 from stackcost.scenarios.task import RepetitionTask
 from stackcost.spec.run import model_ref
 from stackcost.workload import Example, make_example
-from tests.conftest import FAST, ROOT, tiny_cell
+from tests.conftest import FAST, ROOT, needs, tiny_cell
 
 ort = pytest.importorskip("onnxruntime")
-pytest.importorskip("onnxscript")
+pytestmark = needs("onnxscript")
 
 BATCH = 32  # rows enough for the top-1 rule to be judged (QuantRule.min_rows)
 # Tiny shapes: mlp on 4x4 inputs (16 -> 512 -> 256 -> 10); mnist-cnn at its minimum, 28.

@@ -18,10 +18,10 @@ from stackcost.backends.onnx_export import export_onnx
 from stackcost.quantize import Calibration, calibration_set
 from stackcost.verify import verify
 from stackcost.workload import Example
-from tests.conftest import tiny_task
+from tests.conftest import needs, tiny_task
 
 ov = pytest.importorskip("openvino")
-pytest.importorskip("nncf")
+pytestmark = needs("nncf")
 
 from stackcost.quantize.openvino import (  # noqa: E402 - after the skips
     DYNAMIC_GROUP,

@@ -15,9 +15,9 @@ from stackcost.result import MEASURED_STATUSES
 from stackcost.scenarios.task import RepetitionTask
 from stackcost.spec.run import model_ref
 from stackcost.workload import make_example
-from tests.conftest import FAST, tiny_cell
+from tests.conftest import FAST, needs, tiny_cell
 
-pytest.importorskip("torchao")
+pytestmark = needs("torchao")
 
 SIZES = {"resolution": 28}
 
