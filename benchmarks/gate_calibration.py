@@ -258,7 +258,7 @@ def main() -> None:
         default="knob",
         choices=sorted(MODELS),
         help="knob: 20 Linear blocks (+5%%: one more); resnet18: at 64 px, with a conv "
-        "block after layer1 of 5%% of its multiply-adds",
+        "block after layer4 sized to add about 5%% of the step's time (knob_model.py)",
     )
     p.add_argument("--backends", default="eager,torchscript,onnxruntime")
     p.add_argument("--batch-size", type=int, default=32)
