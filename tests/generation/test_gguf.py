@@ -118,3 +118,68 @@ def test_other_architectures_are_unsupported(tmp_path: Path) -> None:
 
     with pytest.raises(Unsupported):
         write_gguf(torch.nn.Linear(2, 2), tmp_path / "x.gguf")
+
+
+def _byte_level_bpe(folder: Path, vocab_size: int) -> object:
+    """A GPT-2-style tokenizer (byte-level BPE) trained on a few lines, saved as
+    save_pretrained does; returns the tokenizers.Tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(["def f(x):\n    return x + 1\n"] * 20, trainer)
+    PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|endoftext|>"
+    ).save_pretrained(folder)
+    return bpe
+
+
+def test_a_checkpoints_byte_level_bpe_is_the_files_vocabulary(tmp_path: Path) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from stackcost.generation.gguf import write_gguf
+
+    bpe = _byte_level_bpe(tmp_path / "tok", 270)
+    ids = bpe.get_vocab_size()
+    assert 257 < ids <= 270  # the 256 bytes, the special token, a few merges
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**{**TINY, "vocab_size": 272})).eval()
+    record = write_gguf(model, tmp_path / "m.gguf", tmp_path / "tok")
+    fields, _ = _read(tmp_path / "m.gguf")
+
+    assert record["tokenizer"].startswith("the checkpoint's own (byte-level BPE")
+    assert fields["tokenizer.ggml.model"] == "gpt2"
+    tokens = fields["tokenizer.ggml.tokens"]
+    assert len(tokens) == 272  # one per embedding row: the rows no token names are unused
+    assert tokens[:ids] == [bpe.id_to_token(i) for i in range(ids)]
+    assert tokens[ids:] == [f"[PAD{i}]" for i in range(ids, 272)]
+    merges = fields["tokenizer.ggml.merges"]
+    assert merges and all(len(m.split(" ")) == 2 for m in merges)
+    eot = bpe.token_to_id("<|endoftext|>")
+    assert fields["tokenizer.ggml.eos_token_id"] == eot
+    assert fields["tokenizer.ggml.token_type"][eot] == 3  # CONTROL
+
+
+def test_a_tokenizer_of_another_kind_leaves_the_synthetic_vocabulary_and_says_so(
+    tmp_path: Path,
+) -> None:
+    from stackcost.generation.gguf import write_gguf
+    from tests.zoo.test_checkpoint import save_tokenizer  # BPE on whitespace words
+
+    save_tokenizer(tmp_path / "tok")
+    record = write_gguf(tiny_llama(), tmp_path / "m.gguf", tmp_path / "tok")
+    fields, _ = _read(tmp_path / "m.gguf")
+    assert (
+        record["tokenizer"].startswith("synthetic")
+        and "not a byte-level BPE" in record["tokenizer"]
+    )
+    assert fields["tokenizer.ggml.model"] == "llama"
+    assert fields["tokenizer.ggml.tokens"][:2] == ["<tok_0>", "<tok_1>"]

@@ -13,8 +13,13 @@ llama.cpp vendored by llama-cpp-python 0.3.36):
   embedding rotates the two halves of each head (rotate_half), llama.cpp's LLAMA rope
   (rope type "norm") rotates adjacent pairs, so each head's rows are interleaved. qwen2
   runs llama.cpp's NEOX rope, HF's own layout, so it is written unpermuted;
-- a synthetic SPM ("llama") vocabulary of vocab_size tokens "<tok_i>": llama.cpp needs a
-  tokenizer to load the model, stackcost feeds token ids and never tokenizes text.
+- the vocabulary: a checkpoint's own GPT-2-style byte-level BPE tokenizer (tokenizer.json
+  or vocab.json) as the converter's _set_vocab_gpt2 writes it, through gguf-py's own
+  BpeVocab and SpecialVocab (tokens, types, merges, special ids), padded to vocab_size
+  with unused tokens; otherwise (seeded weights, or a tokenizer of another kind) a
+  synthetic SPM ("llama") vocabulary of vocab_size tokens "<tok_i>": llama.cpp needs a
+  tokenizer to load the model, and stackcost feeds token ids, never text. The record
+  says which was written.
 
 Quantization is llama.cpp's own (llama_model_quantize), from the f32 file.
 """
@@ -95,9 +100,81 @@ def _llama3_rope_factors(config: Any, rope: dict[str, Any], head_dim: int) -> li
     return factors
 
 
-def write_gguf(model: torch.nn.Module, path: Path) -> dict[str, Any]:
-    """Write `model` (fp32 weights as they are in memory) to `path` as an f32 GGUF file;
-    returns what was written (arch, tensor count, seconds)."""
+def _own_vocabulary(writer: Any, vocab: int, tokenizer: Path) -> str | None:
+    """The checkpoint's byte-level BPE tokenizer, as convert_hf_to_gguf's _set_vocab_gpt2
+    writes it; None (nothing written) where it is not one, or holds more than `vocab`."""
+    import gguf
+    from gguf.vocab import BpeVocab, SpecialVocab
+
+    try:
+        bpe = BpeVocab(tokenizer)
+    except (FileNotFoundError, ValueError, KeyError, TypeError):  # not a GPT-2-style BPE
+        return None
+    tokens: list[str] = []
+    types: list[int] = []
+    for text, _score, kind in bpe.all_tokens():
+        tokens.append(text if isinstance(text, str) else text.decode("utf-8"))
+        types.append(kind)
+    # A special token the trainer also put in the vocabulary is still control, as the
+    # converter marks it (gguf-py's BpeVocab types only the tokens added past the vocab).
+    for i in _special_ids(tokenizer):
+        if i < len(types):
+            types[i] = gguf.TokenType.CONTROL
+    if len(tokens) > vocab:
+        return None
+    for i in range(len(tokens), vocab):  # rows of the embedding no token names
+        tokens.append(f"[PAD{i}]")
+        types.append(gguf.TokenType.UNUSED)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")  # llama.cpp's GPT-2 pre-tokenizer regex
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    special = SpecialVocab(tokenizer, load_merges=True, n_vocab=vocab)
+    special.add_to_gguf(writer, quiet=True)
+    return (
+        f"the checkpoint's own (byte-level BPE: {bpe.vocab_size} tokens, "
+        f"{len(special.merges)} merges)"
+    )
+
+
+def _special_ids(tokenizer: Path) -> list[int]:
+    """The ids of tokenizer.json's added tokens marked special (none without that file)."""
+    import json
+
+    path = tokenizer / "tokenizer.json"
+    if not path.is_file():
+        return []
+    added = json.loads(path.read_text(encoding="utf-8")).get("added_tokens") or []
+    return [int(t["id"]) for t in added if t.get("special")]
+
+
+def _synthetic_vocabulary(writer: Any, config: Any, vocab: int) -> str:
+    """One SPM token per id, "<tok_i>": llama.cpp loads no model without a vocabulary."""
+    import gguf
+
+    bos = getattr(config, "bos_token_id", None)
+    eos = getattr(config, "eos_token_id", None)
+    eos = eos[0] if isinstance(eos, list) else eos
+    special = {i for i in (bos, eos) if isinstance(i, int) and 0 <= i < vocab}
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list([f"<tok_{i}>" for i in range(vocab)])
+    writer.add_token_scores([0.0] * vocab)
+    writer.add_token_types(
+        [gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL for i in range(vocab)]
+    )
+    if bos in special:
+        writer.add_bos_token_id(bos)
+    if eos in special:
+        writer.add_eos_token_id(eos)
+    writer.add_add_bos_token(False)  # ids are fed as given
+    writer.add_add_eos_token(False)
+    return f"synthetic (one SPM token per id, {vocab}): the model is fed token ids"
+
+
+def write_gguf(model: torch.nn.Module, path: Path, tokenizer: Path | None = None) -> dict[str, Any]:
+    """Write `model` (fp32 weights as they are in memory) to `path` as an f32 GGUF file,
+    with the vocabulary of the tokenizer folder `tokenizer` where it is a byte-level BPE;
+    returns what was written (arch, tensor count, tokenizer, seconds)."""
     import gguf
     import numpy as np
     import torch
@@ -143,23 +220,11 @@ def write_gguf(model: torch.nn.Module, path: Path) -> dict[str, Any]:
     elif rope_type != "default":
         raise Unsupported(f"rope type {rope_type!r} is not converted to GGUF here")
 
-    # Synthetic SPM vocabulary: llama.cpp loads no model without one. Token ids only.
-    bos = getattr(config, "bos_token_id", None)
-    eos = getattr(config, "eos_token_id", None)
-    eos = eos[0] if isinstance(eos, list) else eos
-    special = {i for i in (bos, eos) if isinstance(i, int) and 0 <= i < vocab}
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list([f"<tok_{i}>" for i in range(vocab)])
-    writer.add_token_scores([0.0] * vocab)
-    writer.add_token_types(
-        [gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL for i in range(vocab)]
-    )
-    if bos in special:
-        writer.add_bos_token_id(bos)
-    if eos in special:
-        writer.add_eos_token_id(eos)
-    writer.add_add_bos_token(False)  # ids are fed as given
-    writer.add_add_eos_token(False)
+    written = tokenizer is not None and _own_vocabulary(writer, vocab, tokenizer)
+    if not written:
+        written = _synthetic_vocabulary(writer, config, vocab)
+        if tokenizer is not None:
+            written += f"; the checkpoint's tokenizer is not a byte-level BPE of {vocab} or fewer"
 
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], n_layer)
     tied = bool(getattr(config, "tie_word_embeddings", False))
@@ -192,6 +257,7 @@ def write_gguf(model: torch.nn.Module, path: Path) -> dict[str, Any]:
         "tensors": len(tensors),
         "permuted_qk": undo_permute,
         "rope": rope_type,
+        "tokenizer": written,
         "convert_s": time.perf_counter() - start,
     }
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from stackcost.backends.llamacpp import BATCH_ONE
-from stackcost.generation.base import Generation, Generator, OnToken
+from stackcost.generation.base import TOKENIZER_FILES, Generation, Generator, OnToken
 from stackcost.generation.gguf import FTYPES, METHOD
 
 if TYPE_CHECKING:
@@ -67,7 +67,8 @@ class LlamaCppGenerator(Generator):
 
         def make(directory: Path) -> dict[str, Any]:
             f32 = directory / "model-f32.gguf"
-            record: dict[str, Any] = {"convert": write_gguf(decoder.model, f32)}
+            converted = write_gguf(decoder.model, f32, decoder.own_tokenizer)
+            record: dict[str, Any] = {"convert": converted, "tokenizer": converted["tokenizer"]}
             if precision == "fp32":
                 record["file"] = f32.name
                 return record
@@ -83,6 +84,7 @@ class LlamaCppGenerator(Generator):
                 "model": type(decoder.model).__name__,
                 "config": decoder.config.to_json_string(use_diff=False),
                 "weights": decoder.weights_digest,
+                "tokenizer": _digest(decoder.own_tokenizer),
                 "precision": precision,
                 "ftype": ftype,
                 "method": METHOD,
@@ -185,6 +187,19 @@ class LlamaCppGenerator(Generator):
         """The GGUF file: its weights as llama.cpp reads them (and a small vocabulary)."""
         assert self._path is not None, "prepare() first"
         return self._path.stat().st_size
+
+
+def _digest(tokenizer: Path | None) -> str | None:
+    """sha256 over a checkpoint's tokenizer files (the GGUF file holds its vocabulary)."""
+    if tokenizer is None:
+        return None
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in TOKENIZER_FILES:
+        if (tokenizer / name).is_file():
+            h.update(name.encode() + b"\0" + (tokenizer / name).read_bytes())
+    return h.hexdigest()
 
 
 def _version(name: str, module: Any) -> str:
