@@ -62,8 +62,8 @@ def prepared_with(make_decoder, cache, generator: type, backend: str):
     """A factory of prepared generators of one class, sharing the module's cache."""
     import dataclasses
 
-    def make(batch: int = 1, precision: str = "fp32"):
-        decoder = make_decoder(backend, batch, 8, 4, precision)
+    def make(batch: int = 1, precision: str = "fp32", options: dict[str, str] | None = None):
+        decoder = make_decoder(backend, batch, 8, 4, precision, options)
         prepared = generator(dataclasses.replace(decoder, cache=cache))
         prepared.prepare()
         return prepared
@@ -79,6 +79,7 @@ def make_decoder(tmp_path: Path):
         prompt_len: int = 8,
         new_tokens: int = 4,
         precision: str = "fp32",
+        options: dict[str, str] | None = None,
     ) -> Decoder:
         cell = Cell(
             model=ModelRef(name="llama-tiny"),
@@ -88,6 +89,7 @@ def make_decoder(tmp_path: Path):
             sizes={"prompt_len": prompt_len, "new_tokens": new_tokens},
             precision=precision,
             threads=2,
+            backend_options=options or {},
         )
         return Decoder(tiny_llama(), cell, tmp_path / "work", None, "tiny")
 

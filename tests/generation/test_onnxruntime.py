@@ -125,11 +125,25 @@ def test_weight_only(prepared, precision: str) -> None:
     assert quantization["mapping"].startswith(f"{precision} = builder --precision {bits}")
     (kind,) = quantization["graph"]["quantized"]
     assert kind.startswith(f"{bits} weights, groups of 32, asymmetric")
+    assert kind.endswith("accuracy_level 1 (MatMulNBits)")  # weight-only: fp32 compute
     assert quantization["graph"]["float MatMul"] == 0
     out = generator.generate(ids[:, :PROMPT], NEW)
     assert out.tokens.shape == (1, NEW) and len(out.token_ns) == NEW
     fp32 = sum(p.numel() * p.element_size() for p in generator.decoder.model.parameters())
     assert generator.weight_bytes() < fp32
+
+
+def test_accuracy_level_4_quantizes_activations_as_the_option_says(prepared) -> None:
+    generator = prepared(1, "w8", {"accuracy_level": "4"})
+    quantization = generator.details["quantization"]
+    assert quantization["mapping"].endswith("accuracy_level=4")
+    (kind,) = quantization["graph"]["quantized"]
+    assert kind.endswith("accuracy_level 4 (MatMulNBits)")
+    ids = fixed_ids(1, PROMPT + NEW)
+    got = generator.teacher_forced(ids, PROMPT)
+    error = relative_error(got, reference_logits(generator.decoder.model, ids, PROMPT))
+    print(f"w8, accuracy_level 4: max relative error {error:.2e}")
+    assert error < 2 * BOUNDS["w8"]  # int8 activations round once more than weight-only
 
 
 def test_refuses_other_precisions(make_decoder) -> None:

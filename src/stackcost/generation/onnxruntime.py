@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from stackcost.backends import load_backend
 from stackcost.backends.base import Unsupported
 from stackcost.generation.base import TOKENIZER_FILES, Generation, Generator, OnToken
 
@@ -35,10 +36,11 @@ if TYPE_CHECKING:
 BUILDER_PRECISION = {"fp32": "fp32", "w8": "int8", "w4": "int4"}
 PRECISIONS = frozenset(BUILDER_PRECISION)
 # The quantized precisions as stackcost.quantize.onnx makes w8/w4 for the onnxruntime rung:
-# MatMulNBits, asymmetric (a zero point per group), groups of 32 along K, accuracy level 1
-# (dequantize and multiply in fp32; the builder's cpu default, 4, quantizes activations to
-# int8, which would make it w4a8, not weight-only).
-QUANT_OPTIONS = {"is_symmetric": "false", "block_size": "32", "accuracy_level": "1"}
+# MatMulNBits, asymmetric (a zero point per group), groups of 32 along K. Its accuracy level
+# is the backend's option (-o onnxruntime.accuracy_level): 1 (the default) dequantizes and
+# multiplies in fp32, weight-only; 4, the builder's own cpu default, quantizes activations
+# to int8 (w8a8 / w4a8) for the CPU's int8 dot product.
+QUANT_OPTIONS = {"is_symmetric": "false", "block_size": "32"}
 # Logits that make greedy search pick the forced token: every other one this far below.
 FORCE_OFF = -1e30
 
@@ -67,7 +69,8 @@ class OrtGenAIGenerator(Generator):
                 f"{', '.join(sorted(PRECISIONS))}"
             )
         builder_precision = BUILDER_PRECISION[precision]
-        options = QUANT_OPTIONS if precision != "fp32" else {}
+        level = load_backend("onnxruntime").option(decoder.cell, "accuracy_level")
+        options = {**QUANT_OPTIONS, "accuracy_level": level} if precision != "fp32" else {}
         config = json.loads(decoder.config.to_json_string(use_diff=False))
         key = {
             "artifact": "onnxruntime-genai model builder",
