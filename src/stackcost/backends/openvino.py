@@ -173,9 +173,7 @@ def _quantized(
 
     def make(home: Path) -> dict[str, Any]:
         start = time.perf_counter()
-        built = quantize_model(
-            ov.Core().read_model(str(src)), precision, calibration, feeds, fix
-        )
+        built = quantize_model(ov.Core().read_model(str(src)), precision, calibration, feeds, fix)
         made: dict[str, Any] = {
             "quantization": built.record.details(),
             "compile_config": built.config,
