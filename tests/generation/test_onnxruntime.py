@@ -20,7 +20,7 @@ pytest.importorskip("onnxruntime_genai")
 
 PROMPT, NEW = 8, 4
 EOS = 2  # LlamaConfig's default, which the builder copies into genai_config.json
-# Observed (tiny llama, 2-core Xeon): fp32 3e-7, w8 7.7e-3, w4 0.11 (b1) / 0.14 (b2):
+# Observed (tiny llama, 2-vCPU EPYC, accuracy level 4): fp32 3e-7, w8 9.7e-3, w4 0.13 (b1);
 # groups of 32 over a hidden size of 64 leave w4 coarse.
 BOUNDS = {"fp32": 1e-3, "w8": 2e-2, "w4": 0.3}
 
@@ -125,7 +125,7 @@ def test_weight_only(prepared, precision: str) -> None:
     assert quantization["mapping"].startswith(f"{precision} = builder --precision {bits}")
     (kind,) = quantization["graph"]["quantized"]
     assert kind.startswith(f"{bits} weights, groups of 32, asymmetric")
-    assert kind.endswith("accuracy_level 1 (MatMulNBits)")  # weight-only: fp32 compute
+    assert kind.endswith("accuracy_level 4 (MatMulNBits)")  # the builder's CPU default
     assert quantization["graph"]["float MatMul"] == 0
     out = generator.generate(ids[:, :PROMPT], NEW)
     assert out.tokens.shape == (1, NEW) and len(out.token_ns) == NEW
@@ -133,17 +133,17 @@ def test_weight_only(prepared, precision: str) -> None:
     assert generator.weight_bytes() < fp32
 
 
-def test_accuracy_level_4_quantizes_activations_as_the_option_says(prepared) -> None:
-    generator = prepared(1, "w8", {"accuracy_level": "4"})
+def test_accuracy_level_1_computes_in_fp32_as_the_option_says(prepared) -> None:
+    generator = prepared(1, "w8", {"accuracy_level": "1"})
     quantization = generator.details["quantization"]
-    assert quantization["mapping"].endswith("accuracy_level=4")
+    assert quantization["mapping"].endswith("accuracy_level=1")
     (kind,) = quantization["graph"]["quantized"]
-    assert kind.endswith("accuracy_level 4 (MatMulNBits)")
+    assert kind.endswith("accuracy_level 1 (MatMulNBits)")
     ids = fixed_ids(1, PROMPT + NEW)
     got = generator.teacher_forced(ids, PROMPT)
     error = relative_error(got, reference_logits(generator.decoder.model, ids, PROMPT))
-    print(f"w8, accuracy_level 4: max relative error {error:.2e}")
-    assert error < 2 * BOUNDS["w8"]  # int8 activations round once more than weight-only
+    print(f"w8, accuracy_level 1: max relative error {error:.2e}")
+    assert error < BOUNDS["w8"]
 
 
 def test_refuses_other_precisions(make_decoder) -> None:

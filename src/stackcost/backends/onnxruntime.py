@@ -34,13 +34,14 @@ class OnnxRuntimeBackend(Backend):
     # against the installed one when the session is made). int8_scheme: how int8 graphs
     # meet the CPU's int8 dot product (quantize.onnx.SCHEMES; auto follows ORT's guide).
     # accuracy_level: how a w8/w4 decoder's MatMulNBits computes under generate
-    # (generation/onnxruntime.py): 1 dequantizes to fp32, 4 quantizes activations to int8.
+    # (generation/onnxruntime.py): 4 (the builder's CPU default) quantizes activations to
+    # int8, as llama.cpp's Q8_0/Q4_0 dot products do; 1 dequantizes and multiplies in fp32.
     options = {
         "exporter": Option("dynamo", EXPORTERS),
         "opt_level": Option("all", tuple(OPT_LEVELS)),
         "int8_scheme": Option("auto", SCHEMES, "full-range, reduce-range or u8u8 weights"),
         "accuracy_level": Option(
-            "1", ("1", "4"), "w8/w4 decoders: MatMulNBits in fp32 (1) or int8 activations (4)"
+            "4", ("1", "4"), "w8/w4 decoders: MatMulNBits with int8 activations (4) or fp32 (1)"
         ),
     }
 

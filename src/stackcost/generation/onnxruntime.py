@@ -37,9 +37,11 @@ BUILDER_PRECISION = {"fp32": "fp32", "w8": "int8", "w4": "int4"}
 PRECISIONS = frozenset(BUILDER_PRECISION)
 # The quantized precisions as stackcost.quantize.onnx makes w8/w4 for the onnxruntime rung:
 # MatMulNBits, asymmetric (a zero point per group), groups of 32 along K. Its accuracy level
-# is the backend's option (-o onnxruntime.accuracy_level): 1 (the default) dequantizes and
-# multiplies in fp32, weight-only; 4, the builder's own cpu default, quantizes activations
-# to int8 (w8a8 / w4a8) for the CPU's int8 dot product.
+# is the backend's option (-o onnxruntime.accuracy_level): 4, the default and the builder's
+# own for CPUs, quantizes each activation row to int8 for the int8 dot product, as
+# llama.cpp's Q8_0/Q4_0 and OpenVINO's CPU dynamic quantization do; 1 dequantizes the
+# weights and multiplies in fp32 (weight-only in the strict sense), 45x slower per token
+# on llama-150m w8 here (README, "Token generation").
 QUANT_OPTIONS = {"is_symmetric": "false", "block_size": "32"}
 # Logits that make greedy search pick the forced token: every other one this far below.
 FORCE_OFF = -1e30
