@@ -97,7 +97,7 @@ def stackcost(argv: list[str]) -> subprocess.CompletedProcess:
 def interleaved(args, work: Path, pacing: str, slowdown: float, i: int) -> dict[str, Any]:
     out = work / f"ab-{pacing}-{slowdown}-{i}.json"
     argv = ["ab", *model_args(args), "--db", str(work / "ab.db"), "--json", str(out)]
-    argv += ["--seed-order", str(i), "--pacing", pacing]
+    argv += ["--seed-order", str(args.first_seed + i), "--pacing", pacing]
     if args.max_blocks:
         argv += ["--max-blocks", str(args.max_blocks)]
     if slowdown:
@@ -271,6 +271,13 @@ def main() -> None:
         "--pacing",
         default=",".join(PACINGS),
         help="ab designs to calibrate, interleaved try by try (default: both)",
+    )
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="ab's --seed-order for the first try (then +1 a try): a run that adds tries to "
+        "an earlier one gives them orders of their own",
     )
     p.add_argument("--json", type=Path, help="write every try and the summary here")
     args = p.parse_args()
