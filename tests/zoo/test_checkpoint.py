@@ -111,17 +111,19 @@ def test_hostile_folders_are_refused_in_one_line(tmp_path):
         model_ref(f"hf:{cut}")
 
 
-def test_a_config_that_does_not_match_its_weights_is_refused_before_a_cell(tmp_path):
-    folder = tmp_path / "mismatch"
+def _config_changed(folder: Path, **changes) -> Path:
+    """A saved checkpoint whose config.json then had `changes` written over it."""
     save_llama(folder)
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "intermediate_size": 96}))
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+    return folder
+
+
+def test_a_config_that_does_not_match_its_weights_is_refused_before_a_cell(tmp_path):
+    folder = _config_changed(tmp_path / "mismatch", intermediate_size=96)
     with pytest.raises(ZooError, match="its config does not match its weights: .*mlp"):
         workload_of(model_ref(f"hf:{folder}"))
-    deeper = tmp_path / "deeper"
-    save_llama(deeper)
-    config = json.loads((deeper / "config.json").read_text())
-    (deeper / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 2}))
+    deeper = _config_changed(tmp_path / "deeper", num_hidden_layers=2)
     with pytest.raises(ZooError, match="tensors are not in the weights, e.g. layers.1"):
         workload_of(model_ref(f"hf:{deeper}"))
 
