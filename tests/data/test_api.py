@@ -101,7 +101,9 @@ def test_load_synthetic_uses_requested_shape() -> None:
 
 
 def test_registry_entries() -> None:
-    assert set(DATASETS) == {"digits", "mnist", "cifar10", "stl10", "voc2012", "synthetic"}
+    images = {"digits", "mnist", "cifar10", "stl10", "voc2012", "synthetic"}
+    assert set(DATASETS) == images | {"stdlib-text"}
+    assert {name for name, info in DATASETS.items() if info.fed == "images"} == images
     for name, info in DATASETS.items():
         assert info.name == name and info.description and info.splits
         if info.needs_data_dir:

@@ -13,11 +13,12 @@ from rich.text import Text
 from stackcost.axes import DEVICES, GRID_AXES
 from stackcost.commands.axes import number
 from stackcost.commands.run import add_hf_args, add_session_args, import_timeout
+from stackcost.data.stdlib_text import NAME as TEXT_DATASET
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.execute import scratch
 from stackcost.outputs import check_output_dir
-from stackcost.scenarios.train import KEPT_WEIGHTS
+from stackcost.scenarios.train import KEPT_CHECKPOINT, KEPT_WEIGHTS, TEXT_TRAINERS, kept_name
 from stackcost.spec.grammar import (
     check_env_names,
     parse_choices,
@@ -27,6 +28,7 @@ from stackcost.spec.grammar import (
 )
 from stackcost.spec.run import check_threads, db_problem, model_ref
 from stackcost.workload import SIZE_AXES, Workload
+from stackcost.zoo.hf import CAUSAL_LM
 
 if TYPE_CHECKING:
     from stackcost.cell import Cell, ModelRef
@@ -155,12 +157,15 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
     check_backend_names(backends)
     if args.model in zoo.MODELS:  # its inputs are in the table: no probe needed to refuse
         check_fed_images(args.model, zoo.MODELS[args.model], args.dataset)
+    if _trains_text(args):  # what needs no probe is refused before it
+        check_text_request(args, backends)
     asked = model_to_train(args, seed)
     environ = worker_environ(os.environ, {}, args.inherit_env)
     answers = ask([asked], {name: {} for name in backends}, environ, import_timeout(args))
     model, workload = trained_model(args, asked, answers.workloads)
     dataset = check_fed_images(args.model, workload, args.dataset)
     check_data(dataset, args.data_dir)
+    check_vocabulary(dataset, workload)
     check_backends(backends, facts=answers.facts)
     spec = TrainSpec(
         model=model,
@@ -190,17 +195,70 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
 
 
 def check_fed_images(name: str, workload: Workload, dataset: str | None) -> str:
-    """The dataset to train on (digits for a model fed images, else synthetic): an image
-    dataset only for a model fed images. A zoo entry's inputs are its kind's whatever -c
-    and --head change, so its table row answers before the probe."""
-    dataset = dataset or ("digits" if workload.image_input else "synthetic")
-    if workload.image_input is None and dataset != "synthetic":
-        fed = ", ".join(f"{i.name} ({i.dtype})" for i in workload.inputs)
+    """The dataset to train on (digits for a model fed images, stdlib-text for a causal
+    LM, else synthetic): an image dataset only for a model fed images, text only for a
+    causal LM. A zoo entry's inputs are its kind's whatever -c and --head change, so its
+    table row answers before the probe."""
+    from stackcost.data import DATASETS, stdlib_text
+
+    causal = workload.domain == "generation"
+    dataset = dataset or (
+        "digits" if workload.image_input else stdlib_text.NAME if causal else "synthetic"
+    )
+    if dataset not in DATASETS:
+        raise SpecError(f"unknown dataset {dataset!r} (allowed: {', '.join(DATASETS)})")
+    fed = DATASETS[dataset].fed
+    if fed == "text" and not causal:
         raise SpecError(
-            f"--dataset {dataset}: {name} is fed {fed}, not images "
-            "(allowed: synthetic, inputs drawn as the model declares them)"
+            f"--dataset {dataset} trains a causal language model: {name} has no LM head "
+            "(a decoder trains on it with --head causal-lm)"
+        )
+    if workload.image_input is None and fed == "images" and dataset != "synthetic":
+        fed_with = ", ".join(f"{i.name} ({i.dtype})" for i in workload.inputs)
+        allowed = f"{stdlib_text.NAME}, or synthetic" if causal else "synthetic"
+        raise SpecError(
+            f"--dataset {dataset}: {name} is fed {fed_with}, not images "
+            f"(allowed: {allowed}, inputs drawn as the model declares them)"
         )
     return dataset
+
+
+def check_text_request(args: argparse.Namespace, backends: list[str]) -> None:
+    """A causal LM trains on text through the scenario's own torch loop: the rungs whose
+    step is torch autograd over the model (eager, inductor, torchscript); the others train
+    classifiers. It reads --prompt-len tokens and generates none. A zoo decoder's
+    vocabulary is in its table row unless -c changes it."""
+    from stackcost import zoo
+
+    others = [b for b in backends if b not in TEXT_TRAINERS]
+    if others:
+        raise SpecError(
+            f"a causal LM trains on {TEXT_DATASET} through {', '.join(TEXT_TRAINERS)} only; "
+            f"{', '.join(others)} train{'s' if len(others) == 1 else ''} classifiers"
+        )
+    if args.size_new_tokens is not None:
+        raise SpecError(
+            "--new-tokens is about generation: a causal LM trains on --prompt-len tokens "
+            "of context, scored on the next token at each"
+        )
+    if args.model in zoo.MODELS and "vocab_size" not in parse_config(args.config):
+        check_vocabulary(TEXT_DATASET, zoo.MODELS[args.model])
+
+
+def check_vocabulary(dataset: str, workload: Workload) -> None:
+    """Text's tokenizer is learnt at the model's vocabulary size, which must leave room
+    for merges beside the bytes."""
+    from stackcost.data import DATASETS, stdlib_text
+
+    if DATASETS[dataset].fed != "text":
+        return
+    vocab = next((i.high for i in workload.inputs if i.kind == "ids"), None) or 0
+    if vocab < stdlib_text.MIN_VOCAB:
+        raise SpecError(
+            f"--dataset {dataset} learns a BPE tokenizer of the model's {vocab} ids, which "
+            f"leave no room for merges beside the 256 bytes: give at least "
+            f"{stdlib_text.MIN_VOCAB} (e.g. -c vocab_size=2048)"
+        )
 
 
 def check_full_batch(spec: Any) -> None:
@@ -246,9 +304,23 @@ def model_to_train(args: argparse.Namespace, seed: int) -> ModelRef:
 
     given, info = _classes(args)
     hf = _is_hf(args.model)
-    head = args.head or ("classification" if hf else None)
-    if hf and head != "classification":
-        raise SpecError(f"--head {head}: training needs --head classification")
+    lm = _trains_text(args)
+    if lm and not hf:
+        raise SpecError(
+            f"--dataset {TEXT_DATASET} trains a causal language model: {args.model} has no "
+            "LM head (train a decoder: llama-tiny, or hf:<type> --head causal-lm)"
+        )
+    head = args.head or (CAUSAL_LM if lm else "classification" if hf else None)
+    if hf and head not in ("classification", CAUSAL_LM):
+        raise SpecError(
+            f"--head {head}: training needs --head classification (or {CAUSAL_LM}, on text)"
+        )
+    if hf and (head == CAUSAL_LM) != lm:
+        what = f"--dataset {args.dataset}" if args.dataset else "the default dataset"
+        raise SpecError(
+            f"--head {head} does not train on {what}: a causal LM trains on "
+            f"--dataset {TEXT_DATASET} (its next tokens), a classifier on labelled samples"
+        )
     classes = given or (info.num_classes if info else None) or 10
     config = parse_config(args.config)
 
@@ -258,12 +330,28 @@ def model_to_train(args: argparse.Namespace, seed: int) -> ModelRef:
             seed=seed, config=config, head=head,
         )  # fmt: skip
 
+    if lm:
+        return ref(None)
     if _is_zoo_cnn(args.model):
         # A zoo CNN takes the dataset's channels (3 for data sized at load).
         native = (info or DATASETS["digits"]).native_shape
         return ref(classes, native[0] if native else 3)
     # Any other: its own Workload says how wide its head is (trained_model).
     return ref(classes if hf else given)
+
+
+def _trains_text(args: argparse.Namespace) -> bool:
+    """Whether the model learns text as a causal LM: --dataset says so, else --head, else
+    a zoo decoder's own head (llama-tiny trains on stdlib-text by default)."""
+    from stackcost import zoo
+    from stackcost.data import DATASETS
+
+    if args.dataset is not None:  # an unknown name is refused by _classes
+        return args.dataset in DATASETS and DATASETS[args.dataset].fed == "text"
+    if args.head is not None:
+        return bool(args.head == CAUSAL_LM)
+    entry = zoo.MODELS.get(args.model)
+    return entry is not None and entry.params.get("head") == CAUSAL_LM
 
 
 def _is_hf(name: str) -> bool:
@@ -323,6 +411,8 @@ def train_sizes(args: argparse.Namespace, workload: Workload, info: Any) -> dict
             raise SpecError(problem)
         sizes[axis.name] = value
     defaults = dict(workload.sizes)
+    if workload.domain == "generation":  # a causal LM learns from prompt_len tokens of text
+        defaults.pop("new_tokens", None)
     if workload.image_input is not None and "resolution" in defaults:
         native = info.native_shape[-1] if info.native_shape else 32
         defaults["resolution"] = default_resolution(workload, native)
@@ -376,13 +466,18 @@ def file_weights(root: Path, cell: Cell, trained: Path, console: Console) -> Pat
     recipe = weights_recipe(cell)
 
     def make(home: Path) -> dict[str, Any]:
-        shutil.move(trained, home / KEPT_WEIGHTS)
+        shutil.move(trained, home / trained.name)
         return {"recipe": recipe}
 
     home, record = ArtifactCache(root).reuse_or_make(recipe, make)
     state = "already kept" if record["artifact"]["reused"] else "kept"
-    console.print(Text(f"weights {state}: {home / KEPT_WEIGHTS}"))
-    return home / KEPT_WEIGHTS
+    kept = home / trained.name
+    if trained.name == KEPT_CHECKPOINT:
+        console.print(Text(f"checkpoint {state}: {kept} (measure it: stackcost run hf:{kept} "
+                           "--scenario generate)"))  # fmt: skip
+    else:
+        console.print(Text(f"weights {state}: {kept}"))
+    return kept
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -409,7 +504,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         # The worker saves the eager rung's weights into the run's scratch directory; they
         # are filed under their recipe once the run is over.
-        trained = artifacts / KEPT_WEIGHTS
+        trained = artifacts / (kept_name(kept) if kept is not None else KEPT_WEIGHTS)
 
         def make_task(cell, rep: int, workdir: str) -> TrainTask:
             keep = args.keep_weights is not None and rep == 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackcost.data import cifar10, digits, mnist, stl10, synthetic, voc
+from stackcost.data import cifar10, digits, mnist, stdlib_text, stl10, synthetic, voc
 from stackcost.data.base import Dataset, DatasetCorrupt, DatasetMissing
 from stackcost.data.transform import Mode, resize, resize_images
 
@@ -41,6 +41,7 @@ class DatasetInfo:
     splits: tuple[str, ...]
     layout: str  # where the files go under data_dir ("" when none are read)
     url: str  # where to get them ("" when nothing to get)
+    fed: str = "images"  # or "text": token blocks for a causal language model
 
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -100,6 +101,18 @@ DATASETS: dict[str, DatasetInfo] = {
             voc.URL,
         ),
         DatasetInfo(
+            stdlib_text.NAME,
+            "Python's own standard-library sources as text, for causal language models: "
+            "one file in ten held out, a byte-level BPE tokenizer learnt from the rest",
+            None,
+            None,
+            False,
+            ("train", "test"),
+            "",
+            "",
+            fed="text",
+        ),
+        DatasetInfo(
             "synthetic",
             "seeded random uint8 images and labels of any shape, for speed-only runs",
             None,
@@ -140,6 +153,8 @@ def load_dataset(
     seed only affects synthetic. mode is "resize" or "pad" (see `resize`).
     """
     info = dataset_info(name)
+    if info.fed != "images":
+        raise ValueError(f"{name} is text, not images: its splits are token blocks (text_splits)")
     if split not in info.splits:
         raise ValueError(f"{name}: unknown split {split!r}; choose from {', '.join(info.splits)}")
     if info.needs_data_dir and data_dir is None:

@@ -4,7 +4,8 @@ An image model (one float (batch, C, H, W) input) reads a dataset: digits, MNIST
 CIFAR-10, ..., or seeded random images. Any other workload with a classification head
 (token ids and masks, audio, dense + sparse features) trains on inputs drawn the way the
 workload declares them (ids inside the vocabulary, valid masks) and seeded random labels:
-a speed measurement, where accuracy means nothing.
+a speed measurement, where accuracy means nothing. A causal language model reads text
+(stdlib-text): blocks of token ids, each labelled with the next token at every position.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Split:
     """One split whole in memory: every input over all samples (dim 0), and the labels.
 
     `dataset` is the image dataset it came from: what the C++ levels write to their files.
+    `tokenizer` is the text's (a `tokenizers.Tokenizer`): what a kept checkpoint ships.
+    `text` records what the text was (TextSplit's record), None for other data.
     """
 
     inputs: Example
@@ -38,6 +41,8 @@ class Split:
     source: str
     scale: str  # how the stored values become the model's input
     dataset: Dataset | None = None
+    tokenizer: Any = None
+    text: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -65,13 +70,57 @@ def drawn_split(
     return Split(inputs, torch.from_numpy(labels), "synthetic", DRAWN)
 
 
+def text_splits(cell: Cell, workload: Workload) -> dict[str, Split]:
+    """The corpus's training and held-out files as token blocks of the cell's context
+    (its prompt_len), through one tokenizer learnt from the training files at the model's
+    vocabulary size; --limit keeps the first N blocks of each split."""
+    import sys
+
+    import torch
+
+    from stackcost.data import stdlib_text
+
+    cfg = cell.train
+    assert cfg is not None
+    ids = next(i for i in workload.inputs if i.kind == "ids")
+    context = cell.sizes["prompt_len"]
+    corpus = stdlib_text.corpus()
+    tokenizer = stdlib_text.train_tokenizer(corpus, int(ids.high or 0))
+    most = stdlib_text.MAX_TEST_BLOCKS
+    counts = {"train": cfg.limit or stdlib_text.TRAIN_BLOCKS, "test": min(cfg.limit or most, most)}
+    out = {}
+    for split, files in (("train", corpus.train), ("test", corpus.test)):
+        block = torch.from_numpy(stdlib_text.blocks(tokenizer, files, context, counts[split]))
+        x = block[:, :-1].contiguous()
+        inputs = Example(tuple(i.name for i in workload.inputs),
+                         tuple(x if i.kind == "ids" else torch.ones_like(x)
+                               for i in workload.inputs), workload.keyword)  # fmt: skip
+        record = {
+            "corpus": stdlib_text.NAME,
+            "python": sys.version.split()[0],
+            "files": len(files),
+            "tokens": int(block.shape[0] * context),
+            "context": context,
+            "vocab_size": tokenizer.get_vocab_size(),
+            "held_out": f"by file: sha256(path)[0] % {stdlib_text.HELD_OUT_EVERY} == 0",
+            "digest": stdlib_text.digest(tokenizer, corpus.root, files),
+        }
+        out[split] = Split(inputs, block[:, 1:].contiguous(), corpus.describe(),
+                           "token ids; labels: the next token at every position",
+                           tokenizer=tokenizer, text=record)  # fmt: skip
+    return out
+
+
 def load_splits(cell: Cell, workload: Workload, data_dir: str | None) -> dict[str, Split]:
-    """Train and test splits for the cell: its dataset for an image model, else drawn."""
-    from stackcost.data import load_dataset
+    """Train and test splits for the cell: its dataset for an image model, a text corpus
+    for a causal LM, else drawn."""
+    from stackcost.data import DATASETS, load_dataset
     from stackcost.data.synthetic import DEFAULT_SIZES
 
     cfg = cell.train
     assert cfg is not None
+    if DATASETS[cfg.dataset].fed == "text":
+        return text_splits(cell, workload)
     image = workload.image_input
     if image is None:
         if cfg.dataset != "synthetic":

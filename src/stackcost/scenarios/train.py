@@ -32,8 +32,13 @@ TRAIN = "train"
 DIVERGENCE_FACTOR = 1e3
 # The first steps' losses are recorded, for the report's agreement with eager.
 FIRST_LOSSES = 10
-# The file a kept training's weights are saved as, in their artifact directory.
+# The file a kept training's weights are saved as, in their artifact directory; a causal
+# LM trained on text is kept as a checkpoint folder (`stackcost run hf:DIR` loads it).
 KEPT_WEIGHTS = "weights.pt"
+KEPT_CHECKPOINT = "checkpoint"
+# The rungs whose training step is torch autograd over the model, in this module's loop:
+# the ones that train a causal LM on text (their loss is `cross_entropy` per token).
+TEXT_TRAINERS = ("eager", "inductor", "torchscript")
 
 
 class Training(Scenario):
@@ -68,7 +73,8 @@ class Training(Scenario):
         if run is None:  # the loop is this scenario's, over the backend's train step
             run = _loop(bench, model, splits, t)
             if task.keep_weights and not run.diverged:
-                _save_weights(model, Path(task.keep_weights))
+                keep = _save_checkpoint if splits["train"].tokenizer else _save_weights
+                keep(model, splits["train"], Path(task.keep_weights))
         bench.phases.prepare_s, bench.phases.timed_s = run.prepare_s, run.timed_s
         disturbance = assess(run.window)
         stats = summarize(run.samples_ns) if run.samples_ns else None
@@ -105,20 +111,50 @@ def weights_recipe(cell: Cell) -> dict[str, Any]:
     }
 
 
+def kept_name(cell: Cell) -> str:
+    """What a training cell's kept weights are called in their artifact directory: a
+    checkpoint folder for a model trained on text, else a state_dict file."""
+    from stackcost.data import DATASETS
+
+    assert cell.train is not None
+    return KEPT_CHECKPOINT if DATASETS[cell.train.dataset].fed == "text" else KEPT_WEIGHTS
+
+
 def kept_weights(root: Path, cell: Cell) -> Path | None:
     """The weights kept in the artifact cache `root` for this cell's recipe, or None."""
     from stackcost.backends.artifacts import RECORD, digest
 
     home = root / digest(weights_recipe(cell))
-    return home / KEPT_WEIGHTS if (home / RECORD).exists() else None
+    return home / kept_name(cell) if (home / RECORD).exists() else None
 
 
-def _save_weights(model: torch.nn.Module, path: Path) -> None:
+def _save_weights(model: torch.nn.Module, split: Split, path: Path) -> None:
     """The trained state_dict, written whole or not at all (renamed into place)."""
     import torch
 
     part = path.with_name(path.name + ".part")
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, part)
+    part.rename(path)
+
+
+def _save_checkpoint(model: torch.nn.Module, split: Split, path: Path) -> None:
+    """A trained causal LM as transformers' `save_pretrained` folder (config, safetensors)
+    with the tokenizer it learnt from, written whole or not at all (renamed into place)."""
+    import shutil
+
+    from transformers import PreTrainedTokenizerFast
+
+    from stackcost.data.stdlib_text import END_OF_TEXT
+
+    part = path.with_name(path.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    model.config.architectures = [type(model).__name__]
+    eos = split.tokenizer.token_to_id(END_OF_TEXT)
+    model.config.bos_token_id = model.config.eos_token_id = eos
+    model.save_pretrained(part)
+    PreTrainedTokenizerFast(
+        tokenizer_object=split.tokenizer, bos_token=END_OF_TEXT, eos_token=END_OF_TEXT
+    ).save_pretrained(part)
     part.rename(path)
 
 
@@ -142,6 +178,7 @@ def run_details(task: TrainTask, splits: dict[str, Split]) -> dict[str, Any]:
             "drop_last": True,
             "scale": splits["train"].scale,
             "inputs": splits["train"].inputs.record(),  # every sample of the split
+            **({"text": {k: s.text for k, s in splits.items()}} if splits["train"].text else {}),
         },
     }
 
@@ -194,17 +231,25 @@ class _OptimizerFactory:
         return torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, max(self.total_steps, 1))
 
 
+def cross_entropy(logits: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """The loss of every level: one class per sample ((B, C) logits, (B,) labels) or one
+    per position ((B, T, V) logits of a causal LM, (B, T) next tokens), flattened alike."""
+    import torch.nn.functional as F
+
+    return F.cross_entropy(logits.flatten(0, -2), y.flatten(), reduction=reduction)
+
+
 def _correct(out: Any, y: torch.Tensor) -> int:
-    """Correct predictions in a step's output: the logits (on y's device), or the count."""
+    """Correct predictions in a step's output (a sample's class, or a position's next
+    token): the logits (on y's device), or the count."""
     if isinstance(out, int):
         return out
-    return int((out.argmax(1) == y).sum().item())
+    return int((out.argmax(-1) == y).sum().item())
 
 
 def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: float) -> TrainRun:
     """The epochs in this process, over `prepare_train`'s step; `t`: when the build began."""
     import torch
-    import torch.nn.functional as F
 
     from stackcost.backends import PrepareContext
     from stackcost.backends.base import TrainRun
@@ -235,7 +280,7 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
     # On a GPU, fp32 training is IEEE fp32 in every torch rung: torch's default would let
     # cuDNN convolutions round to TF32. Set before the rung traces or compiles; recorded.
     fp32_math = numerics(cell)
-    prepared = bench.backend.prepare_train(model, optimizer, F.cross_entropy, example, cell, ctx)
+    prepared = bench.backend.prepare_train(model, optimizer, cross_entropy, example, cell, ctx)
     scheduler = optimizer.schedule()
     prepare_s = time.perf_counter() - t
 
@@ -273,7 +318,7 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
         order = train.order(generator)
         wait_ns = copy_ns = step_ns = 0
         losses: list[float] = []
-        correct = seen = 0
+        correct = seen = predicted = 0  # samples seen; predictions made (tokens, for a LM)
         copy_bytes = 0
         t_epoch = clock()
         for i in range(len(train)):
@@ -303,6 +348,7 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
             # Torch levels' labels are already on the logits' device; others' stay torch.
             correct += _correct(out, y if prepared.place else placed_y)
             seen += len(y)
+            predicted += y.numel()
             if reference is None:
                 reference = value
             if not math.isfinite(value):
@@ -322,7 +368,7 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
             steps=steps,
             train_samples=seen,
             train_loss=sum(losses) / steps,
-            train_accuracy=correct / seen,
+            train_accuracy=correct / predicted,
             train_s=train_ns / 1e9,
             loader_wait_s=wait_ns / 1e9,
             step_s=step_ns / 1e9,
@@ -344,15 +390,16 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
             x, y = test.get(eval_order, i)
             logits = prepared.evaluate(place(x, y)[0])
             y = y.to(logits.device)
-            eval_loss += float(F.cross_entropy(logits, y, reduction="sum").item())
-            eval_correct += int((logits.argmax(1) == y).sum().item())
+            eval_loss += float(cross_entropy(logits, y, reduction="sum").item())
+            eval_correct += int((logits.argmax(-1) == y).sum().item())
         eval_ns = clock() - t_eval
         n_eval = len(test.labels)
+        scored = test.labels.numel()  # per sample, or per token for a LM
         records.append(
             EpochRecord(
                 epoch_s=(train_ns + eval_ns) / 1e9,
-                eval_accuracy=eval_correct / n_eval if n_eval else None,
-                eval_loss=eval_loss / n_eval if n_eval else None,
+                eval_accuracy=eval_correct / scored if n_eval else None,
+                eval_loss=eval_loss / scored if n_eval else None,
                 eval_samples=n_eval,
                 eval_s=eval_ns / 1e9,
                 eval_samples_per_s=n_eval / (eval_ns / 1e9) if n_eval else None,

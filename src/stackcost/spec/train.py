@@ -98,12 +98,15 @@ def check_learning_rate(text: str) -> float:
 
 def check_data(dataset: str, data_dir: str | None) -> None:
     """Unknown dataset or missing files: SpecError, without reading more than one sample."""
-    from stackcost.data import DATASETS, DatasetCorrupt, DatasetMissing, load_dataset
+    from stackcost.data import DATASETS, DatasetCorrupt, DatasetMissing, load_dataset, stdlib_text
 
     if dataset not in DATASETS:
         raise SpecError(f"unknown dataset {dataset!r} (allowed: {', '.join(DATASETS)})")
     try:
-        load_dataset(dataset, "train", data_dir, limit=1)
+        if DATASETS[dataset].fed == "text":
+            stdlib_text.corpus()  # this Python's library sources are there
+        else:
+            load_dataset(dataset, "train", data_dir, limit=1)
     except (DatasetMissing, DatasetCorrupt) as exc:
         raise SpecError(str(exc).splitlines()[0]) from None
 

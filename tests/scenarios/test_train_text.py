@@ -1,0 +1,111 @@
+"""A decoder learns Python's standard library: next-token loss per position, held-out
+files scored each epoch, and the eager rung's weights kept as a checkpoint folder that
+`stackcost run hf:DIR` loads with its own tokenizer."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from stackcost import zoo
+from stackcost.cell import Cell, TrainConfig
+from stackcost.cli import main
+from stackcost.data.splits import load_splits
+from stackcost.scenarios.train import cross_entropy
+from stackcost.spec.run import model_ref
+from tests.scenarios.test_train import repetitions, rows
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+VOCAB = 512
+TINY = ["-c", f"vocab_size={VOCAB}", "--prompt-len", "32", "--limit", "256", "--batch-size", "16"]
+TINY += ["--epochs", "3", "--optimizer", "adam", "--lr", "0.003", "--threads", "1", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    home = tmp_path_factory.mktemp("lm")
+    db, keep = home / "t.db", home / "kept"
+    argv = ["train", "llama-tiny", *TINY, "--backends", "eager", "--keep-weights", str(keep)]
+    return main([*argv, "--db", str(db)]), db, keep
+
+
+def test_a_decoder_learns_held_out_text_better_than_chance(trained):
+    code, db, _ = trained
+    assert code == 0
+    rep = repetitions(db)["eager"]
+    assert rep["status"] == "ok", rep["reason"]
+    epochs = rows(
+        db,
+        "SELECT e.* FROM epochs e WHERE e.repetition_id = ? ORDER BY e.epoch",
+        rep["id"],
+    )
+    assert [e["epoch"] for e in epochs] == [1, 2, 3]
+    held_out = [e["eval_loss"] for e in epochs]  # nats per token
+    assert held_out == sorted(held_out, reverse=True) and held_out[-1] < math.log(VOCAB) - 0.5
+    assert all(0 < e["train_accuracy"] < 1 and e["train_samples"] == 256 for e in epochs)
+    data = rep["details"]["data"]
+    assert data["dataset"] == "stdlib-text" and data["test_samples"] == 256
+    train, test = data["text"]["train"], data["text"]["test"]
+    assert train["context"] == 32 and train["vocab_size"] == VOCAB
+    assert train["tokens"] == 256 * 32 and train["digest"] != test["digest"]
+    cell = json.loads(rows(db, "SELECT cell_json FROM cells")[0][0])
+    assert cell["sizes"] == {"prompt_len": 32} and cell["model"]["head"] == "causal-lm"
+
+
+def test_the_kept_checkpoint_scores_what_the_last_epoch_recorded(trained):
+    _, db, keep = trained
+    (folder,) = [p for p in keep.glob("*/checkpoint") if p.is_dir()]
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {
+        p.name for p in folder.iterdir()
+    }
+    ref = model_ref(f"hf:{folder}")
+    model = zoo.build_model(ref, {"prompt_len": 32})
+    cell = Cell(
+        model=model_ref("llama-tiny", config={"vocab_size": VOCAB}, head="causal-lm"),
+        backend="eager",
+        sizes={"prompt_len": 32},
+        train=TrainConfig(dataset="stdlib-text", limit=256),
+    )
+    test = load_splits(cell, zoo.workload_of(cell.model), None)["test"]
+    with torch.no_grad():
+        logits = test.inputs.call(model)["logits"]
+    loss = cross_entropy(logits, test.labels).item()
+    rep = repetitions(db)["eager"]
+    (last,) = rows(
+        db, "SELECT eval_loss FROM epochs WHERE repetition_id = ? AND epoch = 3", rep["id"]
+    )
+    assert loss == pytest.approx(last["eval_loss"], rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["llama-tiny"], "-c vocab_size=2048"),
+        (["llama-tiny", "-c", "vocab_size=512", "--backends", "onnxruntime"], "classifiers"),
+        (["mlp", "--dataset", "stdlib-text"], "has no LM head"),
+        (["llama-tiny", "-c", "vocab_size=512", "--new-tokens", "4"], "--prompt-len"),
+        (
+            [
+                "llama-tiny",
+                "-c",
+                "vocab_size=512",
+                "--head",
+                "classification",
+                "--dataset",
+                "stdlib-text",
+            ],
+            "causal LM",
+        ),
+    ],
+)
+def test_text_training_refuses_what_it_cannot_do(tmp_path, capsys, argv, expected):
+    db = tmp_path / "t.db"
+    assert main(["train", *argv, "--db", str(db), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and expected in err, err
+    assert not db.exists()
