@@ -4,8 +4,10 @@ files scored each epoch, and the eager rung's weights kept as a checkpoint folde
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -38,7 +40,7 @@ def test_a_decoder_learns_held_out_text_better_than_chance(trained):
     code, db, _ = trained
     assert code == 0
     rep = repetitions(db)["eager"]
-    assert rep["status"] == "ok", rep["reason"]
+    assert rep["status"] in ("ok", "disturbed"), rep["reason"]  # a busy neighbour: still data
     epochs = rows(
         db,
         "SELECT e.* FROM epochs e WHERE e.repetition_id = ? ORDER BY e.epoch",
@@ -59,7 +61,7 @@ def test_a_decoder_learns_held_out_text_better_than_chance(trained):
 
 def test_the_kept_checkpoint_scores_what_the_last_epoch_recorded(trained):
     _, db, keep = trained
-    (folder,) = [p for p in keep.glob("*/checkpoint") if p.is_dir()]
+    folder = _checkpoint(keep)
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {
         p.name for p in folder.iterdir()
     }
@@ -109,3 +111,51 @@ def test_text_training_refuses_what_it_cannot_do(tmp_path, capsys, argv, expecte
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and expected in err, err
     assert not db.exists()
+
+
+def _text_cell() -> Cell:
+    return Cell(
+        model=model_ref("llama-tiny", config={"vocab_size": VOCAB}, head="causal-lm"),
+        backend="eager",
+        sizes={"prompt_len": 32},
+        threads=1,
+        train=TrainConfig(dataset="stdlib-text", limit=256),
+    )
+
+
+def _checkpoint(keep: Path) -> Path:
+    (folder,) = [p for p in keep.glob("*/checkpoint") if p.is_dir()]
+    return folder
+
+
+def test_held_out_text_scores_each_rung_against_eager_fp32(trained, tmp_path):
+    from stackcost.scenarios.decoder_heldout import evaluate
+
+    _, _, keep = trained
+    rungs = ["eager", "onnxruntime"] if importlib.util.find_spec("onnxruntime_genai") else ["eager"]
+    rows = evaluate(_text_cell(), _checkpoint(keep), rungs, ["fp32", "w8"], 32, tmp_path)
+    by = {(r.backend, r.precision): r for r in rows}
+    reference = by["eager", "fp32"]
+    assert reference.status == "ok" and reference.tokens == 256 * 17  # 16 scored + 1 a window
+    assert reference.kl_mean < 1e-9 and reference.same_top == 1.0
+    assert 1 < reference.perplexity < VOCAB
+    for (backend, precision), row in by.items():
+        assert row.status == "ok", (backend, precision, row.reason)
+        assert row.weight_bytes and row.kl_p99 >= row.kl_mean >= 0
+        if precision == "fp32":
+            assert abs(row.ppl_increase_pct) < 0.1 and row.same_top > 0.999
+        else:  # rounding the weights costs something, within w8's rule
+            assert row.kl_mean > 0 and row.ppl_increase_pct < 1.0
+            assert row.weight_bytes < reference.weight_bytes
+
+
+def test_a_quantization_broken_on_purpose_fails_the_held_out_rule(trained, tmp_path, monkeypatch):
+    from stackcost.generation.eager import EagerGenerator
+    from stackcost.scenarios.decoder_heldout import evaluate
+
+    _, _, keep = trained
+    monkeypatch.setattr(EagerGenerator, "quantize_scale_error", 10.0)
+    rows = evaluate(_text_cell(), _checkpoint(keep), ["eager"], ["w8"], 32, tmp_path)
+    (broken,) = rows
+    assert broken.status == "wrong" and "perplexity +" in broken.reason, broken
+    assert broken.ppl_increase_pct > 1.0

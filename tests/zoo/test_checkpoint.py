@@ -5,6 +5,7 @@ line when it is not a whole checkpoint."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import sqlite3
 from pathlib import Path
@@ -12,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from stackcost.cli import main
 from stackcost.errors import SpecError
 from stackcost.spec.run import model_ref
 from stackcost.zoo import ZooError, build_model, workload_of
-from tests.test_cli import run_cli
 from tests.test_refusals_edges import refused_and_nothing_stored
 
 transformers = pytest.importorskip("transformers")
@@ -128,41 +129,51 @@ def test_a_config_that_does_not_match_its_weights_is_refused_before_a_cell(tmp_p
         workload_of(model_ref(f"hf:{deeper}"))
 
 
-def test_generate_runs_a_checkpoint_through_the_cli_and_stores_where_it_came_from(
-    checkpoint, tmp_path, capsys
-):
+GENAI = ("onnxruntime_genai", "openvino_genai")
+GENAI_RUNGS = ("onnxruntime", "openvino")
+
+
+@pytest.fixture(scope="module")
+def generated(checkpoint, tmp_path_factory) -> tuple[int, Path, list[str]]:
+    """One generate run of the checkpoint through the CLI: eager, and the GenAI pipelines'
+    rungs where both are installed (one run, one probe, for the two tests below)."""
     folder, _ = checkpoint
-    db = tmp_path / "g.db"
-    code, out, err = run_cli(
-        capsys, "run", f"hf:{folder}", "--scenario", "generate", "--prompt-len", "8",
-        "--new-tokens", "4", "--backends", "eager", "--threads", "1", "--min-time", "0",
-        "--db", str(db), "--quiet",
+    db = tmp_path_factory.mktemp("generated") / "g.db"
+    genai = all(importlib.util.find_spec(m) is not None for m in GENAI)
+    backends = ["eager", *(GENAI_RUNGS if genai else ())]
+    code = main(
+        ["run", f"hf:{folder}", "--scenario", "generate", "--prompt-len", "8",
+         "--new-tokens", "4", "--backends", ",".join(backends), "--threads", "1",
+         "--min-time", "0", "--db", str(db), "--quiet"]
     )  # fmt: skip
-    assert code == 0, err
+    return code, db, backends
+
+
+def test_generate_runs_a_checkpoint_through_the_cli_and_stores_where_it_came_from(generated):
+    code, db, backends = generated
+    assert code == 0
     with sqlite3.connect(db) as con:
         (spec,) = con.execute("SELECT spec_json FROM runs").fetchone()
         statuses = [s for (s,) in con.execute("SELECT status FROM repetitions")]
-    assert statuses == ["ok"]
+    assert statuses == ["ok"] * len(backends)
     (stored,) = json.loads(spec)["models"]
     assert stored["checkpoint"]["files"]["model.safetensors"]
     assert stored["checkpoint"]["config"]["hidden_size"] == 64
 
 
-def test_the_genai_pipelines_take_the_checkpoints_own_tokenizer(checkpoint, tmp_path, capsys):
-    pytest.importorskip("onnxruntime_genai")
-    pytest.importorskip("openvino_genai")
-    folder, _ = checkpoint
-    db = tmp_path / "g.db"
-    code, _, err = run_cli(
-        capsys, "run", f"hf:{folder}", "--scenario", "generate", "--prompt-len", "8",
-        "--new-tokens", "4", "--backends", "onnxruntime,openvino", "--threads", "1",
-        "--min-time", "0", "--db", str(db), "--quiet",
-    )  # fmt: skip
-    assert code == 0, err
+def test_the_genai_pipelines_take_the_checkpoints_own_tokenizer(generated):
+    for module in GENAI:
+        pytest.importorskip(module)
+    _, db, _ = generated
     with sqlite3.connect(db) as con:
-        rows = con.execute("SELECT status, result_json FROM repetitions").fetchall()
-    assert [status for status, _ in rows] == ["ok", "ok"], rows
-    for _, result in rows:
+        rows = con.execute(
+            "SELECT c.backend, r.status, r.result_json FROM repetitions r"
+            " JOIN cells c ON c.id = r.cell_id"
+        ).fetchall()
+    genai = {backend: (status, result) for backend, status, result in rows if backend != "eager"}
+    assert set(genai) == set(GENAI_RUNGS)
+    for status, result in genai.values():
+        assert status == "ok"
         assert json.loads(result)["details"]["tokenizer"].startswith("the checkpoint's own")
 
 

@@ -23,10 +23,17 @@ from stackcost.report.fit import FitTable
 from stackcost.spec.grammar import parse_choices, parse_positive_ints, split_list
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from stackcost.cell import Cell
+    from stackcost.scenarios.decoder_heldout import DecoderHeldout
     from stackcost.scenarios.heldout import Heldout
 
 RUNGS = "eager,inductor,export-aot,onnxruntime,openvino"
 PRECISIONS = ("fp32", *QUANTIZED)
+# A decoder trained on text: the rungs that generate, at the precisions they generate at.
+DECODER_RUNGS = "eager,inductor,onnxruntime,openvino,llama.cpp"
+DECODER_PRECISIONS = ("fp32", "w8", "w4")
 DEFAULT_WEIGHTS = Path.home() / ".cache" / "stackcost" / "weights"
 OUTPUTS = (".json", ".md")
 STYLE = {
@@ -43,20 +50,33 @@ def add_parser(sub: Any) -> None:
         "heldout",
         help="held-out accuracy of trained weights, fp32 and quantized, on each rung",
     )
-    p.add_argument("model", help="a model `stackcost train` takes (e.g. resnet18)")
-    p.add_argument("--dataset", default="digits", help="an image dataset (default digits)")
-    p.add_argument("--data-dir", help="directory holding the dataset's files")
-    p.add_argument("--backends", default=RUNGS, help=f"comma list (default {RUNGS})")
     p.add_argument(
-        "--precision",
-        default=",".join(PRECISIONS),
-        help=f"comma list of {', '.join(PRECISIONS)} (default: all; fp32 always runs, as "
-        "each rung's baseline, and eager fp32 as the reference)",
+        "model", help="a model `stackcost train` takes (e.g. resnet18, or a decoder: llama-tiny)"
     )
     p.add_argument(
+        "--dataset",
+        help="an image dataset (default digits), or stdlib-text for a decoder (its default)",
+    )
+    p.add_argument("--data-dir", help="directory holding the dataset's files")
+    p.add_argument(
+        "--backends",
+        help=f"comma list (default {RUNGS}; for a decoder {DECODER_RUNGS})",
+    )
+    p.add_argument(
+        "--precision",
+        help=f"comma list of {', '.join(PRECISIONS)} (default: all; a decoder's: "
+        f"{', '.join(DECODER_PRECISIONS)}; fp32 always runs, as each rung's baseline, and "
+        "eager fp32 as the reference)",
+    )
+    p.add_argument(
+        "-c", "--config", action="append", default=[], metavar="KEY=VALUE",
+        help="config override of a Hugging Face model, as stackcost train takes it",
+    )  # fmt: skip
+    p.add_argument("--prompt-len", help="a decoder's context in tokens (default 128)")
+    p.add_argument(
         "--batch-size",
-        default="64",
-        help="the batch each rung is built for and evaluated in, the last one padded (default 64)",
+        help="the batch each rung is built for and evaluated in, the last one padded "
+        "(default 64; a decoder's 16 windows, within onnxruntime-genai's 32)",
     )
     p.add_argument(
         "--calibration-samples",
@@ -67,6 +87,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--epochs", help="training epochs (default: stackcost train's)")
     p.add_argument("--train-batch-size", help="training mini-batch (default: stackcost train's)")
     p.add_argument("--lr", help="learning rate (default: stackcost train's)")
+    p.add_argument("--optimizer", help="sgd or adam (default: stackcost train's)")
     p.add_argument("--seed", help="seed for weights and shuffling (default 0)")
     p.add_argument("--limit", help="use the first N samples of each split")
     p.add_argument("--threads", default=str(cores()), help=f"intra-op threads (default {cores()})")
@@ -91,14 +112,19 @@ def train_args(args: argparse.Namespace) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="stackcost")
     train.add_parser(parser.add_subparsers())
     argv = [
-        "train", args.model, "--backends", "eager", "--dataset", args.dataset,
+        "train", args.model, "--backends", "eager",
         "--keep-weights", str(args.weights_dir), "--db", args.db, "--threads", args.threads,
     ]  # fmt: skip
+    for config in args.config:
+        argv += ["-c", config]
     for flag, value in (
+        ("--dataset", args.dataset),
+        ("--prompt-len", args.prompt_len),
         ("--data-dir", args.data_dir),
         ("--epochs", args.epochs),
         ("--batch-size", args.train_batch_size),
         ("--lr", args.lr),
+        ("--optimizer", args.optimizer),
         ("--seed", args.seed),
         ("--limit", args.limit),
     ):
@@ -107,15 +133,19 @@ def train_args(args: argparse.Namespace) -> argparse.Namespace:
     return parser.parse_args([*argv, *(["--quiet"] if args.quiet else [])])
 
 
-def check_args(args: argparse.Namespace) -> tuple[list[str], list[str], int, int]:
-    """Backends, precisions, batch and calibration samples; SpecError on bad input."""
+def check_args(
+    args: argparse.Namespace, decoder: bool = False
+) -> tuple[list[str], list[str], int, int]:
+    """Backends, precisions, batch and calibration samples; SpecError on bad input.
+    `decoder`: a causal LM on text, whose defaults are the generating rungs'."""
     from stackcost.backends import check_name
 
-    backends = split_list(args.backends, "--backends", RUNGS)
+    rungs, allowed = (DECODER_RUNGS, DECODER_PRECISIONS) if decoder else (RUNGS, PRECISIONS)
+    backends = split_list(args.backends or rungs, "--backends", rungs)
     for name in backends:
         check_name(name)
-    precisions = parse_choices(args.precision, "precision", PRECISIONS)
-    batch = parse_positive_ints(args.batch_size, "batch size")[0]
+    precisions = parse_choices(args.precision or ",".join(allowed), "precision", allowed)
+    batch = parse_positive_ints(args.batch_size or ("16" if decoder else "64"), "batch size")[0]
     samples = parse_positive_ints(args.calibration_samples, "calibration samples")[0]
     parse_positive_ints(args.threads, "threads")
     if args.limit is not None and batch > parse_positive_ints(args.limit, "limit")[0]:
@@ -134,8 +164,9 @@ def check_args(args: argparse.Namespace) -> tuple[list[str], list[str], int, int
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.commands import train
 
-    backends, precisions, batch, samples = check_args(args)
     targs = train_args(args)
+    decoder = train.trains_text(targs)
+    backends, precisions, batch, samples = check_args(args, decoder)
     cell = next(c for c in train.spec_from_args(targs).spec.cells() if c.backend == "eager")
     # Only once the recipe is accepted: a refusal is not kept waiting on torch's import.
     import torch
@@ -167,6 +198,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             err.print(Text(f"evaluating {backend} {precision} on the held-out split…"))
 
     torch.set_num_threads(cell.threads)
+    if decoder:
+        return decoder_run(args, cell, weights, backends, precisions, batch, console, started)
     workdir = scratch.make()
     try:
         rows = evaluate(
@@ -250,3 +283,93 @@ def markdown(rows: list[Heldout], model: str, weights: Path) -> str:
     for r in rows:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |")
     return "\n".join(lines) + "\n"
+
+
+def decoder_run(
+    args: argparse.Namespace,
+    cell: Cell,
+    checkpoint: Path,
+    backends: list[str],
+    precisions: list[str],
+    batch: int,
+    console: Console,
+    started: Callable[[str, str], None],
+) -> int:
+    """The held-out text through every generating rung and precision (decoder_heldout)."""
+    from stackcost.execute import scratch
+    from stackcost.scenarios.decoder_heldout import evaluate
+
+    workdir = scratch.make()
+    try:
+        rows = evaluate(cell, checkpoint, backends, precisions, batch, workdir, started)
+    finally:
+        scratch.remove(workdir)
+    console.print(decoder_table(rows, args.model, checkpoint))
+    if args.output is not None:
+        path = Path(args.output)
+        text = (
+            decoder_markdown(rows, args.model, checkpoint)
+            if path.suffix == ".md"
+            else json.dumps(
+                {"model": args.model, "checkpoint": str(checkpoint),
+                 "rows": [r.record() for r in rows]},
+                indent=2,
+            )
+        )  # fmt: skip
+        write_output(path, text, "-o")
+    return 1 if any(r.status in ("wrong", "failed") for r in rows) else 0
+
+
+DECODER_HEADER = (
+    "backend", "precision", "status", "perplexity", "Δppl", "KL mean", "KL p99", "same top",
+    "weights", "tokens",
+)  # fmt: skip
+
+
+def _decoder_cells(r: DecoderHeldout) -> list[str]:
+    def num(value: float | None, fmt: str, unit: str = "") -> str:
+        return "—" if value is None else format(value, fmt) + unit
+
+    reference = (r.backend, r.precision) == ("eager", "fp32")
+    return [
+        r.backend,
+        r.precision,
+        r.status,
+        num(r.perplexity, ".3f"),
+        "ref" if reference else num(r.ppl_increase_pct, "+.2f", "%"),
+        num(r.kl_mean, ".2e"),
+        num(r.kl_p99, ".2e"),
+        num(r.same_top, ".1%"),
+        num(None if r.weight_bytes is None else r.weight_bytes / 2**20, ".2f", " MiB"),
+        str(r.tokens) if r.tokens else "—",
+    ]
+
+
+def _decoder_note(rows: list[DecoderHeldout], model: str, checkpoint: Path) -> list[str]:
+    notes = [
+        f"{model} from {checkpoint}, on its held-out stdlib-text windows: the second half of "
+        "each window scored through the rung's teacher-forced path (prefill, then decode "
+        "steps); perplexity = exp(mean next-token NLL); Δppl and KL(eager fp32 || rung) "
+        "against eager fp32's full forward; weights = the rung's own weight bytes"
+    ]
+    notes += [f"{r.backend} {r.precision}: {r.reason}" for r in rows if r.reason]
+    rules = sorted({f"{r.precision}: {r.rule}" for r in rows if r.rule})
+    return notes + [f"rules: {'; '.join(rules)}"] if rules else notes
+
+
+def decoder_table(rows: list[DecoderHeldout], model: str, checkpoint: Path) -> FitTable:
+    t = FitTable(title=Text(f"held-out text: {model}"))
+    for h in DECODER_HEADER:
+        t.add_column(h, justify="left" if h in DECODER_HEADER[:3] else "right")
+    for r in rows:
+        cells = [Text(c) for c in _decoder_cells(r)]
+        cells[2] = Text(r.status, style=STYLE.get(r.status, ""))
+        t.add_row(*cells)
+    t.caption = Text("; ".join(_decoder_note(rows, model, checkpoint)))
+    return t
+
+
+def decoder_markdown(rows: list[DecoderHeldout], model: str, checkpoint: Path) -> str:
+    lines = ["| " + " | ".join(DECODER_HEADER) + " |", "|" + "---|" * len(DECODER_HEADER)]
+    lines += ["| " + " | ".join(_decoder_cells(r)) + " |" for r in rows]
+    return "\n".join([*lines, "", *_decoder_note(rows, model, checkpoint), ""])

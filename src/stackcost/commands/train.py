@@ -157,7 +157,7 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
     check_backend_names(backends)
     if args.model in zoo.MODELS:  # its inputs are in the table: no probe needed to refuse
         check_fed_images(args.model, zoo.MODELS[args.model], args.dataset)
-    if _trains_text(args):  # what needs no probe is refused before it
+    if trains_text(args):  # what needs no probe is refused before it
         check_text_request(args, backends)
     asked = model_to_train(args, seed)
     environ = worker_environ(os.environ, {}, args.inherit_env)
@@ -304,7 +304,7 @@ def model_to_train(args: argparse.Namespace, seed: int) -> ModelRef:
 
     given, info = _classes(args)
     hf = _is_hf(args.model)
-    lm = _trains_text(args)
+    lm = trains_text(args)
     if lm and not hf:
         raise SpecError(
             f"--dataset {TEXT_DATASET} trains a causal language model: {args.model} has no "
@@ -340,7 +340,7 @@ def model_to_train(args: argparse.Namespace, seed: int) -> ModelRef:
     return ref(classes if hf else given)
 
 
-def _trains_text(args: argparse.Namespace) -> bool:
+def trains_text(args: argparse.Namespace) -> bool:
     """Whether the model learns text as a causal LM: --dataset says so, else --head, else
     a zoo decoder's own head (llama-tiny trains on stdlib-text by default)."""
     from stackcost import zoo

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from stackcost.generation.base import Generation, Generator, OnToken
 
@@ -104,6 +104,9 @@ class EagerGenerator(Generator):
         "streamer callback (transformers' streamer.put, called as each step's tokens are chosen)"
     )
     precisions = frozenset({"fp32", *QUANTIZE_PATHS})
+    # Test-only, as Backend.quantize_scale_error: every weight scale multiplied after
+    # quantizing, a broken quantization the held-out rule must call wrong.
+    quantize_scale_error: ClassVar[float] = 1.0
     _weight_bytes: int | None = None
 
     def prepare(self) -> None:
@@ -119,8 +122,9 @@ class EagerGenerator(Generator):
 
             # Generation reads self.decoder.model: the quantized copy replaces it here.
             model, record = quantize(
-                self.decoder.model, None, precision, QUANTIZE_PATHS[precision], None
-            )
+                self.decoder.model, None, precision, QUANTIZE_PATHS[precision], None,
+                self.quantize_scale_error,
+            )  # fmt: skip
             self.decoder.model = model
             self._weight_bytes = record.weight_bytes
             self.details["quantization"] = record.details()
