@@ -166,6 +166,25 @@ def test_a_checkpoints_byte_level_bpe_is_the_files_vocabulary(tmp_path: Path) ->
     eot = bpe.token_to_id("<|endoftext|>")
     assert fields["tokenizer.ggml.eos_token_id"] == eot
     assert fields["tokenizer.ggml.token_type"][eot] == 3  # CONTROL
+    assert fields["tokenizer.ggml.pre"] == "gpt-2" and "GPT-2's" in record["tokenizer"]
+
+
+def test_llama_cpp_splits_text_as_the_checkpoints_own_tokenizer_does(tmp_path: Path):
+    """llama.cpp's "default" pre-tokenizer cuts digits in threes and punctuation runs
+    apart; a GPT-2 byte-level BPE does neither, so the GGUF must say "gpt-2"."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from stackcost.generation.gguf import write_gguf
+
+    bpe = _byte_level_bpe(tmp_path / "tok", 300)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**{**TINY, "vocab_size": 304})).eval()
+    write_gguf(model, tmp_path / "m.gguf", tmp_path / "tok")
+    llm = llama_cpp.Llama(str(tmp_path / "m.gguf"), vocab_only=True, verbose=False)
+    text = "def f(x):\n    return x ** 123456 + len('ab')!!  # done\n"
+    assert llm.tokenize(text.encode(), add_bos=False, special=False) == bpe.encode(text).ids
 
 
 def test_a_tokenizer_of_another_kind_leaves_the_synthetic_vocabulary_and_says_so(

@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 # stackcost precision -> llama.cpp file type (the name llama.cpp's quantize tool uses).
 FTYPES: dict[str, str] = {"fp32": "F32", "w8": "Q8_0", "w4": "Q4_0"}
 
-METHOD = "gguf.GGUFWriter, tensor layout after convert_hf_to_gguf.py"
+# Part of a GGUF artifact's key: a change in what the writer writes names it anew, so no
+# file written the old way is reused (2: a byte-level BPE's pre-tokenizer is "gpt-2").
+METHOD = "gguf.GGUFWriter, tensor layout after convert_hf_to_gguf.py, 2"
 
 # transformers architecture -> (gguf arch, whether q/k rows are permuted for llama's rope)
 ARCHS: dict[str, tuple[str, bool]] = {
@@ -125,15 +127,36 @@ def _own_vocabulary(writer: Any, vocab: int, tokenizer: Path) -> str | None:
     for i in range(len(tokens), vocab):  # rows of the embedding no token names
         tokens.append(f"[PAD{i}]")
         types.append(gguf.TokenType.UNUSED)
+    pre, split = _pre_tokenizer(tokenizer)
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")  # llama.cpp's GPT-2 pre-tokenizer regex
+    writer.add_tokenizer_pre(pre)
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     special = SpecialVocab(tokenizer, load_merges=True, n_vocab=vocab)
     special.add_to_gguf(writer, quiet=True)
     return (
         f"the checkpoint's own (byte-level BPE: {bpe.vocab_size} tokens, "
-        f"{len(special.merges)} merges)"
+        f"{len(special.merges)} merges; {split})"
+    )
+
+
+def _pre_tokenizer(tokenizer: Path) -> tuple[str, str]:
+    """llama.cpp's name for how the checkpoint splits text before BPE, and in words.
+
+    transformers' ByteLevel pre-tokenizer with its regex is GPT-2's split, which llama.cpp
+    calls "gpt-2" (its "default" is another regex: punctuation runs first, digits in
+    threes). Any other split is not recognised here: llama.cpp's default, and the record
+    says its text may split otherwise (stackcost feeds token ids, so no number changes)."""
+    import json
+
+    path = tokenizer / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    pre = data.get("pre_tokenizer") or {}
+    if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
+        return "gpt-2", "GPT-2's pre-tokenizer regex"
+    return "default", (
+        f"pre-tokenizer {pre.get('type') or 'none'} not recognised: llama.cpp's default "
+        "split, which may cut text where the checkpoint's tokenizer does not"
     )
 
 
