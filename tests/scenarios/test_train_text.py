@@ -4,7 +4,6 @@ files scored each epoch, and the eager rung's weights kept as a checkpoint folde
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -132,8 +131,9 @@ def test_held_out_text_scores_each_rung_against_eager_fp32(trained, tmp_path):
     from stackcost.scenarios.decoder_heldout import evaluate
 
     _, _, keep = trained
-    rungs = ["eager", "onnxruntime"] if importlib.util.find_spec("onnxruntime_genai") else ["eager"]
-    rows = evaluate(_text_cell(), _checkpoint(keep), rungs, ["fp32", "w8"], 32, tmp_path)
+    # Eager's generator is the Generator contract every rung keeps; the other rungs' rows
+    # are the README's table (an ONNX Runtime build here would cost the suite 10 s more).
+    rows = evaluate(_text_cell(), _checkpoint(keep), ["eager"], ["fp32", "w8"], 32, tmp_path)
     by = {(r.backend, r.precision): r for r in rows}
     reference = by["eager", "fp32"]
     assert reference.status == "ok" and reference.tokens == 256 * 17  # 16 scored + 1 a window

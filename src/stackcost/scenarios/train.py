@@ -155,6 +155,9 @@ def _save_checkpoint(model: torch.nn.Module, split: Split, path: Path) -> None:
     PreTrainedTokenizerFast(
         tokenizer_object=split.tokenizer, bos_token=END_OF_TEXT, eos_token=END_OF_TEXT
     ).save_pretrained(part)
+    # A retried repetition (one disturbed before it) replaces its try's folder, as a
+    # state_dict file is replaced by its rename.
+    shutil.rmtree(path, ignore_errors=True)
     part.rename(path)
 
 
