@@ -105,6 +105,8 @@ def _llama3_rope_factors(config: Any, rope: dict[str, Any], head_dim: int) -> li
 def _own_vocabulary(writer: Any, vocab: int, tokenizer: Path) -> str | None:
     """The checkpoint's byte-level BPE tokenizer, as convert_hf_to_gguf's _set_vocab_gpt2
     writes it; None (nothing written) where it is not one, or holds more than `vocab`."""
+    import json
+
     import gguf
     from gguf.vocab import BpeVocab, SpecialVocab
 
@@ -119,7 +121,10 @@ def _own_vocabulary(writer: Any, vocab: int, tokenizer: Path) -> str | None:
         types.append(kind)
     # A special token the trainer also put in the vocabulary is still control, as the
     # converter marks it (gguf-py's BpeVocab types only the tokens added past the vocab).
-    for i in _special_ids(tokenizer):
+    # tokenizer.json, read once here (BpeVocab may have read vocab.json and merges.txt).
+    path = tokenizer / "tokenizer.json"
+    spec = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    for i in _special_ids(spec):
         if i < len(types):
             types[i] = gguf.TokenType.CONTROL
     if len(tokens) > vocab:
@@ -127,7 +132,7 @@ def _own_vocabulary(writer: Any, vocab: int, tokenizer: Path) -> str | None:
     for i in range(len(tokens), vocab):  # rows of the embedding no token names
         tokens.append(f"[PAD{i}]")
         types.append(gguf.TokenType.UNUSED)
-    pre, split = _pre_tokenizer(tokenizer)
+    pre, split = _pre_tokenizer(spec)
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre(pre)
     writer.add_token_list(tokens)
@@ -140,18 +145,15 @@ def _own_vocabulary(writer: Any, vocab: int, tokenizer: Path) -> str | None:
     )
 
 
-def _pre_tokenizer(tokenizer: Path) -> tuple[str, str]:
-    """llama.cpp's name for how the checkpoint splits text before BPE, and in words.
+def _pre_tokenizer(spec: dict[str, Any]) -> tuple[str, str]:
+    """llama.cpp's name for how the checkpoint splits text before BPE, and in words, from
+    its tokenizer.json (`spec`).
 
     transformers' ByteLevel pre-tokenizer with its regex is GPT-2's split, which llama.cpp
     calls "gpt-2" (its "default" is another regex: punctuation runs first, digits in
     threes). Any other split is not recognised here: llama.cpp's default, and the record
     says its text may split otherwise (stackcost feeds token ids, so no number changes)."""
-    import json
-
-    path = tokenizer / "tokenizer.json"
-    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    pre = data.get("pre_tokenizer") or {}
+    pre = spec.get("pre_tokenizer") or {}
     if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
         return "gpt-2", "GPT-2's pre-tokenizer regex"
     return "default", (
@@ -160,14 +162,9 @@ def _pre_tokenizer(tokenizer: Path) -> tuple[str, str]:
     )
 
 
-def _special_ids(tokenizer: Path) -> list[int]:
-    """The ids of tokenizer.json's added tokens marked special (none without that file)."""
-    import json
-
-    path = tokenizer / "tokenizer.json"
-    if not path.is_file():
-        return []
-    added = json.loads(path.read_text(encoding="utf-8")).get("added_tokens") or []
+def _special_ids(spec: dict[str, Any]) -> list[int]:
+    """The ids of tokenizer.json's (`spec`'s) added tokens marked special."""
+    added = spec.get("added_tokens") or []
     return [int(t["id"]) for t in added if t.get("special")]
 
 
