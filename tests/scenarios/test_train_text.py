@@ -133,7 +133,8 @@ def test_held_out_text_scores_each_rung_against_eager_fp32(trained, tmp_path):
     _, _, keep = trained
     # Eager's generator is the Generator contract every rung keeps; the other rungs' rows
     # are the README's table (an ONNX Runtime build here would cost the suite 10 s more).
-    rows = evaluate(_text_cell(), _checkpoint(keep), ["eager"], ["fp32", "w8"], 32, tmp_path)
+    ref = model_ref(f"hf:{_checkpoint(keep)}")
+    rows = evaluate(_text_cell(), ref, ["eager"], ["fp32", "w8"], 32, tmp_path)
     by = {(r.backend, r.precision): r for r in rows}
     reference = by["eager", "fp32"]
     assert reference.status == "ok" and reference.tokens == 256 * 17  # 16 scored + 1 a window
@@ -155,7 +156,8 @@ def test_a_quantization_broken_on_purpose_fails_the_held_out_rule(trained, tmp_p
 
     _, _, keep = trained
     monkeypatch.setattr(EagerGenerator, "quantize_scale_error", 10.0)
-    rows = evaluate(_text_cell(), _checkpoint(keep), ["eager"], ["w8"], 32, tmp_path)
+    ref = model_ref(f"hf:{_checkpoint(keep)}")
+    rows = evaluate(_text_cell(), ref, ["eager"], ["w8"], 32, tmp_path)
     (broken,) = rows
     assert broken.status == "wrong" and "perplexity +" in broken.reason, broken
     assert broken.ppl_increase_pct > 1.0

@@ -298,10 +298,12 @@ def decoder_run(
     """The held-out text through every generating rung and precision (decoder_heldout)."""
     from stackcost.execute import scratch
     from stackcost.scenarios.decoder_heldout import evaluate
+    from stackcost.spec.run import model_ref
 
     workdir = scratch.make()
     try:
-        rows = evaluate(cell, checkpoint, backends, precisions, batch, workdir, started)
+        ref = model_ref(f"hf:{checkpoint}")
+        rows = evaluate(cell, ref, backends, precisions, batch, workdir, started)
     finally:
         scratch.remove(workdir)
     console.print(decoder_table(rows, args.model, checkpoint))

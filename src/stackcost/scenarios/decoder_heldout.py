@@ -29,7 +29,7 @@ import numpy as np
 from stackcost.axes import QUANTIZED
 
 if TYPE_CHECKING:
-    from stackcost.cell import Cell
+    from stackcost.cell import Cell, ModelRef
 
 REFERENCE = ("eager", "fp32")
 # Another rung's fp32 computes the same function: its perplexity within rounding of eager's.
@@ -72,23 +72,22 @@ def windows(cell: Cell) -> tuple[np.ndarray, np.ndarray, int]:
 
 def evaluate(
     cell: Cell,
-    checkpoint: Path,
+    ref: ModelRef,
     backends: list[str],
     precisions: list[str],
     batch: int,
     workdir: Path,
     on_start: Callable[[str, str], None] | None = None,
 ) -> list[DecoderHeldout]:
-    """Every backend x precision of the decoder kept at `checkpoint` (trained by `cell`'s
-    recipe) on the held-out text. Eager fp32 is always scored first: the reference."""
+    """Every backend x precision of the decoder kept as the checkpoint folder `ref` names
+    (trained by `cell`'s recipe) on the held-out text. Eager fp32 is always scored first:
+    the reference."""
     import torch
 
     from stackcost import zoo
     from stackcost.backends.artifacts import ArtifactCache
     from stackcost.generation.quality import score
-    from stackcost.spec.run import model_ref
 
-    ref = model_ref(f"hf:{checkpoint}")
     model = zoo.build_model(ref, {})
     digest = zoo.weights_digest(model)
     ids, labels, half = windows(cell)
@@ -115,7 +114,7 @@ def _row(
     name: str,
     precision: str,
     cell: Cell,
-    ref: Any,
+    ref: ModelRef,
     model: Any,
     digest: str,
     ids: np.ndarray,
