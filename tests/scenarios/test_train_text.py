@@ -161,3 +161,19 @@ def test_a_quantization_broken_on_purpose_fails_the_held_out_rule(trained, tmp_p
     (broken,) = rows
     assert broken.status == "wrong" and "perplexity +" in broken.reason, broken
     assert broken.ppl_increase_pct > 1.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["-c", f"vocab_size={VOCAB}", "--precision", "int8"], "allowed: fp32, w8, w4"),
+        ([], "-c vocab_size=2048"),
+        (["-c", f"vocab_size={VOCAB}", "--backends", "eager,tf"], "tf"),
+    ],
+)
+def test_heldout_on_a_decoder_refuses_in_one_line(tmp_path, capsys, argv, expected):
+    db = tmp_path / "h.db"
+    code = main(["heldout", "llama-tiny", *argv, "--db", str(db), "--weights-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and expected in err, err
+    assert not db.exists() and not any(tmp_path.iterdir())

@@ -144,6 +144,15 @@ def check_args(
     backends = split_list(args.backends or rungs, "--backends", rungs)
     for name in backends:
         check_name(name)
+    if decoder:
+        from stackcost.backends import is_import_path, load_backend
+
+        mute = [b for b in backends if not is_import_path(b) and load_backend(b).generator is None]
+        if mute:
+            raise SpecError(
+                f"--backends {','.join(mute)}: a decoder's held-out text is scored by the "
+                f"rungs that generate ({DECODER_RUNGS})"
+            )
     precisions = parse_choices(args.precision or ",".join(allowed), "precision", allowed)
     batch = parse_positive_ints(args.batch_size or ("16" if decoder else "64"), "batch size")[0]
     samples = parse_positive_ints(args.calibration_samples, "calibration samples")[0]
