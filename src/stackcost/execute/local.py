@@ -49,6 +49,21 @@ def _tail(path: Path, limit: int = 4000) -> str:
         return ""
 
 
+def failed(
+    task: RepetitionTask, started: str, status: str, reason: str, log_path: Path
+) -> RepetitionResult:
+    """A repetition its worker did not answer (crashed, hung, interrupted, refused): the
+    reason, and the worker log's tail. Every executor's and the paced worker's."""
+    return RepetitionResult(
+        status=status,  # type: ignore[arg-type]
+        reason=reason,
+        repetition=task.repetition,
+        started_at=started,
+        finished_at=now(),
+        log_tail=_tail(log_path),
+    )
+
+
 def _signal_name(code: int) -> str:
     try:
         return signal.Signals(code).name
@@ -139,32 +154,32 @@ class LocalExecutor:
                 code = proc.wait(timeout=task.timeout_s)
             except StarterLost as exc:
                 self._drop(env)
-                return self._fail(task, started, "crashed", str(exc), log_path)
+                return failed(task, started, "crashed", str(exc), log_path)
             except subprocess.TimeoutExpired:
                 assert proc is not None
                 self._kill(proc)
-                return self._fail(
+                return failed(
                     task, started, "timeout", f"no result after {task.timeout_s:g} s", log_path
                 )
             except KeyboardInterrupt:
                 # The caller stores this and stops: the in-flight repetition is not lost.
                 if proc is not None:
                     self._kill(proc)
-                return self._fail(task, started, "interrupted", "interrupted by Ctrl-C", log_path)
+                return failed(task, started, "interrupted", "interrupted by Ctrl-C", log_path)
         elapsed = time.perf_counter() - t0
         if code < 0:
             name = _signal_name(-code)
             if -code == signal.SIGKILL:
-                return self._fail(
+                return failed(
                     task,
                     started,
                     "oom",
                     "killed by SIGKILL (likely the kernel's OOM killer)",
                     log_path,
                 )
-            return self._fail(task, started, "crashed", f"worker died on {name}", log_path)
+            return failed(task, started, "crashed", f"worker died on {name}", log_path)
         if not result_path.exists():
-            return self._fail(
+            return failed(
                 task,
                 started,
                 "crashed",
@@ -218,16 +233,3 @@ class LocalExecutor:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-    @staticmethod
-    def _fail(
-        task: RepetitionTask, started: str, status: str, reason: str, log_path: Path
-    ) -> RepetitionResult:
-        return RepetitionResult(
-            status=status,  # type: ignore[arg-type]
-            reason=reason,
-            repetition=task.repetition,
-            started_at=started,
-            finished_at=now(),
-            log_tail=_tail(log_path),
-        )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stackcost.env import now
+from stackcost.execute.local import failed
 from stackcost.execute.warm_start import die_with_parent
 from stackcost.result import RepetitionResult
 from stackcost.scenarios.task import RepetitionTask
@@ -122,15 +123,7 @@ class PacedWorker:
             self._replies.close()
 
     def _failed(self, status: str, reason: str) -> RepetitionResult:
-        log = self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
-        return RepetitionResult(
-            status=status,  # type: ignore[arg-type]
-            reason=reason,
-            repetition=self.task.repetition,
-            started_at=self.started_at,
-            finished_at=now(),
-            log_tail=log,
-        )
+        return failed(self.task, self.started_at, status, reason, self.log_path)
 
 
 __all__ = ["PacedWorker", "Refused"]
