@@ -218,17 +218,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
         scratch.remove(workdir)
     console.print(table(rows, args.model, cell.train.dataset if cell.train else "", weights))
     if args.output is not None:
-        path = Path(args.output)
-        text = (
-            markdown(rows, args.model, weights)
-            if path.suffix == ".md"
-            else json.dumps(
-                {"model": args.model, "weights": str(weights), "rows": [r.record() for r in rows]},
-                indent=2,
-            )
-        )
-        write_output(path, text, "-o")
+        record = {"model": args.model, "weights": str(weights)}
+        write_rows(Path(args.output), markdown(rows, args.model, weights), record, rows)
     return 1 if any(r.status in ("wrong", "failed") for r in rows) else 0
+
+
+def write_rows(path: Path, markdown_text: str, record: dict, rows: list) -> None:
+    """-o: the table as markdown (.md), or `record` with every row's record (.json)."""
+    rows_json = {**record, "rows": [r.record() for r in rows]}
+    text = markdown_text if path.suffix == ".md" else json.dumps(rows_json, indent=2)
+    write_output(path, text, "-o")
 
 
 def _pct(value: float | None, low: float | None = None, high: float | None = None) -> str:
@@ -317,17 +316,9 @@ def decoder_run(
         scratch.remove(workdir)
     console.print(decoder_table(rows, args.model, checkpoint))
     if args.output is not None:
-        path = Path(args.output)
-        text = (
-            decoder_markdown(rows, args.model, checkpoint)
-            if path.suffix == ".md"
-            else json.dumps(
-                {"model": args.model, "checkpoint": str(checkpoint),
-                 "rows": [r.record() for r in rows]},
-                indent=2,
-            )
-        )  # fmt: skip
-        write_output(path, text, "-o")
+        record = {"model": args.model, "checkpoint": str(checkpoint)}
+        md = decoder_markdown(rows, args.model, checkpoint)
+        write_rows(Path(args.output), md, record, rows)
     return 1 if any(r.status in ("wrong", "failed") for r in rows) else 0
 
 

@@ -33,7 +33,7 @@ class Split:
 
     `dataset` is the image dataset it came from: what the C++ levels write to their files.
     `tokenizer` is the text's (a `tokenizers.Tokenizer`): what a kept checkpoint ships.
-    `text` records what the text was (TextSplit's record), None for other data.
+    `text` records what the text was (text_splits' record), None for other data.
     """
 
     inputs: Example
@@ -70,10 +70,12 @@ def drawn_split(
     return Split(inputs, torch.from_numpy(labels), "synthetic", DRAWN)
 
 
-def text_splits(cell: Cell, workload: Workload) -> dict[str, Split]:
-    """The corpus's training and held-out files as token blocks of the cell's context
-    (its prompt_len), through one tokenizer learnt from the training files at the model's
-    vocabulary size; --limit keeps the first N blocks of each split."""
+def text_splits(
+    cell: Cell, workload: Workload, which: tuple[str, ...] = SPLITS
+) -> dict[str, Split]:
+    """The corpus's training and held-out files (the splits in `which`) as token blocks of
+    the cell's context (its prompt_len), through one tokenizer learnt from the training
+    files at the model's vocabulary size; --limit keeps the first N blocks of each split."""
     import sys
 
     import torch
@@ -89,7 +91,9 @@ def text_splits(cell: Cell, workload: Workload) -> dict[str, Split]:
     most = stdlib_text.MAX_TEST_BLOCKS
     counts = {"train": cfg.limit or stdlib_text.TRAIN_BLOCKS, "test": min(cfg.limit or most, most)}
     out = {}
-    for split, files in (("train", corpus.train), ("test", corpus.test)):
+    files_of = {"train": corpus.train, "test": corpus.test}
+    for split in which:
+        files = files_of[split]
         block = torch.from_numpy(stdlib_text.blocks(tokenizer, files, context, counts[split]))
         x = block[:, :-1].contiguous()
         inputs = Example(tuple(i.name for i in workload.inputs),

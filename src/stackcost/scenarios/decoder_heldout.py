@@ -65,7 +65,7 @@ def windows(cell: Cell) -> tuple[np.ndarray, np.ndarray, int]:
     from stackcost import zoo
     from stackcost.data.splits import text_splits
 
-    test = text_splits(cell, zoo.workload_of(cell.model))["test"]
+    test = text_splits(cell, zoo.workload_of(cell.model), ("test",))["test"]
     ids = test.inputs.tensors[test.inputs.names.index("input_ids")].numpy()
     return ids, test.labels.numpy(), ids.shape[1] // 2
 

@@ -73,7 +73,7 @@ class Training(Scenario):
         if run is None:  # the loop is this scenario's, over the backend's train step
             run = _loop(bench, model, splits, t)
             if task.keep_weights and not run.diverged:
-                keep = _save_checkpoint if splits["train"].tokenizer else _save_weights
+                keep = _save_checkpoint if kept_name(cell) == KEPT_CHECKPOINT else _save_weights
                 keep(model, splits["train"], Path(task.keep_weights))
         bench.phases.prepare_s, bench.phases.timed_s = run.prepare_s, run.timed_s
         disturbance = assess(run.window)
