@@ -19,6 +19,7 @@ from stackcost.report.export import export
 from stackcost.report.figures import write_figures
 from stackcost.report.html import render_html
 from stackcost.report.table import fp32_speedups, results_table
+from stackcost.store.heldout import HeldoutResult, key
 from stackcost.verify import Verification
 from tests.report.quant_fixtures import FP32_BYTES, quant_rep, quant_run
 
@@ -169,20 +170,31 @@ def test_pareto_panels_and_note(summ):
     assert xs[0] == 1.0 and ys[0] == 0.0 and xs == sorted(xs)
 
 
-def test_heldout_accuracy_drop_is_preferred_where_every_point_has_it():
-    run = quant_run()
-    records = []
-    for c, r in run.records:
-        if c.precision != "fp32":
-            r = r.model_copy(
-                update={
-                    "details": {**r.details, "heldout": {"accuracy": 0.9, "fp32_accuracy": 0.92}}
-                }
-            )
-        records.append((c, r))
-    (p,) = pareto.panels(data.summary([dataclasses.replace(run, records=records)]))
-    assert p.metric == "heldout"
+def _with_heldout(run, metric: str, value: float, skip: str = ""):
+    """`run` with a stored held-out row of `metric` for each quantized cell but `skip`'s."""
+    rows = {
+        key(c.model, c.backend, c.precision): HeldoutResult(
+            "h", c.backend, c.precision, "ok", metric, value, {}
+        )
+        for c, _ in run.records
+        if c.precision != "fp32" and c.precision != skip
+    }
+    return dataclasses.replace(run, heldout=rows)
+
+
+@pytest.mark.parametrize(
+    ("metric", "unit"), [("accuracy_drop_pt", "pt"), ("ppl_increase_pct", "% ppl")]
+)
+def test_stored_heldout_quality_is_preferred_where_every_point_has_it(metric, unit):
+    summ = data.summary([_with_heldout(quant_run(), metric, 2.0)])
+    (p,) = pareto.panels(summ)
+    assert p.metric == metric and pareto.UNIT[p.metric] == unit
     assert p.points["drop"].tolist() == pytest.approx([2.0] * len(p.points))
+    fig, _ = plots.pareto_figure(summ, {})
+    assert fig.layout.yaxis.title.text == pareto.Y_LABEL[metric]
+    # One point without a held-out row: the panel falls back to agreement, never mixes.
+    (p,) = pareto.panels(data.summary([_with_heldout(quant_run(), metric, 2.0, skip="w8")]))
+    assert p.metric == "agreement"
 
 
 def test_pareto_figure(summ):
@@ -228,3 +240,23 @@ def test_fp32_from_another_run_counts_only_on_the_same_machine():
     summ = data.summary(apart)
     assert summ["speedup_vs_fp32"].isna().all()  # another machine's fp32 never divides
     assert "without a valid fp32 cell" in pareto.note(summ)
+
+
+def test_a_decoders_generate_cells_get_a_pareto_of_their_own(tmp_path):
+    """Generate cells leave the timed loop's views, not the trade-off: their TPOT p50
+    against the held-out perplexity stored for the same weights, rung and precision."""
+    from stackcost.report import html
+
+    run = _with_heldout(quant_run(), "ppl_increase_pct", 0.5)
+    sizes = {"prompt_len": 8, "new_tokens": 4}
+    generate = [
+        (c.model_copy(update={"mode": "generate", "sizes": sizes}), r) for c, r in run.records
+    ]
+    run = dataclasses.replace(run, records=generate)
+    figs = html._Figures()
+    slot = html._generation_pareto([run], "eager", figs)
+    assert slot is not None and slot["id"] and len(figs.items) == 1
+    assert pareto.Y_LABEL["ppl_increase_pct"] in figs.items[0]["json"]
+    assert "quant_pareto-mlp.png" in {p.name for p in write_figures([run], tmp_path)}
+    fp32 = dataclasses.replace(run, records=[x for x in generate if x[0].precision == "fp32"])
+    assert html._generation_pareto([fp32], "eager", html._Figures()) is None

@@ -15,6 +15,7 @@ import pytest
 from stackcost.backends.eager import EagerBackend
 from stackcost.cli import main
 from stackcost.scenarios.heldout import _Answer, judge
+from stackcost.store.database import Store
 
 TINY = ["--limit", "256", "--epochs", "3", "--lr", "0.1", "--threads", "1", "--quiet"]
 
@@ -36,11 +37,8 @@ def heldout(tmp, out: str, *argv: str) -> int:
 
 
 def train_runs(db) -> int:
-    con = sqlite3.connect(db)
-    try:
-        return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    finally:
-        con.close()
+    with Store(db, read_only=True) as store:
+        return len(store.run_ids())  # the measured runs: held-out ones are not
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +51,7 @@ def evaluated(tmp_path_factory):
 
 
 def test_held_out_accuracies_are_numbers(evaluated):
-    _, code, rows = evaluated
+    tmp, code, rows = evaluated
     assert code == 0, rows
     got = {(r["backend"], r["precision"]): r for r in rows}
     assert got["eager", "int8"]["status"] == "unsupported"  # torchao's int8 is PT2E
@@ -68,6 +66,13 @@ def test_held_out_accuracies_are_numbers(evaluated):
         assert 0.3 < r["accuracy"] <= 1.0  # 3 epochs of 256 samples learn something
         assert r["drop_pt"] == pytest.approx((r["fp32_accuracy"] - r["accuracy"]) * 100)
     assert got["onnxruntime", "fp32"]["top1"] == 1.0
+    # Stored with a run of their own, under the name timing cells of mlp carry.
+    con = sqlite3.connect(tmp / "h.db")
+    stored = con.execute("SELECT model, backend, precision, status, metric, value FROM heldout")
+    assert sorted(stored) == sorted(
+        ("mlp", r["backend"], r["precision"], r["status"], "accuracy_drop_pt", r["drop_pt"])
+        for r in rows
+    )
 
 
 def test_weights_are_kept_by_recipe_and_reused(evaluated, capsys):

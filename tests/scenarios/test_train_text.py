@@ -17,6 +17,8 @@ from stackcost.cli import main
 from stackcost.data.splits import load_splits
 from stackcost.scenarios.train import cross_entropy
 from stackcost.spec.run import model_ref
+from stackcost.store.database import Store
+from stackcost.store.heldout import key, latest
 from tests.scenarios.test_train import repetitions, rows
 
 pytest.importorskip("transformers")
@@ -128,26 +130,34 @@ def _checkpoint(keep: Path) -> Path:
 
 
 def test_held_out_text_scores_each_rung_against_eager_fp32(trained, tmp_path):
-    from stackcost.scenarios.decoder_heldout import evaluate
-
-    _, _, keep = trained
+    _, db, keep = trained
     # Eager's generator is the Generator contract every rung keeps; the other rungs' rows
     # are the README's table (an ONNX Runtime build here would cost the suite 10 s more).
-    ref = model_ref(f"hf:{_checkpoint(keep)}")
-    rows = evaluate(_text_cell(), ref, ["eager"], ["fp32", "w8"], 32, tmp_path)
-    by = {(r.backend, r.precision): r for r in rows}
+    recipe = [a if a != "--batch-size" else "--train-batch-size" for a in TINY]
+    argv = ["heldout", "llama-tiny", *recipe, "--backends", "eager", "--precision", "fp32,w8"]
+    out = tmp_path / "h.json"
+    argv += ["--batch-size", "32", "--weights-dir", str(keep), "--db", str(db), "-o", str(out)]
+    assert main(argv) == 0
+    by = {(r["backend"], r["precision"]): r for r in json.loads(out.read_text())["rows"]}
     reference = by["eager", "fp32"]
-    assert reference.status == "ok" and reference.tokens == 256 * 17  # 16 scored + 1 a window
-    assert reference.kl_mean < 1e-9 and reference.same_top == 1.0
-    assert 1 < reference.perplexity < VOCAB
+    assert reference["status"] == "ok" and reference["tokens"] == 256 * 17  # 16 + 1 a window
+    assert reference["kl_mean"] < 1e-9 and reference["same_top"] == 1.0
+    assert 1 < reference["perplexity"] < VOCAB
     for (backend, precision), row in by.items():
-        assert row.status == "ok", (backend, precision, row.reason)
-        assert row.weight_bytes and row.kl_p99 >= row.kl_mean >= 0
+        assert row["status"] == "ok", (backend, precision, row["reason"])
+        assert row["weight_bytes"] and row["kl_p99"] >= row["kl_mean"] >= 0
         if precision == "fp32":
-            assert abs(row.ppl_increase_pct) < 0.1 and row.same_top > 0.999
+            assert abs(row["ppl_increase_pct"]) < 0.1 and row["same_top"] > 0.999
         else:  # rounding the weights costs something, within w8's rule
-            assert row.kl_mean > 0 and row.ppl_increase_pct < 1.0
-            assert row.weight_bytes < reference.weight_bytes
+            assert row["kl_mean"] > 0 and row["ppl_increase_pct"] < 1.0
+            assert row["weight_bytes"] < reference["weight_bytes"]
+    # Stored under the checkpoint's own name and files: what its timing cells carry.
+    ref = model_ref(f"hf:{_checkpoint(keep)}")
+    with Store(db, read_only=True) as store:
+        found = latest(store, {ref.name})
+    w8 = found[key(ref, "eager", "w8")]
+    assert w8.metric == "ppl_increase_pct" and w8.value == by["eager", "w8"]["ppl_increase_pct"]
+    assert len(found) == 2
 
 
 def test_a_quantization_broken_on_purpose_fails_the_held_out_rule(trained, tmp_path, monkeypatch):

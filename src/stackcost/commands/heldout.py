@@ -25,7 +25,7 @@ from stackcost.spec.grammar import parse_choices, parse_positive_ints, split_lis
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from stackcost.cell import Cell
+    from stackcost.cell import Cell, ModelRef
     from stackcost.scenarios.decoder_heldout import DecoderHeldout
     from stackcost.scenarios.heldout import Heldout
 
@@ -98,7 +98,9 @@ def add_parser(sub: Any) -> None:
         help="where trained weights are kept by recipe (default ~/.cache/stackcost/weights)",
     )
     p.add_argument(
-        "--db", default="stackcost.db", help="store a training run goes to (default ./stackcost.db)"
+        "--db",
+        default="stackcost.db",
+        help="store the held-out rows (and a training run) go to (default ./stackcost.db)",
     )
     p.add_argument("-o", "--output", help="also write the rows to this .json or .md file")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -167,6 +169,10 @@ def check_args(
             raise SpecError(f"-o {args.output!r}: write a {' or '.join(OUTPUTS)} file")
         check_output_file(Path(args.output), "-o")
     check_output_dir(args.weights_dir, "--weights-dir")
+    from stackcost.store.database import check_writable
+
+    if problem := check_writable(Path(args.db)):
+        raise SpecError(f"--db: {problem}")
     return backends, precisions, batch, samples
 
 
@@ -216,11 +222,65 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
     finally:
         scratch.remove(workdir)
+    # Judged together (each against eager fp32 and its rung's fp32): stored once judged.
+    kept = Kept(args, cell, weights, cell.model, "accuracy_drop_pt")
+    for row in rows:
+        kept.add(row.record(), row.drop_pt)
     console.print(table(rows, args.model, cell.train.dataset if cell.train else "", weights))
+    err.print(Text(kept.where()))
     if args.output is not None:
         record = {"model": args.model, "weights": str(weights)}
         write_rows(Path(args.output), markdown(rows, args.model, weights), record, rows)
     return 1 if any(r.status in ("wrong", "failed") for r in rows) else 0
+
+
+class Kept:
+    """The held-out rows of this command in --db, under a run of their own (its command,
+    recipe and environment): a row is committed as soon as it is judged, and the report's
+    Pareto figure reads it for timing cells of the same weights (store/heldout.py)."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        cell: Cell,
+        weights: Path,
+        model: ModelRef,
+        metric: str,
+    ) -> None:
+        from stackcost.commands.run import this_command
+        from stackcost.env import collect
+        from stackcost.store.database import HELDOUT_KIND
+        from stackcost.store.heldout import identity
+
+        self.db, self.metric = args.db, metric
+        self.model, self.identity = model.name, identity(model)
+        self.spec = {
+            "kind": HELDOUT_KIND,
+            "model": model.model_dump(mode="json"),
+            "weights": str(weights),
+            "recipe": cell.model_dump(mode="json"),
+            "metric": metric,
+        }
+        self.env = collect([cell.threads])
+        self.command = this_command()
+        self.run_id: str | None = None
+        self.count = 0
+
+    def add(self, record: dict[str, Any], lost: float | None) -> None:
+        """A row (its record) and the quality it lost, in this run's metric."""
+        from stackcost.store.database import Store
+
+        with Store(self.db) as store:
+            if self.run_id is None:  # the run is created with its first row: none is empty
+                self.run_id = store.create_run(self.spec, self.env, self.command)
+            store.add_heldout(self.run_id, self.model, self.identity, self.metric, lost, record)
+            store.finish_run(self.run_id)  # finished as of its latest row
+        self.count += 1
+
+    def where(self) -> str:
+        if self.run_id is None:
+            return "no held-out row to store"
+        return f"stored {self.count} held-out rows as run {self.run_id} in {self.db}"
 
 
 def write_rows(path: Path, markdown_text: str, record: dict, rows: list) -> None:
@@ -308,13 +368,25 @@ def decoder_run(
     from stackcost.scenarios.decoder_heldout import evaluate
     from stackcost.spec.run import model_ref
 
+    ref = model_ref(f"hf:{checkpoint}")
+    # As a timing cell of this checkpoint names it: hf:/abs/path and its files' sha256.
+    kept = Kept(args, cell, checkpoint, ref, "ppl_increase_pct")
     workdir = scratch.make()
     try:
-        ref = model_ref(f"hf:{checkpoint}")
-        rows = evaluate(cell, ref, backends, precisions, batch, workdir, started)
+        rows = evaluate(
+            cell,
+            ref,
+            backends,
+            precisions,
+            batch,
+            workdir,
+            started,
+            lambda r: kept.add(r.record(), r.ppl_increase_pct),
+        )
     finally:
         scratch.remove(workdir)
     console.print(decoder_table(rows, args.model, checkpoint))
+    Console(stderr=True).print(Text(kept.where()))
     if args.output is not None:
         record = {"model": args.model, "checkpoint": str(checkpoint)}
         md = decoder_markdown(rows, args.model, checkpoint)

@@ -97,7 +97,8 @@ QUANT_AGGREGATES = {
     "agreement_rows": "min",
     "weight_bytes": "max",
     "fp32_weight_bytes": "max",
-    "accuracy_drop_pt": "max",  # held-out accuracy below fp32's, points
+    "accuracy_drop_pt": "max",  # held-out accuracy below fp32's, points (stored heldout)
+    "ppl_increase_pct": "max",  # held-out perplexity above eager fp32's, % (stored heldout)
 }
 QUANT_COLUMNS: tuple[str, ...] = tuple(QUANT_AGGREGATES)
 CELL_TIMINGS = (
@@ -227,7 +228,8 @@ def frame(runs: list[RunResult]) -> pd.DataFrame:
             }
         )
         readouts = pd.DataFrame(
-            [quant.rep_columns(r) for _, r in run.records], columns=list(QUANT_COLUMNS)
+            [quant.rep_columns(r, run.heldout_of(c)) for c, r in run.records],
+            columns=list(QUANT_COLUMNS),
         )
         extra = pd.concat([extra, readouts], axis=1)
         extra = extra.drop(columns=[c for c in extra.columns if c in df.columns])

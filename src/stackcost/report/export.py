@@ -117,7 +117,8 @@ QUANT_UNITS = {
     "top1": "share of rows (0..1) whose argmax agrees with eager fp32's, worst repetition",
     "kl": "mean KL(fp32 || this) of the softmax over the last axis, nats",
     "agreement_rows": "rows (samples; tokens of a sequence) the agreement is over",
-    "accuracy_drop_pt": "held-out accuracy below fp32's, percentage points",
+    "accuracy_drop_pt": "held-out accuracy below fp32's, percentage points (stackcost heldout)",
+    "ppl_increase_pct": "held-out perplexity above eager fp32's, percent (stackcost heldout)",
     "speedup_vs_fp32": "the same rung's fp32 median / this median (below 1: slower)",
     "fp32_status": "status of that fp32 cell; the speedup is trusted only when it is ok",
 }

@@ -193,12 +193,21 @@ def write_figures(
     runs: list[RunResult], out_dir: str | Path, baseline: str = BASELINE
 ) -> list[Path]:
     """Write every figure the data supports; a sweep axis with one value gets no figure."""
-    from stackcost.report.generate_figures import generate_figures, generate_figures_aside
+    from stackcost.report.generate_figures import (
+        generate_figures,
+        generate_figures_aside,
+        generate_only,
+    )
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     used: set[str] = set()
     generated = [p for stem, fig in generate_figures(runs) for p in _save(fig, out, stem, used)]
+    # A decoder's quantized generate cells (TPOT p50) against the quality they lost.
+    decoding = data.summary(generate_only(runs), baseline)
+    if data.has_quantized(decoding):
+        colors = series_colors(data.series_order(decoding, baseline))
+        generated += _pareto_figures(decoding, colors, out, used)
     summ = data.summary(generate_figures_aside(runs), baseline)
     if summ.empty:
         return generated
@@ -221,14 +230,23 @@ def write_figures(
     fig = _ratio_figure(summ, colors, baseline)
     if fig is not None:
         paths += _save(fig, out, f"ratio_to_{slug(baseline)}", used)
+    paths += _pareto_figures(summ, colors, out, used)
+    paths += _cost_figures(runs, summ, colors, out, used)
+    return paths
+
+
+def _pareto_figures(
+    summ: pd.DataFrame, colors: dict[str, str], out: Path, used: set[str]
+) -> list[Path]:
+    """quant_pareto-MODEL: one figure per model with a quantized point."""
     by_model: dict[str, list[pareto.Panel]] = {}
     for panel in pareto.panels(summ):
         by_model.setdefault(panel.model, []).append(panel)
+    paths: list[Path] = []
     for model, panels in by_model.items():
         left_out = pareto.note(summ[summ["model"] == model])  # never silently: say what's missing
         fig = _pareto_fig(model, panels, colors, left_out)
         paths += _save(fig, out, f"quant_pareto-{slug(model)}", used)
-    paths += _cost_figures(runs, summ, colors, out, used)
     return paths
 
 
@@ -241,7 +259,7 @@ _SLOWER = "#D62728"
 def _pareto_fig(
     model: str, panels: list[pareto.Panel], colors: dict[str, str], left_out: str = ""
 ) -> Figure:
-    """Speedup over fp32 against accuracy lost, a panel per held workload: one point per
+    """Speedup over fp32 against quality lost, a panel per held workload: one point per
     rung × precision, the Pareto front from the fp32 reference (1×, nothing lost), and the
     side below 1× shaded as slower than fp32. Hollow: over an fp32 cell that is not ok."""
     rows, cols = _grid(len(panels))
@@ -294,7 +312,7 @@ def _pareto_fig(
         frameon=False,
     )
     title = (
-        f"{model}: speedup over fp32 vs accuracy lost (Pareto)\n"
+        f"{model}: speedup over fp32 vs quality lost (Pareto)\n"
         "red rim: slower than fp32; hollow: over an fp32 cell that is not ok"
     )
     if left_out:

@@ -102,6 +102,15 @@ def generate_figures(runs: list[RunResult]) -> list[tuple[str, Figure]]:
     return out
 
 
+def generate_only(runs: list[RunResult]) -> list[RunResult]:
+    """The runs with their generate cells alone: a decoder's quantized cells are drawn
+    against the quality lost apart from the timed loop's (their latency is TPOT p50)."""
+    return [
+        dataclasses.replace(r, records=[x for x in r.records if x[0].mode == "generate"])
+        for r in runs
+    ]
+
+
 def generate_figures_aside(runs: list[RunResult]) -> list[RunResult]:
     """The runs without their generate cells, which have the figures above instead of the
     timed loop's latency sweeps."""

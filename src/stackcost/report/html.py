@@ -20,6 +20,7 @@ from plotly.offline import get_plotlyjs
 from stackcost.backends import BASELINE
 from stackcost.env import now
 from stackcost.report import costs, data, plots, quant, study, training
+from stackcost.report.generate_figures import generate_only
 from stackcost.report.generate_table import CAPTION as GENERATION_CAPTION
 from stackcost.report.generate_table import HEADER as GENERATION_HEADER
 from stackcost.report.generate_table import columns, generate_rows
@@ -144,6 +145,17 @@ def _env_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
     keys = [k for k, _ in rows]
     at = keys.index("cpu.flags") + 1 if "cpu.flags" in keys else 0
     return [*rows[:at], (quant.ISA_LABEL, isa), *rows[at:]]
+
+
+def _generation_pareto(runs: list[RunResult], baseline: str, figs: _Figures) -> dict | None:
+    """A decoder's quantized generate cells: speedup in TPOT p50 over the same rung's fp32
+    against the quality lost (held-out perplexity where `stackcost heldout` stored it for
+    the same weights, else top-1 disagreement); None without a quantized generate cell."""
+    summ = data.summary(generate_only(runs), baseline)
+    if not data.has_quantized(summ):
+        return None
+    colors = series_colors(data.series_order(summ, baseline))
+    return figs.add(*plots.pareto_figure(summ, colors))
 
 
 def _quantization(
@@ -505,6 +517,7 @@ def render_html(
     summ = data.summary(inference, baseline)
     colors = series_colors(data.series_order(summ, baseline)) if len(summ) else {}
     figs = _Figures()
+    generation_pareto = _generation_pareto(runs, baseline, figs) if generation else None
     plot_slots: dict[str, dict[str, str]] = {}
     # Against the batch size, then each size axis some cell has ("latency vs seq len").
     size_axes = data.size_columns(summ)
@@ -583,6 +596,7 @@ def render_html(
         "training": training_slots,
         "scenarios": scenarios,
         "generation": generation,
+        "generation_pareto": generation_pareto,
         "generation_header": GENERATION_HEADER,
         "generation_caption": GENERATION_CAPTION,
         "scenario_header": SCENARIO_HEADER,

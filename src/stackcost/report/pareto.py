@@ -1,11 +1,13 @@
-"""The quantization trade-off per model: speedup over fp32 against accuracy lost, one point
+"""The quantization trade-off per model: speedup over fp32 against quality lost, one point
 per rung × precision, with the Pareto front (the points nothing beats on both).
 
 A point's speedup is over its own rung's fp32 cell on the same batch, sizes and threads
 (data.with_fp32_speedup): each panel holds one such workload, so no speedup is averaged
 over batches and a slower point stays where it is, left of 1×. Its accuracy cost is the
-held-out accuracy drop in points where every point of the panel has one
-(details["heldout"]), else the share of rows whose top-1 disagrees with eager fp32.
+quality its weights lost on held-out data where `stackcost heldout` stored it for every
+point of the panel (store/heldout.py: an image model's accuracy drop in points, a decoder's
+perplexity increase in percent), else the share of rows whose top-1 disagrees with eager
+fp32.
 
 Only valid cells are points: a quantized cell that failed its acceptance rule ("wrong")
 has no valid timing; the note counts it, and the tables show its agreement.
@@ -18,12 +20,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from stackcost.report import data, quant
+from stackcost.store.heldout import METRICS
 
 CONDITION = tuple(a for a in data.CONDITION_AXES if a != "precision")
-Y_LABEL = {
-    "agreement": "top-1 disagreement with fp32 (% of rows)",
-    "heldout": "held-out accuracy drop (points)",
-}
+Y_LABEL = {"agreement": "top-1 disagreement with fp32 (% of rows)", **METRICS}
+UNIT = {"agreement": "% of rows", "accuracy_drop_pt": "pt", "ppl_increase_pct": "% ppl"}
 X_LABEL = "speedup over the same rung's fp32 (×, median latency ratio)"
 REFERENCE = "fp32 (every rung's own)"
 SLOWER_SIDE = "slower than fp32"
@@ -34,7 +35,7 @@ class Panel:
     model: str
     condition: str  # the held axes that vary among panels ('batch 8 · 2 thr'), maybe ''
     label: str  # model and condition
-    metric: str  # "agreement" or "heldout": what y is
+    metric: str  # what y is: "agreement", or a held-out metric (store.heldout.METRICS)
     # One row per point: series, precision, speedup, drop, on_front, slower, trusted
     # (the fp32 cell it divides by is ok), top1, rows.
     points: pd.DataFrame
@@ -57,9 +58,9 @@ def panels(summ: pd.DataFrame) -> list[Panel]:
     label_axes = data.varying(q, CONDITION)
     out = []
     for _, grp in q.groupby(["model", *CONDITION], sort=False, dropna=False):
-        heldout = "accuracy_drop_pt" in grp and bool(grp["accuracy_drop_pt"].notna().all())
-        if heldout:
-            drop = grp["accuracy_drop_pt"]
+        metric = next((m for m in METRICS if m in grp and grp[m].notna().all()), "agreement")
+        if metric != "agreement":
+            drop = grp[metric]
         elif "top1" in grp:
             drop = (1.0 - grp["top1"]) * 100
         else:
@@ -86,7 +87,6 @@ def panels(summ: pd.DataFrame) -> list[Panel]:
         row = grp.iloc[0]
         condition = data.condition_label(row, label_axes)
         label = " · ".join(filter(None, [str(row["model"]), condition]))
-        metric = "heldout" if heldout else "agreement"
         out.append(Panel(str(row["model"]), condition, label, metric, pts))
     return out
 

@@ -432,7 +432,7 @@ SLOWER_COLOR = "#D62728"
 
 
 def pareto_figure(summ: pd.DataFrame, colors: dict[str, str]) -> tuple[go.Figure | None, str]:
-    """Speedup over the same rung's fp32 against accuracy lost, one point per rung ×
+    """Speedup over the same rung's fp32 against quality lost, one point per rung ×
     precision, per model and held workload (a selector switches them); the Pareto front
     from the fp32 reference; the side below 1× shaded and named as slower. Returns the
     figure (None without a point) and pareto.note's account of what is not drawn."""
@@ -447,7 +447,7 @@ def pareto_figure(summ: pd.DataFrame, colors: dict[str, str]) -> tuple[go.Figure
     owners: list[int] = []
     for gi, p in enumerate(groups):
         pts = p.points.assign(series=p.points["series"].map(escape_label))
-        unit = "pt" if p.metric == "heldout" else "% of rows"
+        unit = pareto.UNIT[p.metric]
         for (series, precision), s in pts.groupby(["series", "precision"], sort=False):
             color = colors.get(series, "#333")
             texts = [
@@ -522,11 +522,11 @@ def pareto_figure(summ: pd.DataFrame, colors: dict[str, str]) -> tuple[go.Figure
     lo = min(0.0, *(float(p.points["drop"].min()) for p in groups))
     hi = max(0.0, *(float(p.points["drop"].max()) for p in groups))
     pad = 0.08 * (hi - lo) or 0.5
-    title = "speedup over fp32 vs accuracy lost (Pareto)"
+    title = "speedup over fp32 vs quality lost (Pareto)"
     metrics = {p.metric for p in groups}
-    ylabel = pareto.Y_LABEL["heldout" if metrics == {"heldout"} else "agreement"]
+    ylabel = pareto.Y_LABEL[next(iter(metrics))]
     if len(metrics) > 1:
-        ylabel = "accuracy lost (held-out points where recorded, else % of rows top-1 differs)"
+        ylabel = "quality lost: " + "; ".join(pareto.Y_LABEL[m] for m in sorted(metrics))
     fig.update_layout(
         template=TEMPLATE,
         height=HEIGHT,

@@ -18,6 +18,7 @@ from typing import Any
 from stackcost.axes import QUANTIZED
 from stackcost.env import INT8_ISA, LEGACY_CPU_FLAGS
 from stackcost.result import TRUSTED_STATUSES, RepetitionResult
+from stackcost.store.heldout import METRICS, HeldoutResult
 from stackcost.store.runs import CellResult
 from stackcost.verify import Agreement
 
@@ -50,23 +51,14 @@ def agreement(rep: RepetitionResult) -> Agreement | None:
     return a if a is not None and a.rows else None
 
 
-def heldout_drop_pt(rep: RepetitionResult) -> float | None:
-    """Held-out accuracy below fp32's, in points, from details["heldout"]: its `drop_pt`,
-    else (fp32_accuracy - accuracy) x 100 with both as fractions. None where absent."""
-    h = rep.details.get("heldout")
-    if not isinstance(h, Mapping):
-        return None
-    if isinstance(h.get("drop_pt"), (int, float)):
-        return float(h["drop_pt"])
-    acc, ref = h.get("accuracy"), h.get("fp32_accuracy")
-    if isinstance(acc, (int, float)) and isinstance(ref, (int, float)):
-        return (float(ref) - float(acc)) * 100
-    return None
-
-
-def rep_columns(rep: RepetitionResult) -> dict[str, float | None]:
-    """A repetition's accuracy readout and weight sizes, as frame columns (report/data.py)."""
+def rep_columns(
+    rep: RepetitionResult, heldout: HeldoutResult | None = None
+) -> dict[str, float | None]:
+    """A repetition's accuracy readout and weight sizes, as frame columns (report/data.py);
+    the quality its weights lost on held-out data where `stackcost heldout` stored it for
+    the same weights, rung and precision (store/heldout.py), in its metric's column."""
     a, q = agreement(rep), record(rep)
+    lost = {m: heldout.value if heldout and heldout.metric == m else None for m in METRICS}
     return {
         "top1": a.top1 if a else None,
         "kl": a.kl if a else None,
@@ -75,7 +67,7 @@ def rep_columns(rep: RepetitionResult) -> dict[str, float | None]:
         "fp32_weight_bytes": float(q["fp32_weight_bytes"])
         if q and "fp32_weight_bytes" in q
         else None,
-        "accuracy_drop_pt": heldout_drop_pt(rep),
+        **lost,
     }
 
 

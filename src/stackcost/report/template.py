@@ -110,6 +110,11 @@ PAGE = r"""<!DOCTYPE html>
   <tr class="status-{{ row.status }}">{% for v in row.cols %}<td class="text">{{ v }}</td>{% endfor %}</tr>
   {% endfor %}
 </table></div>
+{% if generation_pareto %}
+<h3>Quantized decoding: speedup against quality lost</h3>
+<p class="muted">Speedup: the same rung's fp32 TPOT p50 over this cell's. Quality lost: the held-out perplexity increase `stackcost heldout` stored for these weights, rung and precision, where every point has one; else the share of generated tokens whose top-1 differs from eager fp32's.</p>
+{{ plot(generation_pareto) }}
+{% endif %}
 {% endif %}
 
 {% if has_cells %}

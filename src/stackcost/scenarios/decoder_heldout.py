@@ -78,10 +78,11 @@ def evaluate(
     batch: int,
     workdir: Path,
     on_start: Callable[[str, str], None] | None = None,
+    on_row: Callable[[DecoderHeldout], None] | None = None,
 ) -> list[DecoderHeldout]:
     """Every backend x precision of the decoder kept as the checkpoint folder `ref` names
     (trained by `cell`'s recipe) on the held-out text. Eager fp32 is always scored first:
-    the reference."""
+    the reference. `on_row` gets each asked-for row as soon as it is scored."""
     import torch
 
     from stackcost import zoo
@@ -103,11 +104,13 @@ def evaluate(
         for precision in precisions if name in backends else ["fp32"]:
             if on_start is not None:
                 on_start(name, precision)
-            rows.append(
-                _row(name, precision, cell, ref, model, digest, ids, half, batch, workdir, cache,
-                     reference, scored, base.perplexity)
-            )  # fmt: skip
-    return [r for r in rows if r.backend in backends and r.precision in precisions]
+            row = _row(name, precision, cell, ref, model, digest, ids, half, batch, workdir,
+                       cache, reference, scored, base.perplexity)  # fmt: skip
+            if name in backends and precision in precisions:
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row)
+    return rows
 
 
 def _row(

@@ -23,7 +23,7 @@ from stackcost.errors import SpecError
 from stackcost.result import EpochRecord, RepetitionResult
 from stackcost.store.check import Snapshot, connect_read_only, snapshot, store_problem
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Training: one row per epoch of a repetition (times in s, rates in samples/s).
 EPOCHS_TABLE = """CREATE TABLE IF NOT EXISTS epochs (
@@ -72,6 +72,27 @@ PAIRS_TABLE = """CREATE TABLE IF NOT EXISTS pairs (
     design_json TEXT NOT NULL,
     verdict_json TEXT
 )"""
+
+# `stackcost heldout`: one row per rung and precision of trained weights on held-out data,
+# under a run of its own (its command, spec and environment). `model` is the name the
+# timing cells of the same network carry and `identity_json` what else makes them the same
+# (store/heldout.py joins on both); `metric` names the quality lost that `value` holds:
+# accuracy_drop_pt (images) or ppl_increase_pct (decoders).
+HELDOUT_TABLE = """CREATE TABLE IF NOT EXISTS heldout (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL, identity_json TEXT NOT NULL DEFAULT '{}',
+    backend TEXT NOT NULL, precision TEXT NOT NULL,
+    status TEXT NOT NULL, reason TEXT,
+    metric TEXT NOT NULL, value REAL,
+    finished_at TEXT NOT NULL,
+    record_json TEXT NOT NULL
+)"""
+HELDOUT_KIND = "heldout"  # the spec_json "kind" of such a run
+HELDOUT_COLUMNS = (
+    "run_id", "model", "identity_json", "backend", "precision", "status", "reason", "metric",
+    "value", "finished_at", "record_json",
+)  # fmt: skip
 
 # The cell's axes, stored as columns so plain SQL can filter on them. `sizes` holds the
 # workload's size axes as JSON ('{"seq_len": 128}'); `resolution` repeats an image's.
@@ -132,6 +153,8 @@ CREATE INDEX IF NOT EXISTS cells_by_key ON cells(cell_key);
     + ";\n"
     + PAIRS_TABLE
     + ";\n"
+    + HELDOUT_TABLE
+    + ";\n"
 )
 
 # Each entry upgrades a store from the version before it to this one.
@@ -156,6 +179,7 @@ MIGRATIONS = {
         "ALTER TABLE cells_v4 RENAME TO cells",
     ],
     5: [PAIRS_TABLE],  # interleaved A/B: two runs linked as a pair
+    6: [HELDOUT_TABLE],  # held-out quality of trained weights, per rung and precision
 }
 # Migrations that rebuild a table run with foreign keys off (SQLite's documented procedure).
 REBUILDS = {4}
@@ -312,6 +336,32 @@ class Store:
             return []
         return self.db.execute("SELECT * FROM pairs ORDER BY started_at, rowid").fetchall()
 
+    def add_heldout(
+        self,
+        run_id: str,
+        model: str,
+        identity: dict[str, Any],
+        metric: str,
+        value: float | None,
+        record: dict[str, Any],
+    ) -> None:
+        """One rung and precision's held-out result, committed on its own: the quality it
+        lost as `metric` says (None where it has no value) and `record`, the whole row
+        (its backend, precision, status and reason among the rest)."""
+        values = (
+            run_id, model, json.dumps(identity, sort_keys=True), record["backend"],
+            record["precision"], record["status"], record.get("reason") or None, metric,
+            value, now(), json.dumps(record),
+        )  # fmt: skip
+        with self.db:
+            self._insert("heldout", list(HELDOUT_COLUMNS), list(values))
+
+    def heldout(self) -> list[sqlite3.Row]:
+        """Every held-out row, oldest first (none in a store older than schema 6)."""
+        if "heldout" not in self._tables:
+            return []
+        return self.db.execute("SELECT * FROM heldout ORDER BY id").fetchall()
+
     def find_run(self, spec_hash: str, env_fingerprint: str) -> str | None:
         """The latest run of the same spec in the same environment, to resume."""
         row = self.db.execute(
@@ -401,7 +451,16 @@ class Store:
 
     # -- reads ----------------------------------------------------------------
     def run_ids(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT id FROM runs ORDER BY started_at, rowid")]
+        """The measured runs (timing, training, LoadGen), oldest first: a held-out
+        evaluation's run holds no cells, and views of runs leave it out (heldout())."""
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT id FROM runs WHERE json_extract(spec_json, '$.kind') IS NOT ?"
+                " ORDER BY started_at, rowid",
+                (HELDOUT_KIND,),
+            )
+        ]
 
     def run_row(self, run_id: str) -> sqlite3.Row | None:
         return self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
@@ -461,7 +520,7 @@ class Store:
 
     def copy_run(self, source: Store, run_id: str) -> None:
         """Add `source`'s run as it is stored there (environment, cells, repetitions,
-        samples, epochs), in one transaction. Only the row ids of cells and repetitions
+        samples, epochs, held-out rows), in one transaction. Only the row ids of cells and repetitions
         are new: each store counts its own. `source` is only read."""
         src = source.db
         columns = {t: source._columns(t) for t in ("runs", "cells", "repetitions")}
@@ -471,6 +530,8 @@ class Store:
         run = src.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         with self.db:
             self._insert("runs", columns["runs"], [run[c] for c in columns["runs"]])
+            for row in src.execute("SELECT * FROM heldout WHERE run_id = ?", (run_id,)):
+                self._insert("heldout", list(HELDOUT_COLUMNS), [row[c] for c in HELDOUT_COLUMNS])
             for cell in src.execute("SELECT * FROM cells WHERE run_id = ?", (run_id,)).fetchall():
                 cell_id = self._insert("cells", cell_cols, [cell[c] for c in cell_cols])
                 reps = src.execute("SELECT * FROM repetitions WHERE cell_id = ?", (cell["id"],))

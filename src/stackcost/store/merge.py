@@ -84,7 +84,7 @@ def _copy(source: Path, copy: Path) -> None:
 
 
 def _merge_one(out: Store, src: Store, name: str, merged: Merged) -> None:
-    known = set(out.run_ids())
+    known = set(out.runs_in_start_order())  # held-out runs too
     added, dupes = merged.added.setdefault(name, []), merged.duplicates.setdefault(name, [])
     for run_id in src.runs_in_start_order():
         if run_id in known:

@@ -26,6 +26,7 @@ from stackcost.result import (
     RepetitionResult,
 )
 from stackcost.store.database import Store
+from stackcost.store.heldout import HeldoutResult, Key, key, latest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -164,19 +165,27 @@ class RunResult:
     spec: dict[str, Any]
     records: list[tuple[Cell, RepetitionResult]]
     stopped: str = ""  # why the run stopped before its plan was done (--on-disturbed fail)
+    # The store's latest held-out rows of this run's models (store/heldout.py), any run's.
+    heldout: dict[Key, HeldoutResult] = field(default_factory=dict)
 
     @classmethod
     def from_store(cls, store: Store, run_id: str) -> RunResult:
         row = store.run_row(run_id)
         if row is None:
             raise KeyError(run_id)
+        records = superseded_dropped(list(store.repetitions(run_id)))
         return cls(
             run_id=run_id,
             db_path=store.path,
             env=json.loads(row["env_json"]),
             spec=json.loads(row["spec_json"]),
-            records=superseded_dropped(list(store.repetitions(run_id))),
+            records=records,
+            heldout=latest(store, {c.model.name for c, _ in records}),
         )
+
+    def heldout_of(self, cell: Cell) -> HeldoutResult | None:
+        """The latest held-out result of the cell's weights, rung and precision."""
+        return self.heldout.get(key(cell.model, cell.backend, cell.precision))
 
     @property
     def target_ci(self) -> float | None:
