@@ -41,7 +41,7 @@ def bare(args: argparse.Namespace) -> dict:
 
     from stackcost import zoo
     from stackcost.cell import ModelRef
-    from stackcost.generation.gguf import quantize, write_gguf
+    from stackcost.generation.gguf import FTYPES, quantize, write_gguf
     from stackcost.scenarios.generate import prompt_ids
 
     ref = ModelRef(name=args.model)
@@ -53,7 +53,7 @@ def bare(args: argparse.Namespace) -> dict:
         write_gguf(model, path)
         if args.precision != "fp32":
             out = Path(tmp) / "model-q.gguf"
-            quantize(path, out, args.precision, args.threads)
+            quantize(path, out, FTYPES[args.precision], args.threads)
             path = out
         del model
         kv = llama_cpp.GGML_TYPE_F32 if args.precision == "fp32" else llama_cpp.GGML_TYPE_F16

@@ -94,3 +94,33 @@ def test_gguf_is_shared_through_the_artifact_cache(make_decoder, tmp_path) -> No
     assert [g.details["artifact"]["reused"] for g in gens] == [False, True]
     assert gens[0].details["gguf"] == gens[1].details["gguf"]
     assert not list((tmp_path / "cache").glob("*/model-f32.gguf"))  # only the quantized file
+
+
+@pytest.mark.parametrize(("wide", "expected"), [(False, "Q5_0"), (True, "Q4_K")])
+def test_q4_k_m_is_llama_cpps_own_mix_and_says_where_it_fell_back(
+    make_decoder, wide: bool, expected: str
+) -> None:
+    """-o llama.cpp.w4_type=Q4_K_M: k-quants need rows of 256; the tiny llama's 64-wide
+    rows fall back tensor by tensor, and the recorded tensor types say so."""
+    import dataclasses
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from stackcost.generation.llamacpp import LlamaCppGenerator
+    from tests.generation.conftest import TINY
+
+    decoder = make_decoder("llamacpp", precision="w4", options={"w4_type": "Q4_K_M"})
+    if wide:  # every matrix's rows a multiple of 256: llama.cpp's own Q4_K_M mix
+        torch.manual_seed(0)
+        config = LlamaConfig(**{**TINY, "hidden_size": 256, "intermediate_size": 256})
+        decoder = dataclasses.replace(decoder, model=LlamaForCausalLM(config).float().eval())
+    gen = LlamaCppGenerator(decoder)
+    gen.prepare()
+    types = gen.details["quantize"]["tensor_types"]
+    print(types)
+    assert gen.details["ftype"] == "Q4_K_M" and gen.details["quantization"]["w4"] == "Q4_K_M"
+    assert expected in types and ("Q4_0" not in types)
+    ids = fixed_ids(1, PROMPT + NEW)
+    err = _rel(gen.teacher_forced(ids, PROMPT), reference_logits(decoder.model, ids, PROMPT))
+    assert 0 < err < 0.3

@@ -134,6 +134,8 @@ def test_the_rule_judges_agreement_and_drop():
         (["--batch-size", "0"], "batch size"),
         (["--batch-size", "512"], "--batch-size 512 is more than the 256 training samples"),
         (["-o", "out.csv"], "write a .json or .md file"),
+        (["--option", "onnxruntime.opt_level=all"], "--option applies to a decoder's rungs"),
+        (["--db", "/nonexistent/h.db"], "--db: database directory"),
     ],
 )
 def test_bad_input_exits_2(tmp_path, capsys, argv, needle):

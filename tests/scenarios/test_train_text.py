@@ -179,6 +179,19 @@ def test_a_quantization_broken_on_purpose_fails_the_held_out_rule(trained, tmp_p
         (["-c", f"vocab_size={VOCAB}", "--precision", "int8"], "allowed: fp32, w8, w4"),
         ([], "-c vocab_size=2048"),
         (["-c", f"vocab_size={VOCAB}", "--backends", "eager,tf"], "tf"),
+        (["-c", f"vocab_size={VOCAB}", "--option", "llama.cpp.w4_type=Q5"], "Q4_0, Q4_K_M"),
+        (
+            [
+                "-c",
+                f"vocab_size={VOCAB}",
+                "--backends",
+                "eager",
+                "--option",
+                "llama.cpp.w4_type=Q4_0",
+            ],
+            "not being scored",
+        ),
+        (["-c", f"vocab_size={VOCAB}", "--option", "eager"], "backend.key=value"),
     ],
 )
 def test_heldout_on_a_decoder_refuses_in_one_line(tmp_path, capsys, argv, expected):

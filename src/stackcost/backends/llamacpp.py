@@ -1,15 +1,15 @@
 """llama.cpp: the local-inference community's runtime, through llama-cpp-python.
 
 It generates tokens only (mode generate): a GGUF written from the same weights
-(generation/gguf.py), quantized by llama.cpp's own quantizer for w8 (Q8_0) and w4 (Q4_0),
-decoded by generation/llamacpp.py. llama-cpp-python's `Llama` serves one sequence, so a
+(generation/gguf.py), quantized by llama.cpp's own quantizer for w8 (Q8_0) and w4 (Q4_0,
+or Q4_K_M with -o llama.cpp.w4_type=Q4_K_M), decoded by generation/llamacpp.py. llama-cpp-python's `Llama` serves one sequence, so a
 batch above 1 is refused before any worker starts."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stackcost.backends.base import Availability, Backend, Capabilities
+from stackcost.backends.base import Availability, Backend, Capabilities, Option
 
 if TYPE_CHECKING:
     from stackcost.cell import Cell
@@ -26,6 +26,14 @@ class LlamaCppBackend(Backend):
     capabilities = Capabilities(modes=frozenset({"generate"}))
     generator = "stackcost.generation.llamacpp:LlamaCppGenerator"
     torch_profiled = False
+    # w4_type: the llama.cpp file type w4 is quantized to. Q4_0 (the default): 32-weight
+    # blocks, one scale each. Q4_K_M: k-quants in 256-weight super-blocks, some tensors
+    # (attn_v, ffn_down in half the layers, output) kept at Q6_K; llama.cpp falls back to
+    # another type, tensor by tensor, where a row is not a multiple of 256 (the file's
+    # tensor types are recorded, details.quantize.tensor_types).
+    options = {
+        "w4_type": Option("Q4_0", ("Q4_0", "Q4_K_M"), "w4's llama.cpp file type"),
+    }
 
     def available(self) -> Availability:
         return Availability.needs_modules(

@@ -102,6 +102,11 @@ def add_parser(sub: Any) -> None:
         default="stackcost.db",
         help="store the held-out rows (and a training run) go to (default ./stackcost.db)",
     )
+    p.add_argument(
+        "--option", action="append", default=[], metavar="BACKEND.KEY=VALUE",
+        help="a decoder's rung option, as stackcost run's -o takes it "
+        "(e.g. llama.cpp.w4_type=Q4_K_M, onnxruntime.accuracy_level=1); repeatable",
+    )  # fmt: skip
     p.add_argument("-o", "--output", help="also write the rows to this .json or .md file")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -164,6 +169,7 @@ def check_args(
             f"--batch-size {batch} is more than the {args.limit} training samples --limit "
             "keeps: no full batch to calibrate on"
         )
+    rung_options(args, backends, decoder)
     if args.output is not None:
         if Path(args.output).suffix not in OUTPUTS:
             raise SpecError(f"-o {args.output!r}: write a {' or '.join(OUTPUTS)} file")
@@ -174,6 +180,26 @@ def check_args(
     if problem := check_writable(Path(args.db)):
         raise SpecError(f"--db: {problem}")
     return backends, precisions, batch, samples
+
+
+def rung_options(
+    args: argparse.Namespace, backends: list[str], decoder: bool
+) -> dict[str, dict[str, str]]:
+    """--option as {backend: {key: value}}; SpecError for an image model (its rungs are
+    built as a timing cell's defaults), a rung not being scored, or a value the rung
+    does not take."""
+    from stackcost.backends import is_import_path, load_backend
+    from stackcost.spec.grammar import parse_options
+
+    options = parse_options(args.option)
+    if options and not decoder:
+        raise SpecError("--option applies to a decoder's rungs (an image model's use defaults)")
+    for name, given in options.items():
+        if name not in backends:
+            raise SpecError(f"--option given for backend {name!r}, which is not being scored")
+        if not is_import_path(name) and (problem := load_backend(name).check_options(given)):
+            raise SpecError(problem)
+    return options
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -266,14 +292,19 @@ class Kept:
         self.run_id: str | None = None
         self.count = 0
 
-    def add(self, record: dict[str, Any], lost: float | None) -> None:
-        """A row (its record) and the quality it lost, in this run's metric."""
+    def add(
+        self, record: dict[str, Any], lost: float | None, options: dict[str, str] | None = None
+    ) -> None:
+        """A row (its record), the quality it lost in this run's metric, and the options
+        its rung was built with."""
         from stackcost.store.database import Store
 
         with Store(self.db) as store:
             if self.run_id is None:  # the run is created with its first row: none is empty
                 self.run_id = store.create_run(self.spec, self.env, self.command)
-            store.add_heldout(self.run_id, self.model, self.identity, self.metric, lost, record)
+            store.add_heldout(
+                self.run_id, self.model, self.identity, self.metric, lost, record, options or {}
+            )
             store.finish_run(self.run_id)  # finished as of its latest row
         self.count += 1
 
@@ -369,6 +400,7 @@ def decoder_run(
     from stackcost.spec.run import model_ref
 
     ref = model_ref(f"hf:{checkpoint}")
+    options = rung_options(args, backends, True)
     # As a timing cell of this checkpoint names it: hf:/abs/path and its files' sha256.
     kept = Kept(args, cell, checkpoint, ref, "ppl_increase_pct")
     workdir = scratch.make()
@@ -381,7 +413,8 @@ def decoder_run(
             batch,
             workdir,
             started,
-            lambda r: kept.add(r.record(), r.ppl_increase_pct),
+            lambda r: kept.add(r.record(), r.ppl_increase_pct, r.options),
+            options,
         )
     finally:
         scratch.remove(workdir)
@@ -405,8 +438,9 @@ def _decoder_cells(r: DecoderHeldout) -> list[str]:
         return "—" if value is None else format(value, fmt) + unit
 
     reference = (r.backend, r.precision) == ("eager", "fp32")
+    options = " ".join(f"{k}={v}" for k, v in sorted(r.options.items()))
     return [
-        r.backend,
+        f"{r.backend} ({options})" if options else r.backend,
         r.precision,
         r.status,
         num(r.perplexity, ".3f"),

@@ -282,13 +282,13 @@ def write_gguf(model: torch.nn.Module, path: Path, tokenizer: Path | None = None
     }
 
 
-def quantize(src: Path, dst: Path, precision: str, threads: int) -> dict[str, Any]:
-    """llama.cpp's own quantizer (llama_model_quantize) from the f32 file to FTYPES[precision]."""
+def quantize(src: Path, dst: Path, ftype: str, threads: int) -> dict[str, Any]:
+    """llama.cpp's own quantizer (llama_model_quantize) from the f32 file to `ftype`
+    (FTYPES' values, or another LLAMA_FTYPE_MOSTLY_* name: Q4_K_M)."""
     import ctypes
 
     import llama_cpp
 
-    ftype = FTYPES[precision]
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
     params.nthread = threads

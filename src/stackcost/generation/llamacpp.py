@@ -1,7 +1,8 @@
 """llama.cpp through llama-cpp-python: the decoder converted to GGUF, quantized by llama.cpp.
 
 The decoder's weights go to an f32 GGUF file (gguf.py, the layout of llama.cpp's own
-convert_hf_to_gguf.py), then llama.cpp's quantizer makes Q8_0 (w8) or Q4_0 (w4) of it.
+convert_hf_to_gguf.py), then llama.cpp's quantizer makes Q8_0 (w8) or Q4_0 (w4; Q4_K_M
+with the backend's w4_type option) of it.
 Decoding is llama-cpp-python's Llama driven token by token through Llama.eval (one
 llama_decode per call), greedy argmax over the last logits read back with
 llama_get_logits_ith, so EOS never stops it and stackcost times each step itself.
@@ -55,6 +56,7 @@ class LlamaCppGenerator(Generator):
         import gguf
         import llama_cpp
 
+        from stackcost.backends import load_backend
         from stackcost.backends.base import Unsupported
         from stackcost.generation.gguf import quantize, write_gguf
 
@@ -63,6 +65,8 @@ class LlamaCppGenerator(Generator):
         if precision not in PRECISIONS:
             raise Unsupported(f"llama.cpp rung runs {sorted(PRECISIONS)}, not {precision}")
         ftype = FTYPES[precision]
+        if precision == "w4":
+            ftype = load_backend("llama.cpp").option(cell, "w4_type")
         versions = {"llama_cpp": llama_cpp.__version__, "gguf": _version("gguf", gguf)}
 
         def make(directory: Path) -> dict[str, Any]:
@@ -73,7 +77,7 @@ class LlamaCppGenerator(Generator):
                 record["file"] = f32.name
                 return record
             out = directory / f"model-{ftype.lower()}.gguf"
-            record["quantize"] = quantize(f32, out, precision, cell.threads)
+            record["quantize"] = quantize(f32, out, ftype, cell.threads)
             f32.unlink()  # only the quantized file is loaded; the f32 one is as large as the model
             record["file"] = out.name
             return record
@@ -122,7 +126,7 @@ class LlamaCppGenerator(Generator):
                 "gguf": str(self._path),
                 "gguf_bytes": self._path.stat().st_size,
                 "ftype": ftype,
-                "quantization": dict(FTYPES),
+                "quantization": {**FTYPES, "w4": ftype} if precision == "w4" else dict(FTYPES),
                 "kv_type": "f32" if precision == "fp32" else "f16",
                 "n_threads": cell.threads,
                 "n_ctx": n_ctx,

@@ -20,7 +20,7 @@ rounding (FP32_MAX_PPL_INCREASE_PCT).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ class DecoderHeldout:
     same_top: float | None = None  # fraction of positions whose top token is eager's
     weight_bytes: int | None = None  # the rung's own weights, as one decode step reads them
     rule: str = ""
+    options: dict[str, str] = field(default_factory=dict)  # the rung's -o BACKEND.KEY=VALUE
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,10 +80,12 @@ def evaluate(
     workdir: Path,
     on_start: Callable[[str, str], None] | None = None,
     on_row: Callable[[DecoderHeldout], None] | None = None,
+    options: dict[str, dict[str, str]] | None = None,
 ) -> list[DecoderHeldout]:
     """Every backend x precision of the decoder kept as the checkpoint folder `ref` names
     (trained by `cell`'s recipe) on the held-out text. Eager fp32 is always scored first:
-    the reference. `on_row` gets each asked-for row as soon as it is scored."""
+    the reference. `on_row` gets each asked-for row as soon as it is scored. `options`:
+    per backend, the options its rung is built with (-o BACKEND.KEY=VALUE)."""
     import torch
 
     from stackcost import zoo
@@ -104,8 +107,10 @@ def evaluate(
         for precision in precisions if name in backends else ["fp32"]:
             if on_start is not None:
                 on_start(name, precision)
+            rung = (options or {}).get(name, {})
             row = _row(name, precision, cell, ref, model, digest, ids, half, batch, workdir,
-                       cache, reference, scored, base.perplexity)  # fmt: skip
+                       cache, reference, scored, base.perplexity, rung)  # fmt: skip
+            row = replace(row, options=rung)
             if name in backends and precision in precisions:
                 rows.append(row)
                 if on_row is not None:
@@ -128,6 +133,7 @@ def _row(
     reference: np.ndarray,
     scored: np.ndarray,
     fp32_ppl: float,
+    options: dict[str, str],
 ) -> DecoderHeldout:
     from stackcost.backends import load_backend
     from stackcost.backends.base import Unsupported
@@ -149,6 +155,7 @@ def _row(
         sizes={"prompt_len": half, "new_tokens": ids.shape[1] - half},
         precision=precision,
         threads=cell.threads,
+        backend_options=options,
     )
     home = workdir / f"{name}-{precision}"
     home.mkdir(parents=True, exist_ok=True)

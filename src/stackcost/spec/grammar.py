@@ -198,11 +198,12 @@ def parse_config(items: list[str]) -> dict[str, int | float | bool | str]:
 
 
 def parse_options(items: list[str]) -> dict[str, dict[str, str]]:
-    """'backend.key=value' pairs into {backend: {key: value}}."""
+    """'backend.key=value' pairs into {backend: {key: value}}. The key is after the last
+    dot before '=': a backend's own name may hold dots (llama.cpp, package.module:Class)."""
     out: dict[str, dict[str, str]] = {}
     for item in items:
         name, eq, value = item.partition("=")
-        backend, dot, key = name.partition(".")
+        backend, dot, key = name.rpartition(".")
         if not (eq and dot and backend and key):
             raise SpecError(f"option {item!r} must look like backend.key=value")
         out.setdefault(backend, {})[key] = value

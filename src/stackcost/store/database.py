@@ -82,7 +82,7 @@ HELDOUT_TABLE = """CREATE TABLE IF NOT EXISTS heldout (
     id INTEGER PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs(id),
     model TEXT NOT NULL, identity_json TEXT NOT NULL DEFAULT '{}',
-    backend TEXT NOT NULL, precision TEXT NOT NULL,
+    backend TEXT NOT NULL, precision TEXT NOT NULL, options_json TEXT NOT NULL DEFAULT '{}',
     status TEXT NOT NULL, reason TEXT,
     metric TEXT NOT NULL, value REAL,
     finished_at TEXT NOT NULL,
@@ -90,8 +90,8 @@ HELDOUT_TABLE = """CREATE TABLE IF NOT EXISTS heldout (
 )"""
 HELDOUT_KIND = "heldout"  # the spec_json "kind" of such a run
 HELDOUT_COLUMNS = (
-    "run_id", "model", "identity_json", "backend", "precision", "status", "reason", "metric",
-    "value", "finished_at", "record_json",
+    "run_id", "model", "identity_json", "backend", "precision", "options_json", "status",
+    "reason", "metric", "value", "finished_at", "record_json",
 )  # fmt: skip
 
 # The cell's axes, stored as columns so plain SQL can filter on them. `sizes` holds the
@@ -344,14 +344,16 @@ class Store:
         metric: str,
         value: float | None,
         record: dict[str, Any],
+        options: dict[str, str] | None = None,
     ) -> None:
         """One rung and precision's held-out result, committed on its own: the quality it
         lost as `metric` says (None where it has no value) and `record`, the whole row
-        (its backend, precision, status and reason among the rest)."""
+        (its backend, precision, status and reason among the rest), and the options its
+        rung was built with (-o BACKEND.KEY=VALUE)."""
         values = (
             run_id, model, json.dumps(identity, sort_keys=True), record["backend"],
-            record["precision"], record["status"], record.get("reason") or None, metric,
-            value, now(), json.dumps(record),
+            record["precision"], json.dumps(options or {}, sort_keys=True), record["status"],
+            record.get("reason") or None, metric, value, now(), json.dumps(record),
         )  # fmt: skip
         with self.db:
             self._insert("heldout", list(HELDOUT_COLUMNS), list(values))

@@ -1,8 +1,8 @@
 """Held-out results as the views read them: the latest per model, rung and precision.
 
 `stackcost heldout` stores each rung and precision of trained weights under a run of its
-own (Store.add_heldout). A timing cell of the same network on the same rung and precision
-takes the quality lost from the latest such row: the Pareto figure's y for that cell.
+own (Store.add_heldout). A timing cell of the same network on the same rung, precision
+and rung options takes the quality lost from the latest such row: the Pareto figure's y for that cell.
 
 The same network: the same model name and `identity`. A checkpoint folder's identity is
 its files' sha256 (the timing cell runs those very weights). A zoo model's is its
@@ -39,7 +39,8 @@ class HeldoutResult:
     record: dict[str, Any]
 
 
-Key = tuple[str, str, str, str]  # model name, identity (canonical JSON), backend, precision
+# Model name, identity, backend, precision, the rung's options (JSON with sorted keys).
+Key = tuple[str, str, str, str, str]
 
 
 def identity(model: ModelRef) -> dict[str, Any]:
@@ -52,8 +53,16 @@ def identity(model: ModelRef) -> dict[str, Any]:
     )
 
 
-def key(model: ModelRef, backend: str, precision: str) -> Key:
-    return (model.name, json.dumps(identity(model), sort_keys=True), backend, precision)
+def key(
+    model: ModelRef, backend: str, precision: str, options: dict[str, str] | None = None
+) -> Key:
+    return (
+        model.name,
+        json.dumps(identity(model), sort_keys=True),
+        backend,
+        precision,
+        json.dumps(options or {}, sort_keys=True),
+    )
 
 
 def latest(store: Store, models: set[str] | None = None) -> dict[Key, HeldoutResult]:
@@ -62,7 +71,13 @@ def latest(store: Store, models: set[str] | None = None) -> dict[Key, HeldoutRes
     for row in store.heldout():  # oldest first: a later row replaces an earlier one
         if models is not None and row["model"] not in models:
             continue
-        k = (row["model"], row["identity_json"], row["backend"], row["precision"])
+        k = (
+            row["model"],
+            row["identity_json"],
+            row["backend"],
+            row["precision"],
+            row["options_json"],
+        )
         found[k] = HeldoutResult(
             run_id=row["run_id"],
             backend=row["backend"],

@@ -184,8 +184,8 @@ class RunResult:
         )
 
     def heldout_of(self, cell: Cell) -> HeldoutResult | None:
-        """The latest held-out result of the cell's weights, rung and precision."""
-        return self.heldout.get(key(cell.model, cell.backend, cell.precision))
+        """The latest held-out result of the cell's weights, rung, precision and options."""
+        return self.heldout.get(key(cell.model, cell.backend, cell.precision, cell.backend_options))
 
     @property
     def target_ci(self) -> float | None:
