@@ -59,3 +59,13 @@ def test_a_merge_carries_held_out_runs_once(tmp_path):
     db = sqlite3.connect(out)
     assert db.execute("SELECT COUNT(*) FROM heldout").fetchone()[0] == 3
     assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4
+
+
+def test_a_store_of_held_out_rows_alone_says_so(tmp_path, capsys):
+    path = tmp_path / "h.db"
+    with Store(path) as store:
+        run = store.create_run({"kind": HELDOUT_KIND}, {})
+        store.add_heldout(run, "mlp", {}, "ppl_increase_pct", 1.0, _row("w8", 1.0))
+    assert main(["report", "--db", str(path), "--format", "md"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "only held-out rows" in err, err

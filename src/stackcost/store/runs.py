@@ -276,6 +276,11 @@ def load_runs(db: str | Path, run_ids: list[str], every: bool = False) -> list[R
         raise SpecError(f"no database at {str(db)!r}")
     with Store(db, read_only=True) as store:
         known = store.run_ids()
+        if not known and store.heldout():
+            raise SpecError(
+                f"{str(db)!r} holds only held-out rows (stackcost heldout), no measured run: "
+                "time the model into it with stackcost run to see them beside its speed"
+            )
         if not known:
             raise SpecError(f"{str(db)!r} holds no runs")
         for run_id in run_ids:
