@@ -9,7 +9,13 @@ marked unsure, or a wrong one stated as sure (the failure that must never happen
 
     python benchmarks/bisect_toy.py [--steps 1.3,1.1] [--tries 10] [--json PATH]
 
-Nothing else may run on the machine meanwhile: each measurement is a fresh process.
+--design cells: the same history as a package (`toynet`, pyproject.toml, a factory `make`
+building the stack), bisected in cell mode (`--model toynet:make --input-shape 256
+--backends eager --batch-size 32 --threads 1`): each commit installed into its own venv
+and each point measured beside the good endpoint in warm paired workers alternating
+bursts. The venvs are kept in ~/.cache/stackcost/ab-venvs, per commit.
+
+Nothing else may run on the machine meanwhile.
 """
 
 from __future__ import annotations
@@ -44,12 +50,31 @@ with torch.inference_mode():
         times.append(time.perf_counter() - t)
 print("value=%.9f" % statistics.median(times))
 """
+PACKAGE = """\
+\"\"\"commit {i}\"\"\"
+import torch
+
+
+def make():
+    return torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range({layers})])
+"""
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "toynet"
+version = "0.{i}"
+"""
+CELL = ["--model", "toynet:make", "--input-shape", "256", "--backends", "eager"]
+CELL += ["--batch-size", "32", "--threads", "1", "--quiet"]
 BASE_LAYERS = 10
 # The step's true ratio -> layers added at commit 5 (the Linear stack's cost is ~linear).
 ADDED = {1.3: 3, 1.1: 1}
 
 
-def make_repo(root: Path, added: int) -> list[str]:
+def make_repo(root: Path, added: int, cells: bool = False) -> list[str]:
     def git(*args: str) -> str:
         out = subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
         return out.stdout.decode().strip()
@@ -61,16 +86,27 @@ def make_repo(root: Path, added: int) -> list[str]:
     shas = []
     for i in range(1, 9):
         layers = BASE_LAYERS + (added if i >= 5 else 0)
-        (root / "bench.py").write_text(f"# commit {i}\n" + BENCH.format(layers=layers))
-        git("add", "bench.py")
+        if cells:
+            (root / "toynet").mkdir(exist_ok=True)
+            (root / "toynet" / "__init__.py").write_text(PACKAGE.format(i=i, layers=layers))
+            (root / "pyproject.toml").write_text(PYPROJECT.format(i=i))
+        else:
+            (root / "bench.py").write_text(f"# commit {i}\n" + BENCH.format(layers=layers))
+        git("add", "-A")
         git("commit", "-q", "-m", f"commit {i}")
         shas.append(git("rev-parse", "HEAD"))
     return shas
 
 
-def one_try(repo: Path, shas: list[str], extra: list[str]) -> dict[str, Any]:
+def one_try(
+    repo: Path, shas: list[str], extra: list[str], cells: bool = False, seed: int = 0
+) -> dict[str, Any]:
     argv = [sys.executable, "-m", "stackcost.cli", "bisect", "--git", str(repo)]
-    argv += ["--good", shas[0], "--bad", shas[-1], "--command", f"{sys.executable} bench.py"]
+    argv += ["--good", shas[0], "--bad", shas[-1]]
+    if cells:
+        argv += [*CELL, "--db", str(repo.parent / f"{repo.name}.db"), "--seed-order", str(seed)]
+    else:
+        argv += ["--command", f"{sys.executable} bench.py"]
     t = time.perf_counter()
     proc = subprocess.run([*argv, *extra], capture_output=True, text=True)
     seconds = time.perf_counter() - t
@@ -92,17 +128,30 @@ def main() -> None:
     parser.add_argument("--steps", default="1.3,1.1", help="true ratios: 1.3 and/or 1.1")
     parser.add_argument("--tries", type=int, default=10)
     parser.add_argument("--bisect-arg", action="append", default=[], help="passed to bisect")
+    parser.add_argument(
+        "--first-seed", type=int, default=0,
+        help="cells: try i's burst orders come from --seed-order FIRST+i",
+    )  # fmt: skip
+    parser.add_argument(
+        "--design", default="processes", choices=("processes", "cells"),
+        help="processes: bench.py, a process per value; cells: cell mode, warm paired workers",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/bisect_toy.json"))
     args = parser.parse_args()
     console = Console()
     steps = [float(s) for s in args.steps.split(",")]
-    results: dict[str, Any] = {"cpu": cpu_info().get("model"), "tries": {}}
+    results: dict[str, Any] = {
+        "cpu": cpu_info().get("model"),
+        "design": args.design,
+        "tries": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         repos = {s: Path(tmp) / f"step{s}" for s in steps}
-        shas = {s: make_repo(repos[s], ADDED[s]) for s in steps}
+        cells = args.design == "cells"
+        shas = {s: make_repo(repos[s], ADDED[s], cells) for s in steps}
         for i in range(args.tries):  # the steps interleaved, try by try
             for s in steps:
-                r = one_try(repos[s], shas[s], args.bisect_arg)
+                r = one_try(repos[s], shas[s], args.bisect_arg, cells, args.first_seed + i)
                 results["tries"].setdefault(str(s), []).append(r)
                 console.print(f"step {s}x try {i + 1}: {r['kind']} ({r['seconds']} s)")
     table = Table(title="stackcost bisect on toy histories (commit 5 of 8 is the step)")

@@ -14,6 +14,7 @@ from stackcost.compare.bisect import (
     BisectError,
     Judging,
     Measure,
+    MeasurePair,
     bisect,
     git_points,
     parse_value,
@@ -201,3 +202,73 @@ def test_cli_names_an_unsure_answer_and_exits_3(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 3, out
     assert "first bad (unsure):" in out and shas[1][:12] in out and "--max-pairs" in out
+
+
+def paired(seed: int, bias: float) -> MeasurePair:
+    """Cell mode: each call two blocks, each a fresh pair of warm workers whose bursts
+    cancel the machine's modes; what is left is each block's pair bias (sd `bias`)."""
+    rng = random.Random(seed)
+    calls = []
+
+    def measure_pair(good: str, point: str) -> list[tuple[float, float]]:
+        calls.append((good, point))
+        step = 1.3 if int(point[1:]) >= 5 else 1.0
+        return [(step * math.exp(rng.gauss(0.0, bias)), 1.0) for _ in range(2)]
+
+    measure_pair.calls = calls  # type: ignore[attr-defined]
+    return measure_pair
+
+
+def test_cell_mode_takes_blocks_in_pairs_and_looks_where_they_cross_a_look():
+    found = []
+    for seed in range(20):
+        m = paired(seed, 0.05)
+        r = bisect(POINTS, measure_pair=m)
+        found.append(r.first_bad == "c5" and not r.unsure)
+        assert all(good == "c1" for good, _ in m.calls)  # beside the good endpoint, always
+        # Two pairs a call: 3 to 12 pairs is 2 to 6 calls a point, never past the cap.
+        assert all(len(p.values) % 2 == 0 and len(p.values) <= 12 for p in r.probes)
+    assert sum(found) >= 19
+
+
+def test_cell_mode_skips_a_point_it_cannot_measure():
+    def measure_pair(good: str, point: str):
+        if point == "c3":
+            return None  # its commit does not install
+        step = 1.3 if int(point[1:]) >= 5 else 1.0
+        return [(step, 1.0), (step * 1.01, 1.0)]
+
+    r = bisect(POINTS, measure_pair=measure_pair)
+    assert r.first_bad == "c5"
+    assert [p.verdict for p in r.probes if p.point == "c3"] in ([], ["skipped"])
+
+
+def test_one_way_of_measuring_is_given():
+    with pytest.raises(ValueError, match="one of measure or measure_pair"):
+        bisect(POINTS)
+    with pytest.raises(ValueError, match="one of measure or measure_pair"):
+        bisect(POINTS, lambda p: 1.0, measure_pair=lambda g, p: [(1.0, 1.0)])
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--git", ".", "--good", "HEAD~1"], "one of --command CMD or --model MODEL"),
+        (["--git", ".", "--good", "HEAD~1", "--command", "true", "--model", "mlp"], "one of"),
+        (["--versions", "a==1,a==2", "--model", "mlp"], "give --git REPO"),
+    ],
+)
+def test_cell_mode_is_usage_checked(capsys, argv, needle):
+    assert main(["bisect", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_cell_mode_measures_one_cell(repo, tmp_path, capsys):
+    path, shas = repo
+    db = tmp_path / "b.db"
+    argv = ["bisect", "--git", str(path), "--good", shas[0], "--model", "mlp"]
+    assert main([*argv, "--backends", "eager,onnxruntime", "--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cell mode measures one cell" in err, err
+    assert not db.exists()

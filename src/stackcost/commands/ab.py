@@ -20,6 +20,7 @@ from rich.text import Text
 
 from stackcost.commands.axes import add_axis_args, axis_fields, number
 from stackcost.commands.run import (
+    IMPORT_TIMEOUT_S,
     add_import_timeout_arg,
     add_model_args,
     import_timeout,
@@ -250,26 +251,11 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         summary_line,
         table,
     )
-    from stackcost.execute.interleave import FAILING, UNDECIDED, interleave
-    from stackcost.execute.local import LocalExecutor
-    from stackcost.execute.runner import Runner, prepare
+    from stackcost.execute.interleave import FAILING, UNDECIDED
     from stackcost.report.fit import fit
-    from stackcost.store.database import Store
 
-    timeout = import_timeout(args)
-    prepared = {side: prepare(spec, import_timeout_s=timeout) for side, spec in specs.items()}
     for line in sides_lines(sides):
         err.print(Text(line))
-    lock = machine_lock(args, err)
-    executors = {
-        side: LocalExecutor(
-            python=s.python,
-            lock=lock,
-            worker_start="cold" if args.no_reuse else "warm",
-            extra_env=s.env,
-        )
-        for side, s in sides.items()
-    }
 
     def shown(block, pair, side, r) -> None:
         if args.quiet:
@@ -283,25 +269,19 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         label = pair.cand.label()  # the cell, whichever of its metrics is judged
         err.print(Text(f"block {block + 1}/{design.max_blocks} {label} {side}: {value}{r.status}"))
 
-    with (
-        Store(args.db) as store,
-        executors["base"].session(),
-        executors["cand"].session(),
-    ):
-        runners = {
-            side: Runner(
-                prepared[side],
-                store,
-                executors[side],
-                None,
-                None,
-                on_disturbed=args.on_disturbed,
-                on_retry=retry_notice(err),
-                reuse_artifacts=not args.no_reuse,
-            )
-            for side in sides
-        }
-        ab = interleave(runners, sides, design, command=this_command(), on_repetition=shown)
+    ab = measure_sides(
+        specs,
+        sides,
+        design,
+        Path(args.db),
+        machine_lock(args, err),
+        err,
+        on_disturbed=args.on_disturbed,
+        reuse=not args.no_reuse,
+        import_timeout_s=import_timeout(args),
+        on_repetition=shown,
+        command=this_command(),
+    )
     for line in sides_lines(ab.sides):
         console.print(line, markup=False, highlight=False)
     hint = " or read every column with --markdown FILE"
@@ -316,3 +296,58 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         write_output(Path(args.json), as_json(ab), "--json")
     console.print(Text.assemble("stored pair ", (ab.pair_id, "bold"), f" in {args.db}"))
     return exit_code(ab.outcome, args.on_undecided)
+
+
+def measure_sides(
+    specs: dict[str, Any],
+    sides: dict[str, Any],
+    design: Any,
+    db: Path,
+    lock: Any,
+    err: Console,
+    *,
+    on_disturbed: str = "retry",
+    reuse: bool = True,
+    import_timeout_s: float = IMPORT_TIMEOUT_S,
+    on_repetition: Any = None,
+    command: str = "",
+) -> Any:
+    """Both sides' specs measured interleaved into `db` (execute.interleave): the ABResult.
+    `ab` and cell-mode `bisect` (one good and one point a call) both measure through it."""
+    from stackcost.execute.interleave import interleave
+    from stackcost.execute.local import LocalExecutor
+    from stackcost.execute.runner import Runner, prepare
+    from stackcost.store.database import Store
+
+    prepared = {
+        side: prepare(spec, import_timeout_s=import_timeout_s, python=sides[side].python)
+        for side, spec in specs.items()
+    }
+    executors = {
+        side: LocalExecutor(
+            python=s.python,
+            lock=lock,
+            worker_start="warm" if reuse else "cold",
+            extra_env=s.env,
+        )
+        for side, s in sides.items()
+    }
+    with (
+        Store(db) as store,
+        executors["base"].session(),
+        executors["cand"].session(),
+    ):
+        runners = {
+            side: Runner(
+                prepared[side],
+                store,
+                executors[side],
+                None,
+                None,
+                on_disturbed=on_disturbed,
+                on_retry=retry_notice(err),
+                reuse_artifacts=reuse,
+            )
+            for side in sides
+        }
+        return interleave(runners, sides, design, command=command, on_repetition=on_repetition)

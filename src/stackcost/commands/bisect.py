@@ -4,6 +4,14 @@ Contract for --command: run from the checkout's root (git) or the current direct
 (versions), exit 0 and print a line `value=<float>`; lower is better unless
 --higher-is-better. Example: --command "python bench.py" printing value=0.0123.
 
+Cell mode (--git with --model instead of --command): the measurement is one stackcost
+cell, the model usually a factory in the repository (--model mypkg.models:make
+--input-shape 256 --backends eager). Each commit is installed into its own venv over this
+environment, as `stackcost ab --cand git:REF` does, and each point is measured beside the
+good endpoint in warm paired workers alternating short bursts (ab's design): two blocks a
+call, each block one pair of values. A process per value carries its own bias and the
+machine's modes of seconds; bursts inside one block cancel both.
+
 Exit 0: the first bad point found, every point on the way decided; 3: found, but a point
 on the way was still unclear at --max-pairs (the answer says which); 1: skipped points
 leave it ambiguous.
@@ -19,7 +27,8 @@ from typing import Any
 
 from rich.console import Console
 
-from stackcost.commands.axes import number
+from stackcost.commands.axes import add_axis_args, number
+from stackcost.commands.run import add_model_args
 from stackcost.errors import SpecError
 from stackcost.report.fit import FitTable
 from stackcost.spec.grammar import parse_float, split_list
@@ -37,8 +46,24 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--command",
         dest="shell_command",
-        required=True,
-        help="shell command that prints value=<float>",
+        help="shell command that prints value=<float> (or cell mode: --model, with --git)",
+    )
+    p.add_argument(
+        "--model",
+        dest="model_opt",
+        metavar="MODEL",
+        help="cell mode (with --git): the model of the one cell measured at each commit, "
+        "e.g. a factory in the repository (pkg.module:make with --input-shape)",
+    )
+    add_model_args(p)
+    add_axis_args(p, defaults=True)
+    p.add_argument(
+        "--no-wait", action="store_true", help="cell mode: refuse (exit 75) if the machine is busy"
+    )
+    p.add_argument(
+        "--seed-order",
+        default="0",
+        help="cell mode: seed of the burst orders, as stackcost ab takes it (default 0)",
     )
     p.add_argument("--git", metavar="REPO", help="git repository to bisect")
     p.add_argument("--good", help="a good revision (with --git)")
@@ -63,12 +88,15 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--alpha", default="0.05", help="error budget of a point's looks (default 0.05)")
     p.add_argument("--higher-is-better", action="store_true", help="e.g. a throughput")
-    p.add_argument("--timeout", default="600", help="seconds per command run (default 600)")
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     if bool(args.git) == bool(args.versions):
         raise SpecError("give exactly one of --git REPO or --versions PKG==v1,PKG==v2,...")
+    if bool(args.shell_command) == bool(args.model_opt):
+        raise SpecError("give exactly one of --command CMD or --model MODEL (cell mode)")
+    if args.model_opt and not args.git:
+        raise SpecError("--model (cell mode) bisects commits: give --git REPO")
     from stackcost.compare.bisect import Judging
 
     lo = int(number(args.min_pairs, "--min-pairs", int, 1))
@@ -77,7 +105,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise SpecError(f"--min-pairs {lo} is more than --max-pairs {hi}")
     alpha = parse_float(args.alpha, "--alpha", 0.0, 1.0)
     args.judging = Judging(min_pairs=lo, max_pairs=hi, alpha=alpha)
-    args.timeout = parse_float(args.timeout, "--timeout", 0.0, 7 * 86400.0, high_closed=True)
+    args.command_timeout = parse_float(
+        args.timeout, "--timeout", 0.0, 7 * 86400.0, high_closed=True
+    )
     with contextlib.ExitStack() as stack:
         return _bisect(args, console, stack)
 
@@ -91,22 +121,30 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         version_measure,
     )
 
+    measure_pair = None
     try:
         if args.git:
             if not args.good:
                 raise SpecError("--git needs --good REV")
             repo = Path(args.git)
             points = git_points(repo, args.good, args.bad)
-            measure = git_measure(repo, args.shell_command, args.timeout)
+            if args.model_opt:
+                pair = cell_pairs(args, repo, Console(stderr=True))
+                measure, measure_pair = None, pair
+            else:
+                measure = git_measure(repo, args.shell_command, args.command_timeout)
         else:
             points = split_list(args.versions, "--versions", "torch==2.3.0,torch==2.4.0")
             if len(points) < 2 or any("==" not in v for v in points):
                 raise SpecError("--versions needs at least two PKG==VERSION items")
             venvs = stack.enter_context(tempfile.TemporaryDirectory(prefix="stackcost-venvs-"))
-            measure = version_measure(args.shell_command, Path(venvs), args.pip_arg, args.timeout)
+            measure = version_measure(
+                args.shell_command, Path(venvs), args.pip_arg, args.command_timeout
+            )
         result = bisect(
             points,
             measure,
+            measure_pair=measure_pair,
             judging=args.judging,
             higher_is_better=args.higher_is_better,
             log=lambda s: console.print(f"  measured {s}", highlight=False, markup=False),
@@ -150,3 +188,66 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         "ambiguous (skipped points): the first bad is one of " + ", ".join(result.candidates)
     )
     return 1
+
+
+def cell_pairs(args: argparse.Namespace, repo: Path, err: Console):
+    """Cell mode's measure_pair: the cell at the good commit and at a point, measured in
+    warm paired workers (ab's bursts, two blocks a call) into --db; each block's
+    geometric means, (point, good). None when either side cannot be built or measured."""
+    import itertools
+    import statistics
+
+    from rich.text import Text
+
+    from stackcost.commands.ab import BLOCK_S, BURST_MS, measure_sides
+    from stackcost.commands.axes import axis_fields
+    from stackcost.commands.run import machine_lock, model_from_args, this_command
+    from stackcost.execute.interleave import Design
+    from stackcost.execute.runner import prepare
+    from stackcost.execute.sides import resolve
+    from stackcost.spec.run import db_problem, validate
+
+    fields = axis_fields(args)
+    spec = validate({**fields, "models": [model_from_args(args.model_opt, args)]})
+    if len(spec.cells()) != 1:
+        raise SpecError(
+            f"cell mode measures one cell, and these flags make {len(spec.cells())}: give "
+            "one backend, batch size, precision, thread count and size"
+        )
+    if problem := db_problem(args.db):
+        raise SpecError(problem)
+    cache = Path.home() / ".cache" / "stackcost" / "ab-venvs"
+    lock = machine_lock(args, err)
+    # Each call's blocks get burst orders of their own, from --seed-order on.
+    seeds = itertools.count(1000 * int(number(args.seed_order, "--seed-order", int, -1)))
+    prepared: dict[str, Any] = {}  # per commit: its probe (in its venv) asked once
+
+    def side(name: str, sha: str):
+        log = (lambda line: None) if args.quiet else (lambda line: err.print(Text(line)))
+        return resolve(name, f"git:{sha}", [], [], repo=repo, cache=cache, log=log)
+
+    def spec_at(sha: str, python: str):
+        if sha not in prepared:
+            prepared[sha] = prepare(spec, python=python)
+        return prepared[sha]
+
+    def measure_pair(good: str, point: str) -> list[tuple[float, float]] | None:
+        try:
+            sides = {"base": side("base", good), "cand": side("cand", point)}
+            specs = {"base": spec_at(good, sides["base"].python)}
+            specs["cand"] = spec_at(point, sides["cand"].python)
+        except SpecError as exc:  # it does not install or import: skipped, as git bisect skip
+            err.print(Text(f"{point[:12]}: {exc}"))
+            return None
+        design = Design(min_blocks=2, max_blocks=2, seed=next(seeds), block_s=BLOCK_S,
+                        burst_ms=BURST_MS)  # fmt: skip
+        ab = measure_sides(specs, sides, design, Path(args.db), lock, err, command=this_command())
+        cell = ab.cells[0]
+        if cell.failed or not cell.blocks:
+            return None
+        return [
+            (statistics.geometric_mean(cand), statistics.geometric_mean(base))
+            for base, cand in cell.blocks
+        ]
+
+    return measure_pair

@@ -16,6 +16,12 @@ lies wholly past the middle of the gap (bad) or wholly short of it (good), looke
 after min_pairs, max_pairs and once between (the error budget alpha split over the
 looks, as `stackcost ab` does: measure/paired.py). A point still straddling the middle
 at max_pairs is judged by its mean, and the answer says it is unsure.
+
+A process per value still carries its own bias and lands in the machine's modes of
+seconds. Cell mode (`measure_pair`, commands/bisect.py) measures a stackcost cell instead:
+the point and the good endpoint in warm paired workers alternating bursts, a block of them
+giving one pair of values; a call may give several, and a look is taken when the count of
+pairs crosses it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ from stackcost.measure.paired import look_points, mean_interval
 VALUE = re.compile(r"^\s*value\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$", re.M)
 
 Measure = Callable[[str], "float | None"]
+# Cell mode: the point and the good endpoint measured together in warm paired workers
+# (`stackcost ab`'s bursts): (point, good) values, one pair per block; None on a failure.
+MeasurePair = Callable[[str, str], "list[tuple[float, float]] | None"]
 
 
 class BisectError(Exception):
@@ -126,13 +135,18 @@ def run_command(
 
 def bisect(
     points: Sequence[str],
-    measure: Measure,
+    measure: Measure | None = None,
     *,
+    measure_pair: MeasurePair | None = None,
     judging: Judging = Judging(),
     higher_is_better: bool = False,
     log: Callable[[str], None] = lambda s: None,
 ) -> BisectResult:
-    """Find the first bad point in `points` (first known good, last known bad)."""
+    """Find the first bad point in `points` (first known good, last known bad), measuring
+    each value by `measure` (a process per value, alternating with the good endpoint), or
+    each pair of values by `measure_pair` (both in warm workers side by side)."""
+    if (measure is None) == (measure_pair is None):
+        raise ValueError("give one of measure or measure_pair")
     if len(points) < 2:
         raise BisectError("need a good and a bad point")
     sign = -1.0 if higher_is_better else 1.0
@@ -144,6 +158,18 @@ def bisect(
     def pair(p: Probe) -> bool:
         """Measure the point and the good endpoint beside it; False if either fails."""
         nonlocal pairs, in_logs
+        if measure_pair is not None:
+            blocks = measure_pair(good_point, p.point)
+            if not blocks:
+                p.verdict, p.note = "skipped", f"{p.point[:12]} or good failed to measure"
+                return False
+            for point_value, good_value in blocks:
+                p.values.append(point_value)
+                p.good_values.append(good_value)
+            if not probes and len(p.values) == len(blocks):  # the bad endpoint's first
+                in_logs = min(p.values[0], p.good_values[0]) > 0
+            return True
+        assert measure is not None
         order = (good_point, p.point) if pairs % 2 == 0 else (p.point, good_point)
         pairs += 1
         got = {name: measure(name) for name in order}
@@ -164,8 +190,11 @@ def bisect(
     def probe(i: int, decided: Callable[[float, float], bool]) -> Probe:
         """Pairs until `decided(low, high)` at a look, or max_pairs, or a failure."""
         p = Probe(points[i])
+        looked = 0  # looks passed: a measure_pair call may add several pairs at once
         while len(p.values) < judging.max_pairs and pair(p):
-            if len(p.values) in judging.looks and (c := worse(p)) is not None:
+            due = [n for n in judging.looks if n <= len(p.values)]
+            if len(due) > looked and (c := worse(p)) is not None:
+                looked = len(due)
                 _, low, high = mean_interval(c, judging.confidence)
                 p.interval = (low, high)
                 if decided(low, high):

@@ -45,9 +45,11 @@ def probe(
     backends: Mapping[str, Mapping[str, str]],
     environ: Mapping[str, str] | None = None,
     timeout_s: float = TIMEOUT_S,
+    python: str = sys.executable,
 ) -> tuple[dict[str, BackendFacts], dict[str, dict[str, Any]]]:
     """Learn user models' workloads (and check they import) and custom backends' facts in
-    one child; ProbeError on a model or backend that cannot be used."""
+    one child of `python` (an A/B side's interpreter: the code its workers import);
+    ProbeError on a model or backend that cannot be used."""
     if not models and not backends:
         return {}, {}
     request = {
@@ -60,7 +62,7 @@ def probe(
         names = ", ".join([*(m.name for m in models), *backends])
         try:
             out = subprocess.run(
-                [sys.executable, "-m", __name__, str(req), str(ans)],
+                [python, "-m", __name__, str(req), str(ans)],
                 capture_output=True,
                 text=True,
                 timeout=timeout_s,
@@ -112,6 +114,7 @@ def ask(
     backends: Mapping[str, Mapping[str, str]],
     environ: Mapping[str, str] | None = None,
     timeout_s: float = TIMEOUT_S,
+    python: str = sys.executable,
 ) -> Answers:
     """Facts of every backend named (with the options given to it) and workloads of the
     models that need a child: stackcost's own backends are asked here, user code and
@@ -119,7 +122,8 @@ def ask(
     from stackcost.backends import is_import_path, load_backend
 
     custom = {name: opts for name, opts in backends.items() if is_import_path(name)}
-    facts, workloads = probe([m for m in models if m.needs_probe], custom, environ, timeout_s)
+    needs = [m for m in models if m.needs_probe]
+    facts, workloads = probe(needs, custom, environ, timeout_s, python)
     for name, options in backends.items():
         if name not in custom:
             f = _facts_of(load_backend(name), options)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -102,6 +103,7 @@ def prepare(
     spec: RunSpec | TrainSpec | Prepared,
     answers: Answers | None = None,
     import_timeout_s: float = IMPORT_TIMEOUT_S,
+    python: str = sys.executable,
 ) -> Prepared:
     """The one place a run asks about user code, before anything is written: one child at
     most (execute/probe.py) learns user models' workloads, then checked against the spec's
@@ -112,7 +114,8 @@ def prepare(
     the options it gives them), where building the spec needed them first (`train`: the
     model sets the sizes and data); they are checked here, not asked again. A spec already
     prepared is returned as it is. `import_timeout_s` bounds the child's import of user
-    code (--import-timeout)."""
+    code (--import-timeout); `python` is the interpreter whose workers will run the spec
+    (an A/B side's), so the child imports what they will."""
     from stackcost.spec.run import check_generate, check_sizes
 
     if isinstance(spec, Prepared):
@@ -122,7 +125,7 @@ def prepare(
         # A TrainSpec's model is asked as its spec is built (it sets the sizes): `answers`.
         models = spec.models if isinstance(spec, RunSpec) else []
         environ = worker_environ(os.environ, {}, spec.inherit_env)
-        answers = ask(models, backends, environ, import_timeout_s)
+        answers = ask(models, backends, environ, import_timeout_s, python)
     for fact in answers.facts.values():
         if fact.options_problem:
             raise SpecError(fact.options_problem)
