@@ -129,8 +129,7 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
             repo = Path(args.git)
             points = git_points(repo, args.good, args.bad)
             if args.model_opt:
-                pair = cell_pairs(args, repo, Console(stderr=True))
-                measure, measure_pair = None, pair
+                measure, measure_pair = None, cell_pairs(args, repo, Console(stderr=True))
             else:
                 measure = git_measure(repo, args.shell_command, args.command_timeout)
         else:
@@ -194,6 +193,7 @@ def cell_pairs(args: argparse.Namespace, repo: Path, err: Console):
     """Cell mode's measure_pair: the cell at the good commit and at a point, measured in
     warm paired workers (ab's bursts, two blocks a call) into --db; each block's
     geometric means, (point, good). None when either side cannot be built or measured."""
+    import functools
     import itertools
     import statistics
 
@@ -222,6 +222,7 @@ def cell_pairs(args: argparse.Namespace, repo: Path, err: Console):
     seeds = itertools.count(1000 * int(number(args.seed_order, "--seed-order", int, -1)))
     prepared: dict[str, Any] = {}  # per commit: its probe (in its venv) asked once
 
+    @functools.cache  # a commit's venv is checked (a python started) once, not every call
     def side(name: str, sha: str):
         log = (lambda line: None) if args.quiet else (lambda line: err.print(Text(line)))
         return resolve(name, f"git:{sha}", [], [], repo=repo, cache=cache, log=log)
