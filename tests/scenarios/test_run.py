@@ -8,6 +8,7 @@ repetition was verified like the timed loop's.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +28,12 @@ QUICK = LoadGenSettings(min_duration_ms=200, min_query_count=32, latency_bound_m
 # 20 ms each keeps the search to about a second.
 QUICK_SERVER = QUICK.model_copy(update={"min_duration_ms": 20})
 MEASURED = ("ok", "unstable", "disturbed")
-# SingleStream's p90 against the timed loop's p90 of the same cell, on a shared 2-core
-# test machine: the acceptance figure (5%, quiet machine) is benchmarks/loadgen_agreement.py.
-AGREEMENT_TOLERANCE = 0.25
+# SingleStream's p90 against the timed loop's p90 of the same cell. This is a test, not a
+# measurement: it catches a figure read from the wrong line, in the wrong unit or for the
+# wrong query size (each off by 2x or far more), never a few percent. The agreement itself
+# (within 5%, alone on a quiet machine) is benchmarks/loadgen_agreement.py. A 25% band failed
+# CI here once (4.91 ms against 3.87 and 3.66 ms): the machine moves that much in seconds.
+AGREEMENT_FACTOR = 2.0
 
 
 def scenario_task(tmp_path: Path, name: str, backend: str = "eager", **settings) -> RepetitionTask:
@@ -84,12 +88,12 @@ def test_an_out_of_process_rung_is_unsupported(tmp_path: Path) -> None:
     assert result.status == "unsupported" and "in-process step" in result.reason
 
 
-def test_single_stream_p90_agrees_with_the_timed_loop(tmp_path: Path) -> None:
+def test_single_stream_p90_is_loadgens_own_and_near_the_timed_loop(tmp_path: Path) -> None:
     """The same cell (mnist-cnn b32: ~3-6 ms a step, so LoadGen's ~60 us per query is a
-    few percent; at b8 a fast CPU's 0.7 ms step made it a quarter of the tolerance) through
-    the timed loop and through LoadGen's SingleStream, timed loop again: this machine moves
-    by 20-35% between measurements seconds apart, so LoadGen's figure is judged against
-    the timed loop on either side of it (ABA), never against one taken before it alone."""
+    few percent) through the timed loop, LoadGen's SingleStream, and the timed loop again.
+    The stored p90 is the one LoadGen's summary prints, converted from ns; it lies within a
+    factor of the timed loop's p90 on either side of it (ABA), never judged against one
+    taken before it alone."""
     from stackcost.measure.protocol import Protocol
     from stackcost.spec.run import model_ref
 
@@ -114,12 +118,12 @@ def test_single_stream_p90_agrees_with_the_timed_loop(tmp_path: Path) -> None:
     assert loadgen.scenario is not None
     theirs = loadgen.scenario.latency_ms
     assert theirs is not None
+    summary = (tmp_path / "s" / "loadgen" / "single-stream" / "mlperf_log_summary.txt").read_text()
+    printed = re.search(r"90(?:\.0+)?th percentile latency \(ns\)\s*:\s*(\d+)", summary)
+    assert printed, summary
+    assert theirs == pytest.approx(int(printed[1]) / 1e6)
     low, high = min(before, after), max(before, after)
-    assert low * (1 - AGREEMENT_TOLERANCE) <= theirs <= high * (1 + AGREEMENT_TOLERANCE), (
-        before,
-        theirs,
-        after,
-    )
+    assert low / AGREEMENT_FACTOR <= theirs <= high * AGREEMENT_FACTOR, (before, theirs, after)
 
 
 def test_the_cli_runs_scenarios_and_every_view_shows_them(tmp_path: Path, capsys) -> None:
