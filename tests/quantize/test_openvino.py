@@ -269,3 +269,23 @@ def test_int8_records_its_overflow_fix(models: dict[str, Fp32]) -> None:
     assert built.record.scheme == "overflow_fix=enable" and built.record.scheme_reason == "asked"
     assert "overflow_fix=enable" in built.record.tool
     assert fp32.quantize("w8").record.scheme is None
+
+
+def test_int8_dyn_is_unsupported_where_onednn_is_capped_below_vnni(tmp_path: Path) -> None:
+    """Under ONEDNN_MAX_CPU_ISA=AVX2 on a CPU with VNNI, the plugin picked its VNNI kernel
+    and oneDNN could not create it: the cell `failed` with a RuntimeError. It is refused as
+    on a CPU without VNNI. In a child process: oneDNN reads the cap once per process."""
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    argv = [sys.executable, "-m", "stackcost.cli", "run", "mlp", "--backends", "openvino",
+            "--precision", "int8-dyn", "--threads", "1", "--db", str(db), "--quiet"]  # fmt: skip
+    done = subprocess.run(
+        argv, env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}, capture_output=True, text=True
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    rows = sqlite3.connect(db).execute("SELECT status, reason FROM repetitions").fetchall()
+    assert len(rows) == 1, rows
+    status, reason = rows[0]
+    assert status == "unsupported", reason
+    assert "needs VNNI" in reason and "capped at AVX2" in reason

@@ -159,7 +159,7 @@ def _quantized(
 
     import openvino as ov
 
-    from stackcost.env import cpu_info
+    from stackcost.env import VNNI_FLAGS, cpu_info, vnni
     from stackcost.quantize.openvino import (
         dynamic_quantization_changes,
         overflow_fix,
@@ -169,7 +169,17 @@ def _quantized(
     precision, calibration = cell.precision, ctx.calibration
     feeds = feeds_by_name(export["onnx_inputs"])
     # The ISA oneDNN runs here: the CPU's, capped where the cell's environment narrowed it.
-    fix = overflow_fix(requested_fix, cpu_info()["flags"], os.environ.get("ONEDNN_MAX_CPU_ISA"))
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    fix = overflow_fix(requested_fix, cpu_info()["flags"], cap)
+    if precision == "int8-dyn" and not vnni(cpu_info()["flags"], cap):
+        # Without VNNI the plugin keeps activations float (caught below, after the build);
+        # with the CPU's VNNI hidden from oneDNN by a cap, it picks the VNNI kernel anyway
+        # and oneDNN cannot create it ("could not create a primitive descriptor").
+        where = f"oneDNN is capped at {cap} (ONEDNN_MAX_CPU_ISA)" if cap else "this CPU has none"
+        raise Unsupported(
+            "precision int8-dyn: OpenVINO's per-call activation quantization needs VNNI "
+            f"(one of {', '.join(VNNI_FLAGS)}) and {where}"
+        )
 
     def make(home: Path) -> dict[str, Any]:
         start = time.perf_counter()
