@@ -39,14 +39,14 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stackcost.cell import GENERATE, Cell
 from stackcost.execute import scratch
-from stackcost.execute.paced import PacedWorker, Refused
+from stackcost.execute.paced import BurstChannel, PacedWorker, Refused
 from stackcost.execute.runner import Runner
 from stackcost.execute.sides import Side
 from stackcost.measure.paired import (
@@ -458,23 +458,46 @@ def _alternate(
     values: dict[str, list[float]],
     pair: CellPair,
 ) -> None:
+    """One block's burst pairs into `values`, the dropped ones counted on the pair."""
+    pair.dropped_pairs += alternate(workers, steps, block_s, rng, values).dropped
+
+
+@dataclass(frozen=True)
+class Alternation:
+    """What one block's alternation kept and dropped, and whether a worker died in it."""
+
+    kept: int
+    dropped: int
+    died: bool
+
+
+def alternate(
+    workers: Mapping[str, BurstChannel],
+    steps: int,
+    block_s: float,
+    rng: random.Random,
+    values: dict[str, list[float]],
+) -> Alternation:
     """Burst pairs for `block_s` seconds (at least MIN_PAIRS), each pair's order drawn;
-    each side's mean step time per kept pair goes into `values` (ms)."""
+    each side's mean step time per kept pair goes into `values` (ms). A pair where either
+    burst saw other work on the cores is dropped. The two workers may be any children on
+    the burst channel: two sides' repetitions (`ab`), or a repetition and a peer harness
+    (benchmarks/agreement.py)."""
     end = time.perf_counter() + block_s
     kept = dropped = 0
     while time.perf_counter() < end or kept < MIN_PAIRS:
         replies = {side: workers[side].burst(steps) for side in rng.sample(list(workers), 2)}
         if any(r is None for r in replies.values()):
-            return  # a worker died mid-block: its result says how
+            return Alternation(kept, dropped, died=True)  # its result says how
         if any(r["disturbed"] for r in replies.values()):  # type: ignore[index]
             dropped += 1
-            pair.dropped_pairs += 1
             if dropped > 10 * max(kept, MIN_PAIRS):
-                return  # the machine is busy: the block ends with what it has
+                break  # the machine is busy: the block ends with what it has
             continue
         for side, r in replies.items():
             values[side].append(statistics.fmean(r["ns"]) / 1e6)  # type: ignore[index]
         kept += 1
+    return Alternation(kept, dropped, died=False)
 
 
 def _failed(pair: CellPair, side: str, r: RepetitionResult) -> bool:
@@ -487,6 +510,7 @@ def _failed(pair: CellPair, side: str, r: RepetitionResult) -> bool:
 
 __all__ = [
     "ABResult",
+    "Alternation",
     "CellPair",
     "Design",
     "FAILING",
@@ -495,6 +519,7 @@ __all__ = [
     "ORDERS",
     "PACINGS",
     "UNDECIDED",
+    "alternate",
     "interleave",
     "metrics",
     "pacable",

@@ -19,6 +19,7 @@ import os
 import select
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,22 +39,22 @@ class Refused(Exception):
     """The cell cannot be cut into bursts (its program runs the whole repetition)."""
 
 
-class PacedWorker:
-    """One side's worker for one block: start, ready, bursts, finish."""
+class BurstChannel:
+    """A child that serves bursts over measure/bursts.py's protocol: commands on its
+    stdin, replies on a pipe whose write end it is passed. `argv(fd)` is its command line
+    given that end's descriptor; its output goes to `log_path`. PacedWorker is a
+    repetition's worker on this channel; a peer harness (benchmarks/agreement.py) is
+    another."""
 
-    def __init__(self, python: str, env: dict[str, str], task: RepetitionTask) -> None:
-        tmp = Path(task.workdir) / "worker"
-        tmp.mkdir(parents=True, exist_ok=True)
-        self.task_path, self.result_path, self.log_path = (
-            tmp / n for n in ("task.json", "result.json", "log")
-        )
+    def __init__(
+        self, argv: Callable[[int], list[str]], env: dict[str, str], log_path: Path
+    ) -> None:
+        self.log_path = log_path
         read_end, write_end = os.pipe()
-        self.task = task.model_copy(update={"paced_fd": write_end})
-        self.task_path.write_text(self.task.model_dump_json())
         self.started_at = now()
-        with self.log_path.open("wb") as log:
+        with log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [python, "-m", task.worker, str(self.task_path), str(self.result_path)],
+                argv(write_end),
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=log,
@@ -95,12 +96,40 @@ class PacedWorker:
             return None
         return self._reply(timeout_s)
 
-    def finish(self, timeout_s: float = BURST_TIMEOUT_S) -> RepetitionResult:
-        """Stop the bursts and take the worker's result (or its failure as the result)."""
+    def stop(self) -> None:
+        """Tell the child the bursts are over (it then writes its result and exits)."""
         with contextlib.suppress(BrokenPipeError, OSError):
             self._send({"stop": True})
             assert self.proc.stdin is not None
             self.proc.stdin.close()
+
+    def kill(self) -> None:
+        """End the worker without a result: it measured nothing worth keeping."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        with contextlib.suppress(OSError):
+            self._replies.close()
+
+
+class PacedWorker(BurstChannel):
+    """One side's worker for one block: start, ready, bursts, finish."""
+
+    def __init__(self, python: str, env: dict[str, str], task: RepetitionTask) -> None:
+        tmp = Path(task.workdir) / "worker"
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.task_path, self.result_path = tmp / "task.json", tmp / "result.json"
+
+        def argv(fd: int) -> list[str]:
+            self.task = task.model_copy(update={"paced_fd": fd})
+            self.task_path.write_text(self.task.model_dump_json())
+            return [python, "-m", task.worker, str(self.task_path), str(self.result_path)]
+
+        super().__init__(argv, env, tmp / "log")
+
+    def finish(self, timeout_s: float = BURST_TIMEOUT_S) -> RepetitionResult:
+        """Stop the bursts and take the worker's result (or its failure as the result)."""
+        self.stop()
         try:
             code = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -114,16 +143,8 @@ class PacedWorker:
             return self._failed("crashed", f"worker died on {signal.Signals(-code).name}")
         return self._failed("crashed", f"worker exited with code {code} and no result")
 
-    def kill(self) -> None:
-        """End the worker without a result: it measured nothing worth keeping."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        with contextlib.suppress(OSError):
-            self._replies.close()
-
     def _failed(self, status: str, reason: str) -> RepetitionResult:
         return failed(self.task, self.started_at, status, reason, self.log_path)
 
 
-__all__ = ["PacedWorker", "Refused"]
+__all__ = ["BurstChannel", "PacedWorker", "Refused"]
