@@ -27,15 +27,29 @@ TF32 off for matmuls and cuDNN convolutions); Timer synchronizes around each blo
 when CUDA is there. `triton` times that step with triton.testing.do_bench (CUDA events
 around each call; do_bench clears L2 before every call, stackcost's loop does not). `prepare
 --no-onnx` skips the export the cuda peers do not load.
+
+`--serve-fd FD` (agreement.py's bursts design): instead of one timed run, the peer warms up
+and then serves bursts over stackcost's burst protocol (measure/bursts.py: commands on
+stdin, replies on FD), alternating with a stackcost worker of the same cell. Each burst
+starts with an untimed call, as stackcost's paced worker's does (WAKE_STEPS), and ONNX
+Runtime's idle threads sleep (allow_spinning 0) as in stackcost's paced session. Each peer
+times a burst its own way: torch.utils.benchmark.Timer.timeit(N) (which runs max(N // 100,
+2) untimed warm calls first, as it always does), perf_counter around each ONNX Runtime
+run(), and OpenVINO's own `InferRequest.latency` of each sync `infer()`, which is what
+benchmark_app's sync loop records. benchmark_app itself runs its whole loop in one call and
+cannot be paced; `openvino` compiles the graph with the properties benchmark_app sets for
+`-hint none -nstreams 1 -nthreads T -infer_precision f32` and runs its loop body.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +136,47 @@ def _eager_step(args: argparse.Namespace):
     return step, model, err
 
 
+def _serve(args: argparse.Namespace, burst: Callable[[int], list[float]]) -> dict[str, Any]:
+    """Warm up for --warmup seconds, then serve the parent's bursts on the burst protocol:
+    `burst(n)` times n calls the peer's own way, returning ns per call (or one mean per
+    call for a peer that times blocks). Each burst's disturbance is read as a stackcost
+    worker reads its own (measure/disturbance.py). The bursts' summary."""
+    from stackcost.measure.counters import Edge, Window
+    from stackcost.measure.disturbance import assess
+
+    end = time.perf_counter() + args.warmup
+    while time.perf_counter() < end:
+        burst(1)
+    replies = os.fdopen(args.serve_fd, "w")
+
+    def send(message: dict[str, Any]) -> None:
+        replies.write(json.dumps(message) + "\n")
+        replies.flush()
+
+    send({"ready": statistics.median(v for _ in range(3) for v in burst(1))})
+    samples: list[float] = []
+    bursts = disturbed = 0
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command.get("stop"):
+            break
+        edge = Edge.now()
+        ns = burst(int(command["burst"]))
+        reading = assess(Window.between(edge, Edge.now()))
+        samples += ns
+        bursts += 1
+        disturbed += bool(reading and reading.disturbed)
+        send({"ns": ns, "disturbed": bool(reading and reading.disturbed),
+              "others_cores": reading.others_cores if reading else None})  # fmt: skip
+    replies.close()
+    return {
+        "bursts": bursts,
+        "disturbed_bursts": disturbed,
+        "median_ms": statistics.median(samples) / 1e6 if samples else None,
+        "n": len(samples),
+    }
+
+
 def peer_torch(args: argparse.Namespace) -> int:
     import torch
     import torch.utils.benchmark as tb
@@ -130,14 +185,21 @@ def peer_torch(args: argparse.Namespace) -> int:
 
     step, model, err = _eager_step(args)
     timer = tb.Timer(stmt="step()", globals={"step": step}, num_threads=args.threads)
-    m = timer.blocked_autorange(min_run_time=args.min_time)
+    if args.serve_fd is not None:  # one mean per call for each burst: Timer times blocks
+        served = _serve(args, lambda n: [timer.timeit(n).mean * 1e9])
+        timing = served | {"block_size": "the burst's"}
+    else:
+        m = timer.blocked_autorange(min_run_time=args.min_time)
+        timing = {
+            "median_ms": m.median * 1e3,  # median of per-block means
+            "mean_ms": m.mean * 1e3,
+            "iqr_ms": m.iqr * 1e3,
+            "n": len(m.times),
+            "block_size": m.number_per_run,
+        }
     result = {
         "peer": "torch.utils.benchmark",
-        "median_ms": m.median * 1e3,  # median of per-block means
-        "mean_ms": m.mean * 1e3,
-        "iqr_ms": m.iqr * 1e3,
-        "n": len(m.times),
-        "block_size": m.number_per_run,
+        **timing,
         "weights_digest": zoo.weights_digest(model),
         "max_abs_err": err,
         "threads": torch.get_num_threads(),
@@ -197,6 +259,28 @@ def peer_onnxruntime(args: argparse.Namespace) -> int:
     with np.load(home / "inputs.npz") as saved:
         feeds = {i.name: saved[i.name] for i in sess.get_inputs()}
     err = _max_abs_err(sess.run(None, feeds), home / "reference.npz")
+    if args.serve_fd is not None:
+        # Idle threads sleep, as in stackcost's paced worker: a pool spinning between its
+        # bursts would take the cores from the other side's.
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        sess = ort.InferenceSession(
+            str(home / "onnx" / "model.onnx"), so, providers=["CPUExecutionProvider"]
+        )
+
+        def burst(n: int) -> list[float]:
+            sess.run(None, feeds)  # untimed: the burst's wake-up (measure/bursts.WAKE_STEPS)
+            ns = []
+            for _ in range(n):
+                t0 = time.perf_counter_ns()
+                sess.run(None, feeds)
+                ns.append(float(time.perf_counter_ns() - t0))
+            return ns
+
+        result = {"peer": "onnxruntime loop", **_serve(args, burst), "max_abs_err": err,
+                  "intra_op_threads": sess.get_session_options().intra_op_num_threads,
+                  "onnxruntime": ort.__version__}  # fmt: skip
+        Path(args.result).write_text(json.dumps(result))
+        return 0
     # Warm up for a fixed half second (ORT's first calls allocate and pick kernels).
     end = time.perf_counter() + 0.5
     while time.perf_counter() < end:
@@ -222,6 +306,49 @@ def peer_onnxruntime(args: argparse.Namespace) -> int:
     return 0
 
 
+# What benchmark_app sets for -hint none -nstreams 1 -nthreads T -infer_precision f32 (the
+# processes design runs benchmark_app itself with those flags).
+def _benchmark_app_config(threads: int) -> dict[str, Any]:
+    return {"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
+
+
+def peer_openvino(args: argparse.Namespace) -> int:
+    import numpy as np
+    import openvino as ov
+
+    if args.serve_fd is None:
+        print("the openvino peer serves bursts only: otherwise run benchmark_app", file=sys.stderr)
+        return 2
+    home = Path(args.prepared)
+    core = ov.Core()
+    compiled = core.compile_model(
+        str(home / "onnx" / "model.onnx"), "CPU", _benchmark_app_config(args.threads)
+    )
+    request = compiled.create_infer_request()
+    with np.load(home / "inputs.npz") as saved:
+        for port in compiled.inputs:
+            request.set_tensor(port, ov.Tensor(np.ascontiguousarray(saved[port.any_name])))
+    request.infer()
+    err = _max_abs_err([request.get_output_tensor(i).data.copy()
+                        for i in range(len(compiled.outputs))], home / "reference.npz")  # fmt: skip
+
+    def burst(n: int) -> list[float]:
+        request.infer()  # untimed: the burst's wake-up (measure/bursts.WAKE_STEPS)
+        ns = []
+        for _ in range(n):
+            request.infer()
+            ns.append(request.latency * 1e6)  # OpenVINO's own latency, in ms
+        return ns
+
+    config = {k: str(compiled.get_property(k)) for k in (
+        "NUM_STREAMS", "INFERENCE_NUM_THREADS", "INFERENCE_PRECISION_HINT", "PERFORMANCE_HINT",
+        "ENABLE_CPU_PINNING", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}  # fmt: skip
+    result = {"peer": "openvino sync loop (benchmark_app's)", **_serve(args, burst),
+              "max_abs_err": err, "config": config, "openvino": ov.__version__}  # fmt: skip
+    Path(args.result).write_text(json.dumps(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -232,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--result", required=True)
     p.add_argument("--no-onnx", action="store_true", help="skip the export (cuda peers)")
-    for name in ("torch", "onnxruntime", "triton"):
+    for name in ("torch", "onnxruntime", "openvino", "triton"):
         p = sub.add_parser(name)
         p.add_argument("--prepared", type=Path, required=True, help="prepare's dir for the batch")
         p.add_argument("--resolution", type=int, required=True)
@@ -241,10 +368,13 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--min-time", type=float, required=True)
         p.add_argument("--device", default="cpu", help="cpu (default) or cuda (torch, triton)")
         p.add_argument("--result", required=True)
+        p.add_argument("--serve-fd", type=int, help="serve bursts, replying on this descriptor")
+        p.add_argument("--warmup", type=float, default=1.0, help="seconds of warm calls first")
     args = ap.parse_args(argv)
     if args.command != "prepare":
         args.reference = args.prepared / "reference.npz"
-    peers = {"torch": peer_torch, "onnxruntime": peer_onnxruntime, "triton": peer_triton}
+    peers = {"torch": peer_torch, "onnxruntime": peer_onnxruntime, "openvino": peer_openvino,
+             "triton": peer_triton}  # fmt: skip
     return {"prepare": prepare, **peers}[args.command](args)
 
 

@@ -1,4 +1,4 @@
-"""Does stackcost agree with the tools people already trust, each run in fresh processes?
+"""Does stackcost agree with the tools people already trust, side by side in warm workers?
 
 Three peers, each against the stackcost backend that runs the same thing:
 
@@ -12,6 +12,15 @@ resnet18, fp32, built from stackcost's seeded config (same weights, same inputs)
 batch size and --resolution, T threads everywhere. The ONNX graph the two peers load is
 exported once up front by stackcost's own exporter; stackcost's runs export their own
 (each run has its artifact cache).
+
+Two designs (--design). `bursts`, the default (issue 40): in each block each (peer, batch)
+gets a fresh pair of warm workers, stackcost's paced worker and the peer's, alternating
+bursts of tens of milliseconds, so the machine's modes of seconds cancel in each pair's
+ratio and the per-process bias averages over blocks (_agreement_bursts.py). The verdict is
+the geometric mean of the block ratios, with its 95% interval over blocks: PASS within 3%.
+OpenVINO's peer there is benchmark_app's sync loop run in the peer's process with the
+properties benchmark_app sets (benchmark_app cannot be paced). `processes`, the design
+before it:
 
 Both sides of every pair are fresh processes: stackcost's is a real `stackcost run ...
 --repeats 1 --db <its own store>` whose cell median is read back from the store; each
@@ -31,9 +40,9 @@ reason. Without CUDA, --device cuda is refused (exit 2). --quick is a smoke run 
 path: one block, batch 1, 32 px, 0.5 s a side. On cuda the defaults are 5 blocks of
 resnet18 at 224 px, batch 32, 1 s a side (a batch that keeps the GPU busy).
 
-    python benchmarks/agreement.py [--device cpu|cuda] [--blocks 6] [--batch-sizes 1,8] \
-        [--resolution 64] [--peers torch,onnxruntime,openvino] [--threads 2] [--min-time 2] \
-        [--quick] [--json PATH]
+    python benchmarks/agreement.py [--design bursts|processes] [--device cpu|cuda] \
+        [--blocks 6] [--batch-sizes 1,8] [--resolution 64] [--peers torch,onnxruntime,openvino] \
+        [--threads 2] [--min-time 2] [--block-s 2] [--burst-ms 20] [--quick] [--json PATH]
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from _agreement_bursts import run_bursts, summarize_bursts
 from _figures import write_figures
 
 TOLERANCE = 0.03
@@ -255,6 +265,103 @@ def summarize(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _report_bursts(
+    args: argparse.Namespace,
+    peers: list[str],
+    batch_sizes: list[int],
+    prepared: dict[str, Any],
+    pairs: list[dict[str, Any]],
+    started: float,
+    console: Console,
+    load_before: tuple[float, float, float],
+    skipped: dict[str, str],
+) -> int:
+    """The bursts design's table, verdict and figures."""
+    wall = time.perf_counter() - started
+    load_after = os.getloadavg()
+    table = Table(
+        title=f"{MODEL} fp32, {args.resolution}px, {args.threads} threads: stackcost vs peers, "
+        f"{args.blocks} block(s) of warm workers alternating ~{args.burst_ms:g} ms bursts "
+        f"for {args.block_s:g} s"
+    )
+    columns = ("peer", "stackcost backend", "batch", "blocks", "stackcost", "peer", "ratio",
+               "95% CI (over blocks)", "block ratios (min–max)", "pairs (dropped)", "verdict")  # fmt: skip
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("peer", "stackcost backend") else "right")
+    summary: dict[str, Any] = {}
+    for peer_name in peers:
+        for bs in batch_sizes:
+            mine = [p for p in pairs if p["peer_name"] == peer_name and p["batch_size"] == bs]
+            s = summarize_bursts(mine, TOLERANCE)
+            statuses: dict[str, int] = {}
+            for p in mine:
+                st = p.get("stackcost", {}).get("status", "error")
+                statuses[st] = statuses.get(st, 0) + 1
+            s["stackcost_statuses"] = statuses
+            summary[f"{peer_name}/b{bs}"] = s
+            if "ratio" in s:
+                verdict = f"[{'green' if s['pass'] else 'red'}]{'PASS' if s['pass'] else 'FAIL'}[/]"
+                verdict += "" if s["blocks_with_both"] >= MIN_BLOCKS else f" (<{MIN_BLOCKS} blocks)"
+                cells = (_ms(s["stackcost_ms"]), _ms(s["peer_ms"]), f"{s['ratio']:.4f}",
+                         f"{s['ci_low']:.4f}–{s['ci_high']:.4f}",
+                         f"{s['block_ratio_min']:.4f}–{s['block_ratio_max']:.4f}",
+                         f"{s['pairs_kept']} ({s['pairs_dropped']})")  # fmt: skip
+            else:
+                errors = {p.get("error") for p in mine}
+                verdict = "[yellow]NO DATA[/]"
+                cells = ("—", "—", "—", "—", escape("; ".join(e for e in errors if e)[:60]), "—")
+            table.add_row(PEERS[peer_name].label, PEERS[peer_name].backend, str(bs),
+                          f"{s['blocks_with_both']}/{s['blocks']}", *cells, verdict)  # fmt: skip
+    console.print(table)
+    console.print(
+        f"[dim]ratio = stackcost / peer, the geometric mean over blocks of each block's mean "
+        f"burst-pair ratio; each block is a fresh pair of processes. Bursts of stackcost's "
+        f"own timer against Timer.timeit (one mean a burst), perf_counter around ORT's run() "
+        f"and OpenVINO's InferRequest.latency. Threads bound: {args.bind_threads}. Load "
+        f"average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after. Wall "
+        f"{wall:.0f} s.[/dim]",
+        highlight=False,
+    )
+    foreign = sorted(
+        {
+            f"{p['peer_name']}/b{p['batch_size']}: {d}"
+            for p in pairs
+            if (d := p.get("stackcost", {}).get("weights_digest"))
+            and d != prepared[str(p["batch_size"])]["weights_digest"]
+        }
+    )
+    if foreign:
+        console.print(f"[red]stackcost built other weights than the peers' export[/]: "
+                      f"{', '.join(foreign)}")  # fmt: skip
+    verdicts = [s.get("pass") for s in summary.values()]
+    short = [k for k, s in summary.items() if s["blocks_with_both"] < MIN_BLOCKS]
+    if args.blocks < MIN_BLOCKS:
+        console.print(f"[yellow]Only {args.blocks} block(s): a smoke run, not a verdict.[/]")
+    elif short:
+        console.print(f"[yellow]INCOMPLETE[/]: fewer than {MIN_BLOCKS} blocks with both sides "
+                      f"for {', '.join(short)}.")  # fmt: skip
+    else:
+        ok = all(verdicts)
+        console.print(
+            f"[bold {'green' if ok else 'red'}]{'PASS' if ok else 'FAIL'}[/]: "
+            f"{sum(bool(v) for v in verdicts)}/{len(verdicts)} pairs within ±{TOLERANCE:.0%}; "
+            f"{sum(s.get('decided', False) for s in summary.values())} with the whole 95% "
+            f"interval inside"
+        )
+    if args.json:
+        figures = {
+            "model": MODEL, "design": "bursts", "device": args.device, "quick": args.quick,
+            "skipped_peers": skipped, "resolution": args.resolution, "threads": args.threads,
+            "batch_sizes": batch_sizes, "blocks": args.blocks, "block_s": args.block_s,
+            "burst_ms": args.burst_ms, "bind_threads": args.bind_threads, "seed": args.seed,
+            "prepared": prepared, "pairs": pairs, "summary": summary, "wall_s": wall,
+            "load_average_before": load_before, "load_average_after": load_after,
+            "tolerance": TOLERANCE, "foreign_weights": foreign,
+        }  # fmt: skip
+        write_figures(args.json, "agreement", figures, console)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
@@ -274,12 +381,44 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 block, batch 1, 32 px, "
                     "0.5 s a side (any of those given explicitly wins)")  # fmt: skip
+    ap.add_argument(
+        "--design",
+        default="bursts",
+        choices=("bursts", "processes"),
+        help="warm workers alternating bursts (default), or whole processes",
+    )
+    ap.add_argument(
+        "--block-s",
+        type=float,
+        default=2.0,
+        help="bursts: seconds each block alternates bursts for (default 2)",
+    )
+    ap.add_argument(
+        "--burst-ms",
+        type=float,
+        default=20.0,
+        help="bursts: a burst's length, at least one step (default 20)",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=1.0,
+        help="bursts: the peer's warm-up seconds (stackcost warms up by its rule)",
+    )
+    ap.add_argument(
+        "--bind-threads",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="bursts: torch's OpenMP threads one per core in both workers, as ab does",
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the per-block pair order")
     ap.add_argument("--workdir", type=Path, help="keep the exports and stores here")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
     if args.device not in DEVICE_PEERS:
         ap.error(f"--device {args.device!r}: use cpu or cuda")
+    if args.design == "bursts" and args.device != "cpu":
+        ap.error("--design bursts runs the CPU peers; use --design processes on cuda")
     if args.device == "cuda" and (why := cuda_unavailable()):
         print(f"agreement.py: error: --device cuda: {why}; use --device cpu", file=sys.stderr)
         return 2
@@ -339,6 +478,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{prepared[str(batch_sizes[0])]['exporter']} ({prep_s:.1f} s)"
         )
 
+        if args.design == "bursts":
+            backend_of = {name: PEERS[name].backend for name in peers}
+            pairs = run_bursts(args, peers, batch_sizes, prepared, work, console, backend_of)
+            return _report_bursts(args, peers, batch_sizes, prepared, pairs, started, console,
+                                  load_before, skipped)  # fmt: skip
         pairs: list[dict[str, Any]] = []
         block_s: list[float] = []
         for block in range(args.blocks):
