@@ -383,9 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                     "0.5 s a side (any of those given explicitly wins)")  # fmt: skip
     ap.add_argument(
         "--design",
-        default="bursts",
         choices=("bursts", "processes"),
-        help="warm workers alternating bursts (default), or whole processes",
+        help="warm workers alternating bursts (default on cpu), or whole processes (cuda's)",
     )
     ap.add_argument(
         "--block-s",
@@ -417,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.device not in DEVICE_PEERS:
         ap.error(f"--device {args.device!r}: use cpu or cuda")
+    args.design = args.design or ("bursts" if args.device == "cpu" else "processes")
     if args.design == "bursts" and args.device != "cpu":
         ap.error("--design bursts runs the CPU peers; use --design processes on cuda")
     if args.device == "cuda" and (why := cuda_unavailable()):
