@@ -52,6 +52,14 @@ VNNI_FLAGS: tuple[str, ...] = ("avx512_vnni", "avx_vnni", "amx_int8")
 # ONEDNN_MAX_CPU_ISA caps under which oneDNN (and OpenVINO's and PyTorch's oneDNN kernels)
 # runs no VNNI kernel, whatever the CPU has (oneDNN's "CPU dispatcher control" values).
 ONEDNN_NO_VNNI_CAPS: tuple[str, ...] = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
+# ...and those under which it runs no bf16 kernel. A library that reads the CPU's own flags
+# (OpenVINO's plugin, TensorFlow's oneDNN ops) still picks bf16 under them, and oneDNN then
+# cannot create the primitive: a narrowed shell is not an older CPU for bf16.
+ONEDNN_NO_BF16_CAPS: tuple[str, ...] = (
+    *ONEDNN_NO_VNNI_CAPS,
+    "AVX2_VNNI",
+    "AVX512_CORE_VNNI",
+)
 # /proc/cpuinfo flags recorded with every run: the int8 ISA above and the float paths.
 CPU_FLAGS: tuple[str, ...] = (
     "avx2",
@@ -147,6 +155,11 @@ def vnni(flags: Sequence[str], onednn_cap: str | None = None) -> list[str]:
     if onednn_cap and onednn_cap.strip().upper() in ONEDNN_NO_VNNI_CAPS:
         return []
     return [f for f in VNNI_FLAGS if f in flags]
+
+
+def onednn_bf16_capped(onednn_cap: str | None) -> bool:
+    """Whether ONEDNN_MAX_CPU_ISA's value keeps oneDNN off every bf16 kernel."""
+    return bool(onednn_cap) and onednn_cap.strip().upper() in ONEDNN_NO_BF16_CAPS
 
 
 def gpus(nvml: Any = None) -> tuple[list[dict[str, Any]], str | None]:

@@ -101,7 +101,12 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize(("name", "precision"), list(EXPECTED))
+# int8-dyn compiles only where oneDNN may run VNNI: under a cap below it on a CPU with VNNI,
+# the plugin picks its VNNI kernel and oneDNN cannot create it (the rung refuses the cell).
+@pytest.mark.parametrize(
+    ("name", "precision"),
+    [pytest.param(*key, marks=needs_vnni) if key[1] == "int8-dyn" else key for key in EXPECTED],
+)
 def test_each_precision_builds_counts_its_ops_and_shrinks_the_weights(
     models: dict[str, Fp32], name: str, precision: str
 ) -> None:

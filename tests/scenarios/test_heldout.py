@@ -96,7 +96,10 @@ def test_weights_are_kept_by_recipe_and_reused(evaluated, capsys):
 
 def test_a_broken_quantization_comes_out_wrong(evaluated):
     tmp, _, _ = evaluated
-    code = heldout(tmp, "broken.json", "--backends", f"eager,{BROKEN}", "--precision", "int8-dyn")
+    # w8, not int8-dyn: under ONEDNN_MAX_CPU_ISA=AVX2 on a CPU with VNNI, torch._int_mm
+    # still takes oneDNN's int8 path, whose AVX2 kernel saturates, so eager int8-dyn is
+    # honestly wrong there too. Weight-only int8 has no int8 dot product on any ISA.
+    code = heldout(tmp, "broken.json", "--backends", f"eager,{BROKEN}", "--precision", "w8")
     rows = {r["backend"]: r for r in json.loads((tmp / "broken.json").read_text())["rows"]}
     assert code == 1
     assert rows["eager"]["status"] == "ok", rows["eager"]

@@ -69,10 +69,19 @@ class OpenVINOBackend(Backend):
         from stackcost.backends.onnx_export import onnx_for
 
         core = ov.Core()
-        if cell.precision == "bf16" and "BF16" not in core.get_property(
-            "CPU", "OPTIMIZATION_CAPABILITIES"
-        ):
-            raise RuntimeError("openvino bf16 requested but this CPU has no BF16 support")
+        if cell.precision == "bf16":
+            import os
+
+            from stackcost.env import onednn_bf16_capped
+
+            if "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+                raise RuntimeError("openvino bf16 requested but this CPU has no BF16 support")
+            if onednn_bf16_capped(cap := os.environ.get("ONEDNN_MAX_CPU_ISA")):
+                # The plugin reads the CPU's flags and would fail to compile the model.
+                raise RuntimeError(
+                    f"openvino bf16 requested but oneDNN is capped at {cap} "
+                    "(ONEDNN_MAX_CPU_ISA), which has no BF16 kernels"
+                )
 
         exporter = self.option(cell, "exporter")
         chosen = "exporter" in cell.backend_options
