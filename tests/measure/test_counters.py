@@ -11,6 +11,11 @@ from stackcost.measure.protocol import Protocol, measure
 from stackcost.measure.sampler import summarize
 from stackcost.measure.timer import CpuTimer
 
+# A spinning loop's CPU time over its wall time: 1 core, less where the lane's core was
+# taken from it for a while (0.80 seen in a full make test) and /proc's 10 ms ticks. The
+# bounds catch a counter that reads nothing, or children or threads counted twice.
+ONE_CORE = (0.5, 1.1)
+
 
 def spin(seconds: float) -> None:
     end = time.perf_counter() + seconds
@@ -24,7 +29,7 @@ def test_a_busy_window_reads_one_core():
     w = Window.between(first, Edge.now())
     seconds = (w.end_ns - w.start_ns) / 1e9
     assert seconds >= 0.2
-    assert w.cpu_s / seconds == pytest.approx(1.0, abs=0.1)
+    assert ONE_CORE[0] < w.cpu_s / seconds <= ONE_CORE[1]
     # /proc/stat counts this process too (in 10 ms ticks), so the system was at least as busy.
     assert w.system_busy_s is not None and w.system_busy_s >= w.cpu_s - 0.03
 
@@ -34,7 +39,7 @@ def test_measure_records_the_timed_loop_window():
     assert m.window is not None
     seconds = (m.window.end_ns - m.window.start_ns) / 1e9
     assert seconds == pytest.approx(m.timed_s, rel=0.05)
-    assert m.window.cpu_s / seconds == pytest.approx(1.0, abs=0.1)
+    assert ONE_CORE[0] < m.window.cpu_s / seconds <= ONE_CORE[1]
 
 
 def test_edge_counters_replace_interpolated_means():
