@@ -156,7 +156,7 @@ def _block(
         "--resolution", str(args.resolution), "--batch-size", str(cell.batch_size),
         "--threads", str(args.threads), "--min-time", str(args.block_s),
         "--device", args.device, "--result", str(peer_dir / "result.json"),
-        "--warmup", str(args.warmup),
+        "--warmup", str(args.warmup), *(["--import-torch"] if args.peer_imports_torch else []),
     ]  # fmt: skip
     first = rng.sample(("stackcost", "peer"), 2)
     values: dict[str, list[float]] = {"stackcost": [], "peer": []}

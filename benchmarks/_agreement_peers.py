@@ -370,7 +370,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--result", required=True)
         p.add_argument("--serve-fd", type=int, help="serve bursts, replying on this descriptor")
         p.add_argument("--warmup", type=float, default=1.0, help="seconds of warm calls first")
+        p.add_argument("--import-torch", action="store_true",
+                       help="import torch first, as a stackcost worker has it loaded")  # fmt: skip
     args = ap.parse_args(argv)
+    if getattr(args, "import_torch", False):
+        import torch  # noqa: F401 - its libraries loaded, as in stackcost's worker
     if args.command != "prepare":
         args.reference = args.prepared / "reference.npz"
     peers = {"torch": peer_torch, "onnxruntime": peer_onnxruntime, "openvino": peer_openvino,

@@ -410,6 +410,11 @@ def main(argv: list[str] | None = None) -> int:
         default=True,
         help="bursts: torch's OpenMP threads one per core in both workers, as ab does",
     )
+    ap.add_argument(
+        "--peer-imports-torch",
+        action="store_true",
+        help="bursts: each peer imports torch first, as stackcost's worker has it loaded",
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the per-block pair order")
     ap.add_argument("--workdir", type=Path, help="keep the exports and stores here")
     ap.add_argument("--json", type=Path, help="write the figures here")
