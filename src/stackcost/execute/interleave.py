@@ -421,7 +421,7 @@ def _burst_block(
         values: dict[str, list[float]] = {"base": [], "cand": []}
         if all(steps_ns.values()):
             steps = max(1, round(design.burst_ms * 1e6 / max(steps_ns.values())))
-            _alternate(workers, steps, design.block_s, rng, values, pair)
+            pair.dropped_pairs += alternate(workers, steps, design.block_s, rng, values).dropped
         results = {}
         for side in first:
             w = workers[side]
@@ -448,18 +448,6 @@ def _burst_block(
     else:
         pair.lost += 1
     return True
-
-
-def _alternate(
-    workers: dict[str, PacedWorker],
-    steps: int,
-    block_s: float,
-    rng: random.Random,
-    values: dict[str, list[float]],
-    pair: CellPair,
-) -> None:
-    """One block's burst pairs into `values`, the dropped ones counted on the pair."""
-    pair.dropped_pairs += alternate(workers, steps, block_s, rng, values).dropped
 
 
 @dataclass(frozen=True)
