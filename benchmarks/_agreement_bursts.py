@@ -23,6 +23,7 @@ import json
 import math
 import random
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ class PeerWorker(BurstChannel):
         self.stop()
         try:
             code = self.proc.wait(timeout=FINISH_TIMEOUT_S)
-        except Exception:  # noqa: BLE001 - a hung peer is a missing side, not a crash
+        except subprocess.TimeoutExpired:  # a hung peer is a missing side, not a crash
             self.kill()
             return {"error": f"no result {FINISH_TIMEOUT_S:g} s after the last burst"}
         finally:
@@ -179,12 +180,8 @@ def _block(
     runner.record(run_id, cell, result)
     record["stackcost"] = _stackcost_summary(result)
     if values["stackcost"] and values["peer"]:
-        record["stackcost"]["burst_mean_ms"] = math.exp(
-            statistics.fmean(math.log(v) for v in values["stackcost"])
-        )
-        record["peer"]["burst_mean_ms"] = math.exp(
-            statistics.fmean(math.log(v) for v in values["peer"])
-        )
+        for side in ("stackcost", "peer"):
+            record[side]["burst_mean_ms"] = statistics.geometric_mean(values[side])
         record["ratio"] = math.exp(block_log_ratio(values["peer"], values["stackcost"]))
     else:
         record["error"] = (
@@ -205,12 +202,10 @@ def summarize_bursts(pairs: list[dict[str, Any]], tolerance: float) -> dict[str,
     ratio, low, high = ratio_interval(logs, CONFIDENCE)
     out.update(
         {
-            "stackcost_ms": math.exp(
-                statistics.fmean(math.log(p["stackcost"]["burst_mean_ms"]) for p in done)
+            "stackcost_ms": statistics.geometric_mean(
+                p["stackcost"]["burst_mean_ms"] for p in done
             ),
-            "peer_ms": math.exp(
-                statistics.fmean(math.log(p["peer"]["burst_mean_ms"]) for p in done)
-            ),
+            "peer_ms": statistics.geometric_mean(p["peer"]["burst_mean_ms"] for p in done),
             "ratio": ratio,
             "ci_low": low,
             "ci_high": high,

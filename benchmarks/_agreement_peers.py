@@ -253,6 +253,10 @@ def peer_onnxruntime(args: argparse.Namespace) -> int:
     home = Path(args.prepared)
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
+    if args.serve_fd is not None:
+        # Idle threads sleep, as in stackcost's paced worker: a pool spinning between its
+        # bursts would take the cores from the other side's.
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ort.InferenceSession(
         str(home / "onnx" / "model.onnx"), so, providers=["CPUExecutionProvider"]
     )
@@ -260,12 +264,6 @@ def peer_onnxruntime(args: argparse.Namespace) -> int:
         feeds = {i.name: saved[i.name] for i in sess.get_inputs()}
     err = _max_abs_err(sess.run(None, feeds), home / "reference.npz")
     if args.serve_fd is not None:
-        # Idle threads sleep, as in stackcost's paced worker: a pool spinning between its
-        # bursts would take the cores from the other side's.
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        sess = ort.InferenceSession(
-            str(home / "onnx" / "model.onnx"), so, providers=["CPUExecutionProvider"]
-        )
 
         def burst(n: int) -> list[float]:
             sess.run(None, feeds)  # untimed: the burst's wake-up (measure/bursts.WAKE_STEPS)

@@ -178,9 +178,9 @@ def _quantized(
     precision, calibration = cell.precision, ctx.calibration
     feeds = feeds_by_name(export["onnx_inputs"])
     # The ISA oneDNN runs here: the CPU's, capped where the cell's environment narrowed it.
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-    fix = overflow_fix(requested_fix, cpu_info()["flags"], cap)
-    if precision == "int8-dyn" and not vnni(cpu_info()["flags"], cap):
+    flags, cap = cpu_info()["flags"], os.environ.get("ONEDNN_MAX_CPU_ISA")
+    fix = overflow_fix(requested_fix, flags, cap)
+    if precision == "int8-dyn" and not vnni(flags, cap):
         # Without VNNI the plugin keeps activations float (caught below, after the build);
         # with the CPU's VNNI hidden from oneDNN by a cap, it picks the VNNI kernel anyway
         # and oneDNN cannot create it ("could not create a primitive descriptor").

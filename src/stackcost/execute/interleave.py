@@ -452,11 +452,10 @@ def _burst_block(
 
 @dataclass(frozen=True)
 class Alternation:
-    """What one block's alternation kept and dropped, and whether a worker died in it."""
+    """How many burst pairs one block's alternation kept, and how many it dropped."""
 
     kept: int
     dropped: int
-    died: bool
 
 
 def alternate(
@@ -476,7 +475,7 @@ def alternate(
     while time.perf_counter() < end or kept < MIN_PAIRS:
         replies = {side: workers[side].burst(steps) for side in rng.sample(list(workers), 2)}
         if any(r is None for r in replies.values()):
-            return Alternation(kept, dropped, died=True)  # its result says how
+            break  # a worker died mid-block: its result says how
         if any(r["disturbed"] for r in replies.values()):  # type: ignore[index]
             dropped += 1
             if dropped > 10 * max(kept, MIN_PAIRS):
@@ -485,7 +484,7 @@ def alternate(
         for side, r in replies.items():
             values[side].append(statistics.fmean(r["ns"]) / 1e6)  # type: ignore[index]
         kept += 1
-    return Alternation(kept, dropped, died=False)
+    return Alternation(kept, dropped)
 
 
 def _failed(pair: CellPair, side: str, r: RepetitionResult) -> bool:
