@@ -1,0 +1,1 @@
+"""One module per engine the serve scenario drives (serving/engine.py's contract)."""

@@ -1,0 +1,129 @@
+"""One rate's figures from its requests' records, in the terms vLLM's benchmark_serving
+and GuideLLM report: TTFT, TPOT and ITL at p50/p90/p99, request and output-token
+throughput, and goodput (requests/s that met every bound).
+
+- TTFT = first token at the client - request sent: queueing in the engine, prefill and
+  the first token.
+- TPOT = (last token - first token) / (tokens - 1), one figure per request.
+- ITL = every gap between consecutive arrivals, pooled over the requests.
+- Throughput divides completed requests (and their output tokens) by the rate's
+  duration: its first send to its last arrival.
+- Goodput counts completed requests whose TTFT and TPOT are both within the bounds.
+- Queueing delay is what the engine adds over an unloaded request: TTFT minus the
+  median TTFT of the sweep's one-at-a-time rate. It is an estimate (the engine does not
+  report when a request got its slot) and is labelled so.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from stackcost.serving.client import Drive
+
+PERCENTILES = (50, 90, 99)
+
+
+class Spread(BaseModel):
+    """Percentiles of one latency, in ms; None where no request gave one."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+    count: int = 0
+
+    @classmethod
+    def of(cls, values_ns: list[float]) -> Spread:
+        if not values_ns:
+            return cls()
+        ms = np.asarray(values_ns, dtype=float) / 1e6
+        p50, p90, p99 = (float(v) for v in np.percentile(ms, PERCENTILES))
+        return cls(p50=p50, p90=p90, p99=p99, mean=float(ms.mean()), count=len(ms))
+
+
+class RateFigures(BaseModel):
+    """One rate of a sweep, as stored."""
+
+    label: str  # "one at a time", "max throughput", "4.00 req/s"
+    target_rps: float | None  # the schedule's rate; None for one at a time, inf for all at once
+    process: str  # "poisson", "constant", "sequential", "burst"
+    sent: int
+    completed: int
+    failed: int
+    duration_s: float
+    request_rps: float  # completed requests / duration
+    output_tokens_per_s: float
+    goodput_rps: float | None  # None without bounds
+    ttft_ms: Spread
+    tpot_ms: Spread
+    itl_ms: Spread
+    e2e_ms: Spread
+    queueing_ms: Spread  # estimated: TTFT over the unloaded median
+    lateness_ms: Spread  # how late the client sent against the schedule
+    in_flight_peak: int
+    # (seconds, in flight, engine running, engine queued) every 50 ms
+    occupancy: list[tuple[float, int, int | None, int | None]] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)  # distinct reasons, first seen first
+    ended_by: str | None = None
+
+
+def figures(
+    drive: Drive,
+    label: str,
+    target_rps: float | None,
+    process: str,
+    ttft_bound_ms: float | None,
+    tpot_bound_ms: float | None,
+    unloaded_ttft_ms: float | None,
+) -> RateFigures:
+    done = [r for r in drive.records if r.complete]
+    sent = [r for r in drive.records if r.sent_ns is not None]
+    first_send = min((r.sent_ns for r in sent), default=drive.start_ns)
+    duration_s = max((drive.end_ns - first_send) / 1e9, 1e-9)
+    ttft = [r.ttft_ns for r in done]
+    tpot = [t for r in done if (t := r.tpot_ns) is not None]
+    goodput = None
+    if ttft_bound_ms is not None or tpot_bound_ms is not None:
+        good = [r for r in done if _within(r.ttft_ns, r.tpot_ns, ttft_bound_ms, tpot_bound_ms)]
+        goodput = len(good) / duration_s
+    queueing = []
+    if unloaded_ttft_ms is not None:
+        queueing = [max(0.0, t - unloaded_ttft_ms * 1e6) for t in ttft]
+    errors = list(dict.fromkeys(r.error for r in drive.records if r.error is not None))
+    return RateFigures(
+        label=label,
+        target_rps=target_rps,
+        process=process,
+        sent=len(sent),
+        completed=len(done),
+        failed=len(drive.records) - len(done),
+        duration_s=duration_s,
+        request_rps=len(done) / duration_s,
+        output_tokens_per_s=sum(r.tokens for r in done) / duration_s,
+        goodput_rps=goodput,
+        ttft_ms=Spread.of(ttft),
+        tpot_ms=Spread.of(tpot),
+        itl_ms=Spread.of([g for r in done for g in r.itl_ns]),
+        e2e_ms=Spread.of([r.e2e_ns for r in done]),
+        queueing_ms=Spread.of(queueing),
+        lateness_ms=Spread.of([r.lateness_ns for r in sent]),
+        in_flight_peak=drive.in_flight_peak,
+        occupancy=drive.occupancy,
+        errors=errors,
+        ended_by=drive.ended_by,
+    )
+
+
+def _within(
+    ttft_ns: float, tpot_ns: float | None, ttft_bound_ms: float | None, tpot_bound_ms: float | None
+) -> bool:
+    if ttft_bound_ms is not None and ttft_ns / 1e6 > ttft_bound_ms:
+        return False
+    return tpot_bound_ms is None or tpot_ns is None or tpot_ns / 1e6 <= tpot_bound_ms
+
+
+def is_finite_rate(rate: float | None) -> bool:
+    return rate is not None and math.isfinite(rate)

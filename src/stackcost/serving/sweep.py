@@ -1,0 +1,133 @@
+"""A rate sweep in bounded time, as GuideLLM's "sweep" profile runs one: one request at a
+time first, then every request at once (the engine's maximum throughput), then `rates`
+rates evenly spaced strictly between the two, each held for about `per_rate_s`. An
+engine that does not batch sustains no more all at once than one at a time; its rates
+are spread between zero and that maximum instead, the curve of its queue.
+
+The user's `budget_s` bounds the whole sweep. Before each rate the sweep checks what is
+left: a rate that cannot get at least a third of its time is skipped with that reason,
+and one that can get less than its full time is shortened (its request count cut) and
+says so. Every rate's figures are handed to `on_rate` as it finishes (to be stored at
+once), and a rate whose engine died is a failure with its reason, the engine restarted.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from stackcost.serving import client
+from stackcost.serving.arrivals import Process, schedule
+from stackcost.serving.engine import Engine, Request
+from stackcost.serving.records import RateFigures, figures
+
+# Requests the one-at-a-time rate and the all-at-once rate send at least (their
+# percentiles need a few), and the most the all-at-once rate sends.
+MIN_REQUESTS = 4
+MAX_BURST = 256
+# A rate may run over its scheduled time by this factor while its queue drains; after
+# that it is cut (its unfinished requests recorded as cut), so an overloaded rate cannot
+# eat the budget.
+DRAIN = 2.0
+# A rate that would get less than this share of its time is skipped.
+MIN_SHARE = 1 / 3
+
+MakeRequests = Callable[[int, int], list[Request]]  # (first index, count) -> requests
+
+
+@dataclass(frozen=True)
+class Bounds:
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+
+
+def between(low_rps: float, high_rps: float, count: int) -> list[float]:
+    """`count` rates evenly spaced strictly between `low_rps` and `high_rps`."""
+    if count < 1 or not high_rps > low_rps:
+        return []
+    step = (high_rps - low_rps) / (count + 1)
+    return [low_rps + step * (i + 1) for i in range(count)]
+
+
+async def run_sweep(
+    engine: Engine,
+    make_requests: MakeRequests,
+    rates: int,
+    per_rate_s: float,
+    budget_s: float,
+    process: Process,
+    bounds: Bounds,
+    seed: int,
+    on_rate: Callable[[RateFigures], Awaitable[None] | None],
+    restart: Callable[[], Awaitable[None]],
+) -> list[RateFigures]:
+    started = time.perf_counter()
+    done: list[RateFigures] = []
+    next_index = 0
+
+    def left_s() -> float:
+        return budget_s - (time.perf_counter() - started)
+
+    async def keep(fig: RateFigures) -> None:
+        done.append(fig)
+        maybe = on_rate(fig)
+        if maybe is not None:
+            await maybe
+        if fig.ended_by is not None and fig.ended_by.startswith("engine died"):
+            await restart()
+
+    # 1. One at a time: unloaded latencies, and the low end of the sweep.
+    requests = make_requests(next_index, max(MIN_REQUESTS, 64))
+    next_index += len(requests)
+    first = await client.one_at_a_time(engine, requests, limit_s=min(per_rate_s, left_s()))
+    single = figures(
+        first, "one at a time", None, "sequential", bounds.ttft_ms, bounds.tpot_ms, None
+    )
+    await keep(single)
+    unloaded_ttft = single.ttft_ms.p50
+    low = single.request_rps
+    # 2. All at once: the engine's maximum throughput, and the high end (given a third of
+    # its time at least, as any rate).
+    burst_count = min(MAX_BURST, max(MIN_REQUESTS, math.ceil(low * per_rate_s * 4)))
+    requests = make_requests(next_index, burst_count)
+    next_index += burst_count
+    limit = min(per_rate_s * DRAIN, left_s())
+    burst = await client.drive(engine, requests, [0.0] * burst_count, limit_s=limit)
+    top = figures(
+        burst, "max throughput", math.inf, "burst", bounds.ttft_ms, bounds.tpot_ms, unloaded_ttft
+    )
+    await keep(top)
+    # 3. Rates between (from zero where the engine does not batch: see the docstring).
+    high = top.request_rps
+    for i, rate in enumerate(between(low if high > low else 0.0, high, rates)):
+        label = f"{rate:.3g} req/s"
+        share = min(1.0, left_s() / (per_rate_s * DRAIN))
+        if share < MIN_SHARE:
+            await keep(_skipped(label, rate, process, f"sweep budget of {budget_s:g} s spent"))
+            continue
+        count = max(MIN_REQUESTS, math.ceil(rate * per_rate_s * share))
+        requests = make_requests(next_index, count)
+        next_index += count
+        offsets = schedule(rate, count, process, seed + i)
+        drv = await client.drive(
+            engine, requests, list(offsets), limit_s=per_rate_s * share * DRAIN
+        )
+        fig = figures(drv, label, rate, process, bounds.ttft_ms, bounds.tpot_ms, unloaded_ttft)
+        if share < 1.0:
+            fig.errors.append(f"shortened to {share:.0%} of --serve-time by the sweep budget")
+        await keep(fig)
+    return done
+
+
+def _skipped(label: str, rate: float, process: str, why: str) -> RateFigures:
+    from stackcost.serving.records import Spread
+
+    empty = Spread()
+    return RateFigures(
+        label=label, target_rps=rate, process=process, sent=0, completed=0, failed=0,
+        duration_s=0.0, request_rps=0.0, output_tokens_per_s=0.0, goodput_rps=None,
+        ttft_ms=empty, tpot_ms=empty, itl_ms=empty, e2e_ms=empty, queueing_ms=empty,
+        lateness_ms=empty, in_flight_peak=0, ended_by=why,
+    )  # fmt: skip
