@@ -58,6 +58,13 @@ CASES = [
     (["run", "hf:Bert!"], "is not of the form hf:<model_type>"),
     (["run", "--model", "tests.factories:tiny"], "give its input shape"),
     (run("--max-batch", "64"), "max-batch applies only with find-max-batch"),
+    # serve: durations need units, counts and forms are checked, its knobs need it
+    (["run", "llama-tiny", "--scenario", "serve", "--serve-time", "5"], "serve-time '5' needs a unit"),
+    (["run", "llama-tiny", "--scenario", "serve", "--serve-budget", "nan s"], "serve-budget"),
+    (["run", "llama-tiny", "--scenario", "serve", "--serve-rates", "-1"], "serve-rates '-1' must be greater than -1"),
+    (["run", "llama-tiny", "--scenario", "serve", "--lengths", "gaussian"], "lengths 'gaussian' is not a form"),
+    (["run", "llama-tiny", "--scenario", "generate", "--serve-time", "5s"], "apply only with --scenario serve"),
+    (["run", "mlp", "--scenario", "serve"], "needs a decoder with its LM head"),
     (run("--sample-interval", "5"), "sample-interval applies only with profile"),
     # threads beyond the CPUs this process may use
     ([*RUN[:-3], "--threads", str(cores() + 1), "--quiet"], "more than the"),

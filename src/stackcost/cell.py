@@ -148,6 +148,24 @@ class ScenarioConfig(Frozen):
         return " ".join([self.name, *extra])
 
 
+class ServeConfig(Frozen):
+    """A serve cell's rate sweep (serving/sweep.py): part of the cell's identity, as a
+    LoadGen scenario's settings are. Rates are requests/s; times are seconds."""
+
+    rates: int = Field(4, ge=0)  # between one at a time and all at once
+    per_rate_s: float = Field(20.0, gt=0)  # how long each rate is held
+    budget_s: float = Field(600.0, gt=0)  # the whole sweep, all rates
+    arrivals: Literal["poisson", "constant"] = "poisson"
+    lengths: str = "fixed"  # fixed, uniform:LO-HI or file:PATH (serving/lengths.py)
+    ttft_bound_ms: float | None = Field(None, gt=0)  # goodput's SLO
+    tpot_bound_ms: float | None = Field(None, gt=0)
+
+    def label(self) -> str:
+        bounds = [f"TTFT {self.ttft_bound_ms:g}ms"] if self.ttft_bound_ms else []
+        bounds += [f"TPOT {self.tpot_bound_ms:g}ms"] if self.tpot_bound_ms else []
+        return " ".join(["serve", f"{self.rates} rates x {self.per_rate_s:g}s", *bounds])
+
+
 class Cell(Frozen):
     model: ModelRef
     backend: str
@@ -167,6 +185,8 @@ class Cell(Frozen):
     # A LoadGen scenario (stackcost.scenarios) instead of the timed loop; left out of the key
     # when None, like `train`, so every timed-loop key stays what it was.
     scenario: ScenarioConfig | None = None
+    # Mode generate served under load (`--scenario serve`); left out of the key when None.
+    serve: ServeConfig | None = Field(None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="before")
     @classmethod
@@ -195,6 +215,9 @@ class Cell(Frozen):
         data["model"] = self.model.key_data()
         if self.train is None:
             del data["train"]
+        data.pop("serve", None)  # dumped only when set, then it is part of the key
+        if self.serve is not None:
+            data["serve"] = self.serve.model_dump(mode="json")
         if self.scenario is None:
             del data["scenario"]
         else:

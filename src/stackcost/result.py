@@ -96,6 +96,74 @@ class ScenarioResult(BaseModel):
         return f"LoadGen INVALID: {why}"
 
 
+# The percentiles a serving rate reports of each latency (vLLM's benchmark_serving's).
+PERCENTILES = (50, 90, 99)
+
+
+class Spread(BaseModel):
+    """Percentiles of one latency, in ms; None where no request gave one."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+    count: int = 0
+
+    @classmethod
+    def of(cls, values_ns: list[float]) -> Spread:
+        import numpy as np
+
+        if not values_ns:
+            return cls()
+        ms = np.asarray(values_ns, dtype=float) / 1e6
+        p50, p90, p99 = (float(v) for v in np.percentile(ms, PERCENTILES))
+        return cls(p50=p50, p90=p90, p99=p99, mean=float(ms.mean()), count=len(ms))
+
+
+class RateFigures(BaseModel):
+    """One rate of a sweep, as stored."""
+
+    label: str  # "one at a time", "max throughput", "4.00 req/s"
+    target_rps: float | None  # the schedule's rate; None for one at a time, inf for all at once
+    process: str  # "poisson", "constant", "sequential", "burst"
+    sent: int
+    completed: int
+    failed: int
+    duration_s: float
+    request_rps: float  # completed requests / duration
+    output_tokens_per_s: float
+    goodput_rps: float | None  # None without bounds
+    ttft_ms: Spread
+    tpot_ms: Spread
+    itl_ms: Spread
+    e2e_ms: Spread
+    queueing_ms: Spread  # estimated: TTFT over the unloaded median
+    lateness_ms: Spread  # how late the client sent against the schedule
+    in_flight_peak: int
+    # (seconds, in flight, engine running, engine queued) every 50 ms
+    occupancy: list[tuple[float, int, int | None, int | None]] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)  # distinct reasons, first seen first
+    ended_by: str | None = None
+
+
+class ServeResult(BaseModel):
+    """A serve repetition: the engine that batched the requests, and each rate of its sweep
+    as it finished (serving/records.py defines every figure)."""
+
+    engine: str  # what batched the requests: "continuous batching (transformers ...)"
+    transport: str  # "in process", "HTTP on loopback (OpenAI-compatible)"
+    prompt_len: int
+    new_tokens: int
+    lengths: str  # fixed, uniform:LO-HI, file:PATH
+    arrivals: str  # poisson or constant, between the sweep's ends
+    # The engine's greedy tokens for the verified prompt against eager fp32's, before it
+    # served (the rung itself is verified by teacher forcing, as generate's).
+    engine_agreement: float | None = None
+    rates: list[RateFigures] = Field(default_factory=list)
+    budget_s: float
+    elapsed_s: float | None = None
+
+
 class GenerationResult(BaseModel):
     """A generate repetition's token numbers (generation/metrics.py defines each). Medians
     are over the repetition's timed generations; TPOT percentiles pool their decode steps.
@@ -237,6 +305,8 @@ class RepetitionResult(BaseModel):
     scenario: ScenarioResult | None = None
     # A generate cell's token numbers: TTFT, TPOT, tokens/s, KV bytes, bandwidth.
     generation: GenerationResult | None = Field(None, exclude_if=lambda g: g is None)
+    # A serve cell's rate sweep (left out when None, so other results' JSON is unchanged).
+    serving: ServeResult | None = Field(None, exclude_if=lambda s: s is None)
     host: str | None = None  # the machine it ran on (hostname)
     node: Node | None = None  # on a Ray cluster: the node, its environment, its cores
     lost_attempts: list[LostAttempt] = Field(default_factory=list)  # tries a dead node lost

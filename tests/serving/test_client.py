@@ -112,7 +112,9 @@ def test_one_at_a_time_never_has_two_in_flight_and_stops_at_its_limit() -> None:
     assert result.in_flight_peak == 1
     assert 3 <= len(result.records) < 1000 and all(r.complete for r in result.records)
     spans = sorted((r.sent_ns, r.arrivals[-1][0]) for r in result.records)
-    assert all(a_end <= b_sent for (_, a_end), (b_sent, _) in zip(spans[:-1], spans[1:], strict=True))
+    assert all(
+        a_end <= b_sent for (_, a_end), (b_sent, _) in zip(spans[:-1], spans[1:], strict=True)
+    )
 
 
 def test_derived_latencies_follow_their_definitions() -> None:

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from stackcost.result import RateFigures
 from stackcost.serving.engine import Request
 from stackcost.serving.engines.stub import StubEngine
-from stackcost.serving.records import RateFigures
 from stackcost.serving.sweep import Bounds, between, run_sweep
 
 

@@ -138,6 +138,33 @@ def add_scenario_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         help="LoadGen's minimum test duration, e.g. 2s or 500ms (default 2s)",
     )
     p.add_argument(
+        "--serve-rates",
+        metavar="N",
+        help="serve: request rates between one at a time and all at once (default 4)",
+    )
+    p.add_argument(
+        "--serve-time",
+        metavar="DURATION",
+        help="serve: how long each rate is held, e.g. 20s (default 20s)",
+    )
+    p.add_argument(
+        "--serve-budget",
+        metavar="DURATION",
+        help="serve: the whole sweep's time limit per cell, e.g. 600s (default 600s); rates "
+        "that no longer fit are skipped, saying so",
+    )
+    p.add_argument(
+        "--arrivals",
+        choices=("poisson", "constant"),
+        help="serve: how requests arrive at each rate (default poisson)",
+    )
+    p.add_argument(
+        "--lengths",
+        metavar="FORM",
+        help="serve: request lengths: fixed (the --prompt-len/--new-tokens axes, default), "
+        "uniform:0.5-1.5 (fractions of them), or file:PATH (prompt_len,new_tokens a line)",
+    )
+    p.add_argument(
         "--loadgen-min-queries",
         metavar="N",
         help="LoadGen's minimum query count (default: the scenario's early-stopping minimum, "
@@ -178,7 +205,37 @@ def scenario_fields(args: argparse.Namespace) -> dict[str, Any]:
         raise SpecError(f"instances {loadgen['instances']} is too many (allowed: 1..64)")
     if loadgen:
         fields["loadgen"] = loadgen
+    if serve := serve_fields(args):
+        fields["serve"] = serve
     return fields
+
+
+# A day: a sweep's time per rate and its budget are bounded like LoadGen's durations.
+MAX_SERVE_MS = 86_400_000.0
+
+
+def serve_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """RunSpec's `serve` (the sweep of --scenario serve) from the flags that were given."""
+    from stackcost.serving.lengths import parse as parse_lengths
+
+    serve: dict[str, Any] = {}
+    if args.serve_rates is not None:
+        serve["rates"] = int(number(args.serve_rates, "serve-rates", int, minimum=-1))
+    for key, flag, value in (
+        ("per_rate_s", "serve-time", args.serve_time),
+        ("budget_s", "serve-budget", args.serve_budget),
+    ):
+        if value is not None:
+            serve[key] = parse_duration_ms(value, flag, MAX_SERVE_MS) / 1e3
+    if args.arrivals is not None:
+        serve["arrivals"] = args.arrivals
+    if args.lengths is not None:
+        try:
+            parse_lengths(args.lengths)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        serve["lengths"] = args.lengths
+    return serve
 
 
 def number(text: str, what: str, cast: type = float, minimum: float = 0.0) -> Any:

@@ -219,7 +219,11 @@ def measure_and_show(
             reuse_artifacts=not args.no_reuse,
             **({"make_task": make_task} if make_task else {}),
         )
-    if table is None and any(c.cell.mode == "generate" for c in result.cells()):
+    if table is None and any(c.cell.serve is not None for c in result.cells()):
+        from stackcost.report.serve_table import serve_table
+
+        table = serve_table
+    elif table is None and any(c.cell.mode == "generate" for c in result.cells()):
         from stackcost.report.generate_table import generate_table
 
         table = generate_table

@@ -152,6 +152,14 @@ def generate_markdown(runs: list[RunResult]) -> str:
     return "\n\n".join(t for r in runs if (t := table(r)))
 
 
+def serve_markdown(runs: list[RunResult]) -> str:
+    """The serve cells' rate sweeps (report/serve_table.py) as markdown; '' without any."""
+    from stackcost.report.serve_table import serve_cells
+    from stackcost.report.serve_table import serve_markdown as table
+
+    return "\n\n".join(table(r) for r in runs if serve_cells(r))
+
+
 def export(
     runs: list[RunResult], fmt: Format, baseline: str = BASELINE, reference: str | None = None
 ) -> str:
@@ -170,9 +178,11 @@ def export(
         quantized = study.quant_tables(runs)
         loadgen = scenarios.scenario_markdown(every)
         generated = generate_markdown(every)
+        served = serve_markdown(every)
         return (
-            (markdown(summ, baseline) if not summ.empty or not generated else "")
+            (markdown(summ, baseline) if not summ.empty or not (generated or served) else "")
             + (generated + "\n" if generated else "")
+            + (served + "\n" if served else "")
             + ("\n" + quant_machine_note(runs) if quantized else "")
             + ("\n" + study.markdown(tables) if tables else "")
             + ("\n" + study.quant_markdown(quantized) if quantized else "")

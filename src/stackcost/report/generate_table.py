@@ -58,8 +58,8 @@ def generate_rows(result: RunResult) -> list[dict]:
     """One dict per cell: the numbers a table, a README or a figure shows."""
     rows = []
     for c in result.cells():
-        if c.cell.mode != "generate":
-            continue
+        if c.cell.mode != "generate" or c.cell.serve is not None:
+            continue  # a serve cell's sweep is report/serve_table.py's
         gens = generations(c)
 
         def med(get: Callable[[GenerationResult], float | None], gens=gens) -> float | None:

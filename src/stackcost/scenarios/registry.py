@@ -9,7 +9,8 @@ from stackcost.cell import GENERATE
 from stackcost.scenarios.base import Scenario
 from stackcost.scenarios.generate import Generate
 from stackcost.scenarios.loadgen import LoadGen
-from stackcost.scenarios.settings import KINDS, TIMED_LOOP
+from stackcost.scenarios.serve import Serve
+from stackcost.scenarios.settings import KINDS, SERVE, TIMED_LOOP
 from stackcost.scenarios.timed_loop import TimedLoop
 from stackcost.scenarios.token_serving import TokenServing
 from stackcost.scenarios.train import TRAIN, Training
@@ -22,6 +23,7 @@ SCENARIOS: dict[str, Scenario] = {
     **{name: LoadGen(kind) for name, kind in KINDS.items()},  # one per LoadGen scenario
     TRAIN: Training(),
     GENERATE: Generate(),
+    SERVE: Serve(),  # mode generate under a request-rate sweep (a cell with `serve`)
 }
 # Token generation served under LoadGen (mode generate with a Server or Offline config).
 TOKEN_SERVING: dict[str, Scenario] = {name: TokenServing(kind) for name, kind in KINDS.items()}
@@ -30,6 +32,8 @@ TOKEN_SERVING: dict[str, Scenario] = {name: TokenServing(kind) for name, kind in
 def scenario_of(cell: Cell) -> Scenario:
     """The scenario a cell names: training and generation by its mode (generation under
     LoadGen by its config too), a LoadGen scenario by its config, otherwise the timed loop."""
+    if cell.mode == GENERATE and cell.serve is not None:
+        return SCENARIOS[SERVE]
     if cell.mode == GENERATE and cell.scenario is not None:
         return TOKEN_SERVING[cell.scenario.name]
     if cell.mode in (TRAIN, GENERATE):

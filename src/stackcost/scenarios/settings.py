@@ -22,8 +22,10 @@ from stackcost.errors import SpecError
 
 # The scenario name that means "no LoadGen: stackcost's own timed loop" (the default).
 TIMED_LOOP = "timed-loop"
-# generate is token generation (mode generate, scenarios/generate.py), not a LoadGen scenario.
-SCENARIO_CHOICES: tuple[str, ...] = (TIMED_LOOP, *SCENARIOS, GENERATE)
+# generate is token generation (mode generate, scenarios/generate.py), not a LoadGen scenario;
+# serve is generation under a request-rate sweep (scenarios/serve.py), not LoadGen's either.
+SERVE = "serve"
+SCENARIO_CHOICES: tuple[str, ...] = (TIMED_LOOP, *SCENARIOS, GENERATE, SERVE)
 
 # Server's peak search starts here, as a fraction of what the instances sustain back to
 # back: FindPeakPerformance needs a start that meets the bound (it only searches upward),

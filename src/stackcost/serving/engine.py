@@ -55,6 +55,12 @@ class Engine(ABC):
     def stream(self, request: Request) -> AsyncIterator[int]:
         """The request's output as it arrives: token counts, summing to new_tokens."""
 
+    async def greedy(self, prompt: list[int], new_tokens: int) -> list[int]:
+        """The token ids the engine generates for `prompt`: checked against eager fp32's
+        greedy tokens before the sweep. An engine that cannot say raises
+        NotImplementedError, and the check is recorded as not made."""
+        raise NotImplementedError(f"{type(self).__name__} does not return token ids")
+
     def running(self) -> int | None:
         """Requests the engine is batching now, where it reports it; None otherwise."""
         return None

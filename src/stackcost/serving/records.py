@@ -16,58 +16,8 @@ throughput, and goodput (requests/s that met every bound).
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-from pydantic import BaseModel, Field
-
+from stackcost.result import RateFigures, Spread
 from stackcost.serving.client import Drive
-
-PERCENTILES = (50, 90, 99)
-
-
-class Spread(BaseModel):
-    """Percentiles of one latency, in ms; None where no request gave one."""
-
-    p50: float | None = None
-    p90: float | None = None
-    p99: float | None = None
-    mean: float | None = None
-    count: int = 0
-
-    @classmethod
-    def of(cls, values_ns: list[float]) -> Spread:
-        if not values_ns:
-            return cls()
-        ms = np.asarray(values_ns, dtype=float) / 1e6
-        p50, p90, p99 = (float(v) for v in np.percentile(ms, PERCENTILES))
-        return cls(p50=p50, p90=p90, p99=p99, mean=float(ms.mean()), count=len(ms))
-
-
-class RateFigures(BaseModel):
-    """One rate of a sweep, as stored."""
-
-    label: str  # "one at a time", "max throughput", "4.00 req/s"
-    target_rps: float | None  # the schedule's rate; None for one at a time, inf for all at once
-    process: str  # "poisson", "constant", "sequential", "burst"
-    sent: int
-    completed: int
-    failed: int
-    duration_s: float
-    request_rps: float  # completed requests / duration
-    output_tokens_per_s: float
-    goodput_rps: float | None  # None without bounds
-    ttft_ms: Spread
-    tpot_ms: Spread
-    itl_ms: Spread
-    e2e_ms: Spread
-    queueing_ms: Spread  # estimated: TTFT over the unloaded median
-    lateness_ms: Spread  # how late the client sent against the schedule
-    in_flight_peak: int
-    # (seconds, in flight, engine running, engine queued) every 50 ms
-    occupancy: list[tuple[float, int, int | None, int | None]] = Field(default_factory=list)
-    errors: list[str] = Field(default_factory=list)  # distinct reasons, first seen first
-    ended_by: str | None = None
 
 
 def figures(
@@ -123,7 +73,3 @@ def _within(
     if ttft_bound_ms is not None and ttft_ns / 1e6 > ttft_bound_ms:
         return False
     return tpot_bound_ms is None or tpot_ns is None or tpot_ns / 1e6 <= tpot_bound_ms
-
-
-def is_finite_rate(rate: float | None) -> bool:
-    return rate is not None and math.isfinite(rate)

@@ -18,15 +18,18 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from stackcost.result import RateFigures
 from stackcost.serving import client
 from stackcost.serving.arrivals import Process, schedule
 from stackcost.serving.engine import Engine, Request
-from stackcost.serving.records import RateFigures, figures
+from stackcost.serving.records import figures
 
 # Requests the one-at-a-time rate and the all-at-once rate send at least (their
 # percentiles need a few), and the most the all-at-once rate sends.
 MIN_REQUESTS = 4
 MAX_BURST = 256
+# One at a time sends until its time is up; this many are made ready (a fast engine's).
+SEQUENTIAL_REQUESTS = 1024
 # A rate may run over its scheduled time by this factor while its queue drains; after
 # that it is cut (its unfinished requests recorded as cut), so an overloaded rate cannot
 # eat the budget.
@@ -79,7 +82,7 @@ async def run_sweep(
             await restart()
 
     # 1. One at a time: unloaded latencies, and the low end of the sweep.
-    requests = make_requests(next_index, max(MIN_REQUESTS, 64))
+    requests = make_requests(next_index, SEQUENTIAL_REQUESTS)
     next_index += len(requests)
     first = await client.one_at_a_time(engine, requests, limit_s=min(per_rate_s, left_s()))
     single = figures(
@@ -122,7 +125,7 @@ async def run_sweep(
 
 
 def _skipped(label: str, rate: float, process: str, why: str) -> RateFigures:
-    from stackcost.serving.records import Spread
+    from stackcost.result import Spread
 
     empty = Spread()
     return RateFigures(

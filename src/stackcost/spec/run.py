@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from stackcost import zoo
 from stackcost.axes import CHOICE_AXES, GRID_AXES, GRID_COLUMNS
 from stackcost.backends import REGISTRY, check_name
-from stackcost.cell import GENERATE, HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef
+from stackcost.cell import GENERATE, HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef, ServeConfig
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
-from stackcost.scenarios.settings import KINDS, TIMED_LOOP, LoadGenSettings
+from stackcost.scenarios.settings import KINDS, SERVE, TIMED_LOOP, LoadGenSettings
 from stackcost.spec.grammar import (
     MAX_AXIS_VALUES,
     MAX_CELLS,
@@ -76,6 +76,8 @@ class RunSpec(BaseModel):
     # LoadGen scenarios (stackcost.scenarios), with the LoadGen knobs they read.
     scenarios: list[str] = Field(default_factory=lambda: [TIMED_LOOP])
     loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
+    # --scenario serve's sweep (its SLOs are the token bounds above, LoadGen's defaults).
+    serve: ServeConfig = Field(default_factory=ServeConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -109,14 +111,18 @@ class RunSpec(BaseModel):
         # Scenario fields at their defaults are left out: a timed-loop spec keeps the digest
         # it had before scenarios existed, so its stored runs still resume.
         plain = self.scenarios == [TIMED_LOOP] and self.loadgen == LoadGenSettings()
-        blob = self.model_dump_json(exclude={"scenarios", "loadgen"} if plain else None)
+        # Likewise the serve sweep's settings, for a spec that does not serve.
+        exclude = {"scenarios", "loadgen", "serve"} if plain else set()
+        if SERVE not in self.scenarios:
+            exclude.add("serve")
+        blob = self.model_dump_json(exclude=exclude or None)
         return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
     def cells(self) -> list[Cell]:
         out = []
         # --scenario generate with LoadGen's scenarios: they serve generated tokens.
         serving = GENERATE in self.scenarios and any(
-            n not in (TIMED_LOOP, GENERATE) for n in self.scenarios
+            n not in (TIMED_LOOP, GENERATE, SERVE) for n in self.scenarios
         )
         for model in self.models:
             workload = self.workload(model)
@@ -136,8 +142,17 @@ class RunSpec(BaseModel):
                 self.backends,
                 self.scenarios,
             ):
+                serve = None
                 # Token generation is a mode of its own (its scenario follows from it).
-                if name == GENERATE:
+                if name == SERVE:  # generation under a request-rate sweep
+                    mode = GENERATE
+                    serve = self.serve.model_copy(
+                        update={
+                            "ttft_bound_ms": self.loadgen.value("ttft_bound_ms"),
+                            "tpot_bound_ms": self.loadgen.value("tpot_bound_ms"),
+                        }
+                    )
+                elif name == GENERATE:
                     if serving:
                         continue  # generate names what the LoadGen scenarios serve
                     mode = GENERATE
@@ -146,7 +161,7 @@ class RunSpec(BaseModel):
                 generates = mode == GENERATE
                 scenario = (
                     None
-                    if name in (TIMED_LOOP, GENERATE)
+                    if name in (TIMED_LOOP, GENERATE, SERVE)
                     else self.loadgen.config(name, tokens=generates)
                 )
                 if generates and scenario is not None and KINDS[name].tokens is None:
@@ -161,6 +176,7 @@ class RunSpec(BaseModel):
                         **point,
                         backend_options=self.backend_options.get(backend, {}),
                         scenario=scenario,
+                        serve=serve,
                     )
                 )
         return list({c.key(): c for c in out}.values())  # --mode generate + --scenario generate
@@ -378,6 +394,7 @@ TOKEN_KNOBS = {
     "ttft_bound_ms": ("ttft-bound", BOUNDED),
     "tpot_bound_ms": ("tpot-bound", BOUNDED),
 }
+# --scenario serve reads the token bounds as its goodput SLOs.
 BOUNDS = ("latency_bound_ms",)
 LOADGEN_KNOBS = {
     "latency_bound_ms": ("latency-bound", BOUNDED),
@@ -397,8 +414,13 @@ def check_scenarios(spec: RunSpec) -> None:
     import importlib.util
 
     parse_scenarios(",".join(spec.scenarios))
+    if SERVE not in spec.scenarios and spec.serve != ServeConfig():
+        raise SpecError(
+            "serve-rates, serve-time, serve-budget, arrivals and lengths apply only with "
+            "--scenario serve"
+        )
     check_generate(spec)
-    loadgen = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE)]
+    loadgen = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE, SERVE)]
     # The query's latency bound is read by LoadGen cells that serve anything but generated
     # tokens; the token bounds by those that serve them (mode generate); the rest by both.
     serving = GENERATE in spec.scenarios or GENERATE in spec.modes
@@ -406,6 +428,8 @@ def check_scenarios(spec: RunSpec) -> None:
     for key, (flag, readers) in {**LOADGEN_KNOBS, **TOKEN_KNOBS}.items():
         tokens, bound = key in TOKEN_KNOBS, key in BOUNDS
         present = [] if (tokens and not serving) or (bound and not plain) else loadgen
+        if tokens and SERVE in spec.scenarios:
+            continue  # serve's goodput SLOs
         if getattr(spec.loadgen, key) is not None and not set(readers) & set(present):
             prefix = "generate," if tokens else ""
             # A generate cell's bounds are on its tokens, not on the query.
@@ -413,6 +437,7 @@ def check_scenarios(spec: RunSpec) -> None:
             raise SpecError(
                 f"{flag} applies only with --scenario "
                 + " or ".join(prefix + r for r in readers)
+                + (" or serve" if tokens else "")
                 + hint
             )
     if not loadgen:
@@ -436,10 +461,10 @@ def check_generate(spec: RunSpec) -> None:
     learns (hf:, user code) is checked once learned: prepare calls this again."""
     from stackcost.scenarios.generate import moe_reason
 
-    generates = GENERATE in spec.scenarios or GENERATE in spec.modes
+    generates = GENERATE in spec.scenarios or GENERATE in spec.modes or SERVE in spec.scenarios
     if not generates:
         return
-    others = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE)]
+    others = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE, SERVE)]
     if refused := [n for n in others if KINDS[n].tokens is None]:
         serving = " or ".join(f"generate,{n}" for n, k in KINDS.items() if k.tokens is not None)
         raise SpecError(

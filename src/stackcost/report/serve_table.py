@@ -1,0 +1,137 @@
+"""The views of a serve run: each engine's rate sweep as a table (terminal and markdown),
+and the highest rate each engine held within the SLO. One repetition's sweep per cell is
+shown (the last valid one): a sweep's rates are not pooled across processes."""
+
+from __future__ import annotations
+
+import math
+
+from rich.table import Table
+
+from stackcost.report.fit import FitTable
+from stackcost.report.marks import status_text
+from stackcost.report.units import ms, rate
+from stackcost.result import RateFigures, ServeResult, headline
+from stackcost.store.runs import CellResult, RunResult
+
+CAPTION = (
+    "open-loop load (serving/client.py): one request at a time, all at once, then rates "
+    "between; TTFT = first token at the client - request sent; TPOT = (last - first "
+    "token) / (tokens - 1), per request; ITL = gaps between streamed arrivals; req/s and "
+    "tok/s = completed requests and their output tokens over first send to last token; "
+    "goodput = requests/s within both SLOs; held = p99 TTFT and p99 TPOT within the SLOs"
+)
+HEADER = (
+    "backend", "rate", "done", "req/s", "tok/s", "TTFT p50", "TTFT p99", "TPOT p50",
+    "TPOT p99", "ITL p99", "goodput", "in flight", "held", "notes",
+)  # fmt: skip
+# The terminal shows notes under the table (they are long); a narrow one hides these first.
+TERMINAL = HEADER[:-1]
+DROP = ("ITL p99", "in flight", "TPOT p50", "TTFT p50", "tok/s", "done")
+
+
+def sweep_of(c: CellResult) -> ServeResult | None:
+    """The cell's last valid repetition's sweep."""
+    sweeps = [r.serving for r in c.repetitions if r.valid and r.serving is not None]
+    return sweeps[-1] if sweeps else None
+
+
+def held(fig: RateFigures, ttft_bound_ms: float | None, tpot_bound_ms: float | None) -> bool:
+    """Whether a rate kept its p99 TTFT and p99 TPOT within the SLOs (as LoadGen's Server
+    judges a QPS), with every request it sent completed."""
+    if fig.completed == 0 or fig.failed:
+        return False
+    if ttft_bound_ms is not None and (fig.ttft_ms.p99 or math.inf) > ttft_bound_ms:
+        return False
+    return tpot_bound_ms is None or fig.tpot_ms.p99 is None or fig.tpot_ms.p99 <= tpot_bound_ms
+
+
+def in_order(sweep: ServeResult) -> list[RateFigures]:
+    """The rates by achieved request rate, all at once last (a burst, not a rate)."""
+    return sorted(sweep.rates, key=lambda f: (f.process == "burst", f.request_rps))
+
+
+def best_rate(c: CellResult) -> RateFigures | None:
+    """The highest achieved arrival rate the cell's engine held within the SLO. All at
+    once is not a rate a server sustains (its requests arrive in one instant), so it is
+    not a candidate."""
+    sweep, serve = sweep_of(c), c.cell.serve
+    if sweep is None or serve is None:
+        return None
+    kept = [
+        f
+        for f in sweep.rates
+        if f.process != "burst" and held(f, serve.ttft_bound_ms, serve.tpot_bound_ms)
+    ]
+    return max(kept, key=lambda f: f.request_rps, default=None)
+
+
+def serve_cells(result: RunResult) -> list[CellResult]:
+    return [c for c in result.cells() if c.cell.serve is not None]
+
+
+def _row(c: CellResult, fig: RateFigures) -> list[str]:
+    serve = c.cell.serve
+    assert serve is not None
+    ok = held(fig, serve.ttft_bound_ms, serve.tpot_bound_ms)
+    notes = "; ".join([*fig.errors, *([fig.ended_by] if fig.ended_by else [])])
+    return [
+        c.cell.backend, fig.label, f"{fig.completed}/{fig.sent}", rate(fig.request_rps, ""),
+        rate(fig.output_tokens_per_s, ""), ms(fig.ttft_ms.p50), ms(fig.ttft_ms.p99),
+        ms(fig.tpot_ms.p50), ms(fig.tpot_ms.p99), ms(fig.itl_ms.p99),
+        rate(fig.goodput_rps, "") if fig.goodput_rps is not None else "—",
+        str(fig.in_flight_peak), "yes" if ok else "no", notes,
+    ]  # fmt: skip
+
+
+def slo_line(result: RunResult) -> str:
+    """Each engine's highest rate within the SLO, best first."""
+    parts = []
+    for c in serve_cells(result):
+        best = best_rate(c)
+        held_at = "none held" if best is None else f"{best.request_rps:.3g} req/s ({best.label})"
+        parts.append((best.request_rps if best else -1.0, f"{c.cell.backend}: {held_at}"))
+    return "highest rate within the SLO: " + ", ".join(p for _, p in sorted(parts, reverse=True))
+
+
+def serve_table(result: RunResult) -> Table:
+    cells = serve_cells(result)
+    serve = cells[0].cell.serve if cells else None
+    slo = ""
+    if serve is not None:
+        slo = f" · SLO TTFT {ms(serve.ttft_bound_ms)}, TPOT {ms(serve.tpot_bound_ms)}"
+    notes: list[str] = []
+    table = FitTable(*TERMINAL, drop=DROP, title=f"run {result.run_id}: serve{slo}")
+    for c in cells:
+        sweep = sweep_of(c)
+        if sweep is None:
+            rep = c.repetitions[-1] if c.repetitions else None
+            status = rep.status if rep else "missing"
+            table.add_row(c.cell.backend, status_text(status), *[""] * (len(TERMINAL) - 2))
+            if rep is not None and rep.reason:
+                notes.append(f"{c.cell.backend}: {headline(rep.reason)}")
+            continue
+        for fig in in_order(sweep):
+            *row, note = _row(c, fig)
+            table.add_row(*row)
+            if note:
+                notes.append(f"{c.cell.backend} {fig.label}: {note}")
+    table.caption = "\n".join([CAPTION, slo_line(result), *notes])
+    return table
+
+
+def serve_markdown(result: RunResult) -> str:
+    """The sweep as a markdown table, and the SLO line under it."""
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for c in serve_cells(result):
+        sweep = sweep_of(c)
+        if sweep is None:
+            rep = c.repetitions[-1] if c.repetitions else None
+            cells = [c.cell.backend, rep.status if rep else "missing", *[""] * 11]
+            lines.append(
+                "| " + " | ".join([*cells, (rep.reason if rep else "").replace("|", "/")]) + " |"
+            )
+            continue
+        for fig in in_order(sweep):
+            lines.append("| " + " | ".join(v.replace("|", "/") for v in _row(c, fig)) + " |")
+    return "\n".join([*lines, "", slo_line(result)])

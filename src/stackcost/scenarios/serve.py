@@ -1,0 +1,192 @@
+"""Serving a decoder under load (`--scenario serve`): a request-rate sweep through the
+rung's own batching engine (serving/: the load generator, the engines, the sweep).
+
+One repetition:
+1. builds the decoder and verifies the rung's generator by teacher forcing, as the
+   generate scenario does (scenarios/generate.py); a rung outside tolerance is `wrong`
+   and serves nothing;
+2. builds the rung's engine from that generator's weights (serving/engines/), starts it,
+   and records whether its greedy tokens for the verified prompt are the generator's
+   (information: continuous batching computes attention another way, so a near tie under
+   random weights may break otherwise);
+3. sweeps: one request at a time, all at once, then the cell's rates between, within
+   its budget (serving/sweep.py). Requests carry seeded prompts of the cell's lengths.
+   Each rate is written to the workdir as it finishes (serve-rates.jsonl), and printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stackcost.scenarios.base import Bench, Scenario, wrong
+
+if TYPE_CHECKING:
+    from stackcost.result import RateFigures, RepetitionResult
+    from stackcost.serving.engine import Request
+
+PROGRESS_FILE = "serve-rates.jsonl"
+
+
+class Serve(Scenario):
+    name = "generate serve"
+
+    def run(self, bench: Bench) -> RepetitionResult:
+        from stackcost.measure.counters import Edge, Window
+        from stackcost.measure.disturbance import assess
+        from stackcost.result import RepetitionResult, ServeResult
+        from stackcost.scenarios.generate import agreement, verified_generators
+        from stackcost.serving.engines import ENGINES, engine_for
+
+        task, cell = bench.task, bench.cell
+        config = cell.serve
+        assert config is not None
+        if (make_engine := engine_for(cell.backend)) is None:
+            return RepetitionResult(
+                status="unsupported",
+                reason=f"serve has no engine for {cell.backend} yet; it serves "
+                f"{', '.join(f'{b} ({e})' for b, (e, _) in ENGINES.items())}",
+            )
+        if cell.batch_size != 1:
+            return RepetitionResult(
+                status="unsupported",
+                reason=f"a serve request is one sequence (batch 1), not {cell.batch_size}: "
+                "the engine batches the requests that are in flight",
+            )
+        if cell.precision != "fp32":
+            return RepetitionResult(
+                status="unsupported",
+                reason=f"serve runs fp32 engines here, not {cell.precision}",
+            )
+        ready = verified_generators(bench, rows=1)
+        if isinstance(ready, RepetitionResult):
+            return ready
+        generator = ready.generators[0]
+        if (why := wrong(ready.verification, task.tolerance)) is not None:
+            return RepetitionResult(
+                status="wrong", reason=why, verification=ready.verification,
+                memory=ready.memory.read(), details=generator.details,
+            )  # fmt: skip
+        prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
+        vocab = generator.decoder.config.vocab_size
+        engine = make_engine(generator, new_tokens * 2)  # uniform lengths may ask for more
+        progress = Path(task.workdir) / PROGRESS_FILE
+        rates: list[RateFigures] = []
+
+        def make_requests(first: int, count: int) -> list[Request]:
+            return requests_for(
+                config.lengths, vocab, prompt_len, new_tokens, first, count, cell.model.seed
+            )
+
+        async def on_rate(fig: RateFigures) -> None:
+            rates.append(fig)
+            with progress.open("a") as out:
+                out.write(fig.model_dump_json() + "\n")
+            print(f"serve {cell.backend}: {describe(fig)}", file=sys.stderr, flush=True)
+
+        async def restart() -> None:
+            await engine.stop()
+            await engine.start()
+
+        async def serve() -> tuple[float | None, float]:
+            from stackcost.serving.sweep import Bounds, run_sweep
+
+            await engine.start()
+            try:
+                expected = [int(t) for t in ready.cold.tokens[0]]
+                try:
+                    got = await engine.greedy([int(t) for t in ready.prompt[0]], new_tokens)
+                    import numpy as np
+
+                    same, _ = agreement(np.asarray([got]), np.asarray([expected]))
+                except NotImplementedError:
+                    same = None
+                t0 = time.perf_counter()
+                await run_sweep(
+                    engine, make_requests, config.rates, config.per_rate_s, config.budget_s,
+                    config.arrivals, Bounds(config.ttft_bound_ms, config.tpot_bound_ms),
+                    cell.model.seed, on_rate, restart,
+                )  # fmt: skip
+                return same, time.perf_counter() - t0
+            finally:
+                await engine.stop()
+
+        first = Edge.now()
+        engine_agreement, elapsed = asyncio.run(serve())
+        window = Window.between(first, Edge.now())
+        bench.phases.timed_s = (window.end_ns - window.start_ns) / 1e9
+        served = [f for f in rates if f.completed]
+        status, reason = "ok", ""
+        if not served:
+            status, reason = (
+                "failed",
+                "no rate completed a request: "
+                + "; ".join(e for f in rates for e in f.errors + [f.ended_by or ""] if e),
+            )
+        peak = max((f.output_tokens_per_s for f in served), default=None)
+        return RepetitionResult(
+            status=status,
+            reason=reason,
+            throughput=peak,
+            memory=ready.memory.read(),
+            verification=ready.verification,
+            details={
+                **generator.details,
+                "engine": {
+                    "batching": engine.batching,
+                    "transport": engine.transport,
+                    **engine.details,
+                },
+                "thread_env": bench.thread_env(),
+                "throughput": "output tokens/s of the sweep's fastest rate",
+            },
+            disturbance=assess(window),
+            serving=ServeResult(
+                engine=engine.batching,
+                transport=engine.transport,
+                prompt_len=prompt_len,
+                new_tokens=new_tokens,
+                lengths=config.lengths,
+                arrivals=config.arrivals,
+                engine_agreement=engine_agreement,
+                rates=rates,
+                budget_s=config.budget_s,
+                elapsed_s=elapsed,
+            ),  # fmt: skip
+        )
+
+
+def requests_for(
+    lengths: str, vocab: int, prompt_len: int, new_tokens: int, first: int, count: int, seed: int
+) -> list[Request]:
+    """Requests `first` .. `first + count - 1`: seeded prompt ids of each one's length."""
+    import numpy as np
+
+    from stackcost.serving.engine import Request
+    from stackcost.serving.lengths import draw
+
+    out = []
+    for i, size in enumerate(
+        draw(lengths, prompt_len, new_tokens, count, seed + first), start=first
+    ):
+        ids = np.random.default_rng((seed, i)).integers(0, vocab, size.prompt)
+        out.append(Request(i, tuple(int(t) for t in ids), size.output))
+    return out
+
+
+def describe(fig: RateFigures) -> str:
+    """One line of a rate, as it finishes."""
+    if fig.completed == 0:
+        return f"{fig.label}: nothing completed ({fig.ended_by or '; '.join(fig.errors)})"
+    line = (
+        f"{fig.label}: {fig.completed}/{fig.sent} done, {fig.request_rps:.3g} req/s, "
+        f"TTFT p50 {fig.ttft_ms.p50:.0f} ms p99 {fig.ttft_ms.p99:.0f} ms"
+    )
+    if fig.tpot_ms.p50 is not None:
+        line += f", TPOT p50 {fig.tpot_ms.p50:.1f} ms"
+    if fig.goodput_rps is not None:
+        line += f", goodput {fig.goodput_rps:.3g} req/s"
+    return line
