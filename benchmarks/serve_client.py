@@ -9,9 +9,10 @@ arrivals that is an M/D/1 queue. For each load rho = lambda x D:
   actually used gives each request's exact TTFT and end-to-end time for a service of
   exactly D. The client's measured mean and p90 TTFT and end-to-end time must match it
   within 5%.
-- **Pollaczek-Khinchine** (reported): M/D/1's mean wait rho D / (2 (1 - rho)), plus the
-  prefill, against the measured mean TTFT, with a 95% interval from batch means (at high
-  load one run's mean wait moves tens of percent: waits are correlated for seconds).
+- **Pollaczek-Khinchine** (reported): M/D/1's long-run mean wait rho D / (2 (1 - rho)),
+  plus the prefill. One run's arrivals are a sample: near saturation their mean wait is
+  far from the long-run one (waits stay correlated for many services), so this is shown
+  beside the sample path, not judged.
 - **client overhead** (judged < 1 ms a request): the time the client adds to a request's
   latency. Delivery: the engine's emission of a token to the client's stamp of it (thread
   to event loop to task). Hand-off: the client's send to the engine's start, for
@@ -20,7 +21,11 @@ arrivals that is an M/D/1 queue. For each load rho = lambda x D:
   arrives, not what it measures.
 
     python benchmarks/serve_client.py [--loads 0.3,0.5,0.7,0.85] [--seconds 30] \
-        [--prefill-ms 10] [--tpot-ms 2] [--tokens 6] [--seed 0] [--json PATH]
+        [--prefill-ms 50] [--tpot-ms 10] [--tokens 6] [--seed 0] [--json PATH]
+
+The service (100 ms by default) is long against what the stub and the client add to it
+(a fraction of a millisecond a request): near saturation a queue's wait grows as
+rho / (1 - rho), so a 0.5% longer service reads 3-4% longer waits at rho = 0.85.
 
 Run it alone: it is a timing benchmark.
 """
@@ -31,7 +36,6 @@ import argparse
 import asyncio
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -46,7 +50,6 @@ from stackcost.serving.engines.stub import StubEngine
 
 TOLERANCE = 0.05
 OVERHEAD_MS = 1.0
-BATCHES = 10  # batch means for the P-K interval
 
 
 def lindley(sent_s: np.ndarray, service_s: float) -> np.ndarray:
@@ -58,13 +61,6 @@ def lindley(sent_s: np.ndarray, service_s: float) -> np.ndarray:
         wait[k] = begin - a
         free_at = begin + service_s
     return wait
-
-
-def batch_mean_interval(values: np.ndarray) -> tuple[float, float]:
-    """A 95% interval for the mean from BATCHES consecutive batch means (t, 9 df)."""
-    means = [b.mean() for b in np.array_split(values, BATCHES)]
-    half = 2.262 * statistics.stdev(means) / math.sqrt(BATCHES)
-    return float(np.mean(values) - half), float(np.mean(values) + half)
 
 
 async def one_load(rho: float, args: argparse.Namespace, engine: StubEngine) -> tuple[Drive, float]:
@@ -97,8 +93,9 @@ def judge(
     free = [r for r, w in zip(recs, wait, strict=True) if w == 0.0]
     handoff = [(engine.began_ns[r.index] - r.sent_ns) / 1e6 for r in free]
     per_request = np.percentile(handoff, 50) + np.percentile(delivery, 50)
+    # What the stub really held its slot for (its sleeps overshoot by tens of microseconds).
+    held = [(engine.emitted_ns[r.index][-1] - engine.began_ns[r.index]) / 1e6 for r in recs]
     pk = rho * service_s / (2 * (1 - rho)) + prefill_s
-    lo, hi = batch_mean_interval(ttft)
     rows = {
         "load": rho,
         "rate_rps": rate,
@@ -110,13 +107,14 @@ def judge(
         "e2e_mean_ms": e2e.mean() * 1e3,
         "e2e_mean_lindley_ms": want_e2e.mean() * 1e3,
         "ttft_mean_pk_ms": pk * 1e3,
-        "ttft_mean_ci95_ms": [lo * 1e3, hi * 1e3],
         "delivery_ms_p50": float(np.percentile(delivery, 50)),
         "delivery_ms_p99": float(np.percentile(delivery, 99)),
         "handoff_ms_p50": float(np.percentile(handoff, 50)) if handoff else None,
         "lateness_ms_p50": float(np.percentile([r.lateness_ns / 1e6 for r in recs], 50)),
         "lateness_ms_p99": float(np.percentile([r.lateness_ns / 1e6 for r in recs], 99)),
         "client_overhead_ms": float(per_request),
+        "service_ms_nominal": service_s * 1e3,
+        "service_ms_mean": float(np.mean(held)),
     }
     ratios = [
         rows["ttft_mean_ms"] / rows["ttft_mean_lindley_ms"],
@@ -124,7 +122,7 @@ def judge(
         rows["e2e_mean_ms"] / rows["e2e_mean_lindley_ms"],
     ]
     rows["worst_ratio"] = max(ratios, key=lambda r: abs(r - 1))
-    rows["pass"] = abs(rows["worst_ratio"] - 1) <= TOLERANCE and per_request < OVERHEAD_MS
+    rows["pass"] = bool(abs(rows["worst_ratio"] - 1) <= TOLERANCE and per_request < OVERHEAD_MS)
     return rows
 
 
@@ -148,27 +146,28 @@ def main() -> int:
         "--loads", type=lambda s: [float(v) for v in s.split(",")], default=[0.3, 0.5, 0.7, 0.85]
     )
     p.add_argument("--seconds", type=float, default=30.0)
-    p.add_argument("--prefill-ms", type=float, default=10.0)
-    p.add_argument("--tpot-ms", type=float, default=2.0)
+    p.add_argument("--prefill-ms", type=float, default=50.0)
+    p.add_argument("--tpot-ms", type=float, default=10.0)
     p.add_argument("--tokens", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     rows = asyncio.run(run(args))
-    table = Table(title="serve client against M/D/1 (one slot, Poisson arrivals)")
-    for col in ("load", "req", "TTFT mean", "Lindley", "TTFT p90", "Lindley", "P-K mean [95% CI]",
-                "delivery p50/p99", "overhead", "lateness p50/p99", "worst", "ok"):  # fmt: skip
+    table = Table(
+        title="serve client against M/D/1 (one slot, Poisson arrivals): measured / sample path"
+    )
+    for col in ("load", "req", "TTFT mean ms", "TTFT p90 ms", "e2e mean ms", "P-K TTFT",
+                "service ms", "overhead", "lateness p50/p99", "worst", "ok"):  # fmt: skip
         table.add_column(col, justify="right")
     for r in rows:
-        lo, hi = r["ttft_mean_ci95_ms"]
         table.add_row(
             f"{r['load']:.2f}", str(r["requests"]),
-            f"{r['ttft_mean_ms']:.2f}", f"{r['ttft_mean_lindley_ms']:.2f}",
-            f"{r['ttft_p90_ms']:.2f}", f"{r['ttft_p90_lindley_ms']:.2f}",
-            f"{r['ttft_mean_pk_ms']:.2f} [{lo:.1f}, {hi:.1f}]",
-            f"{r['delivery_ms_p50']:.3f}/{r['delivery_ms_p99']:.3f}",
+            f"{r['ttft_mean_ms']:.1f} / {r['ttft_mean_lindley_ms']:.1f}",
+            f"{r['ttft_p90_ms']:.1f} / {r['ttft_p90_lindley_ms']:.1f}",
+            f"{r['e2e_mean_ms']:.1f} / {r['e2e_mean_lindley_ms']:.1f}",
+            f"{r['ttft_mean_pk_ms']:.1f}", f"{r['service_ms_mean']:.2f}",
             f"{r['client_overhead_ms']:.3f} ms",
-            f"{r['lateness_ms_p50']:.3f}/{r['lateness_ms_p99']:.3f}",
+            f"{r['lateness_ms_p50']:.2f}/{r['lateness_ms_p99']:.2f} ms",
             f"{r['worst_ratio']:.3f}", "PASS" if r["pass"] else "FAIL",
         )  # fmt: skip
     Console().print(table)
