@@ -31,8 +31,12 @@ class LlamaCppBackend(Backend):
     # (attn_v, ffn_down in half the layers, output) kept at Q6_K; llama.cpp falls back to
     # another type, tensor by tensor, where a row is not a multiple of 256 (the file's
     # tensor types are recorded, details.quantize.tensor_types).
+    # server, slots: --scenario serve runs llama.cpp's own server (llama-server, built from
+    # llama-cpp-python's sdist: serving/engines/llamacpp_server.py) with this many slots.
     options = {
         "w4_type": Option("Q4_0", ("Q4_0", "Q4_K_M"), "w4's llama.cpp file type"),
+        "server": Option("llama-server", (), "serve: the llama-server binary (a path, or on PATH)"),
+        "slots": Option("4", ("1", "2", "4", "8", "16"), "serve: the server's parallel slots"),
     }
 
     def available(self) -> Availability:

@@ -187,6 +187,12 @@ class LlamaCppGenerator(Generator):
                 out[row, i] = self._last_logits()
         return out
 
+    @property
+    def gguf_path(self) -> Path:
+        """The GGUF file written and verified here: what llama.cpp's server loads."""
+        assert self._path is not None, "prepare() first"
+        return self._path
+
     def weight_bytes(self) -> int:
         """The GGUF file: its weights as llama.cpp reads them (and a small vocabulary)."""
         assert self._path is not None, "prepare() first"

@@ -108,6 +108,19 @@ class OpenVINOGenAIGenerator(Generator):
             }
         )
 
+    @property
+    def model_dir(self) -> Path:
+        """The prepared IR's folder (model and tokenizer IRs): what a serving pipeline
+        (serving/engines/openvino_cb.py) is built from, so it runs the verified weights."""
+        assert self._path is not None, "prepare() first"
+        return self._path
+
+    @property
+    def compile_config(self) -> dict[str, Any]:
+        """The plugin properties the pipeline was compiled with (precision, threads)."""
+        assert self._config is not None, "prepare() first"
+        return dict(self._config)
+
     def _key(self, precision: str) -> dict[str, Any]:
         return {
             "kind": "openvino-genai stateful IR",

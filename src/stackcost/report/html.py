@@ -34,6 +34,10 @@ from stackcost.report.marks import (
 )
 from stackcost.report.scenarios import CAPTION as SCENARIO_CAPTION
 from stackcost.report.scenarios import SCENARIO_HEADER, scenario_rows
+from stackcost.report.serve_figures import goodput_figure, latency_figure
+from stackcost.report.serve_table import CAPTION as SERVE_CAPTION
+from stackcost.report.serve_table import HEADER as SERVE_HEADER
+from stackcost.report.serve_table import serve_cells, serve_rows, slo_line
 from stackcost.report.style import PALETTE, series_colors
 from stackcost.report.template import PAGE
 from stackcost.report.units import num
@@ -514,10 +518,16 @@ def render_html(
     generation = [
         {"status": g["cell"].status, "cols": columns(g)} for r in runs for g in generate_rows(r)
     ]
+    serving = [row for r in runs for row in serve_rows(r)]
     summ = data.summary(inference, baseline)
     colors = series_colors(data.series_order(summ, baseline)) if len(summ) else {}
     figs = _Figures()
     generation_pareto = _generation_pareto(runs, baseline, figs) if generation else None
+    serve_plots = (
+        [figs.add(f(r)) for r in runs if serve_cells(r) for f in (latency_figure, goodput_figure)]
+        if serving
+        else []
+    )
     plot_slots: dict[str, dict[str, str]] = {}
     # Against the batch size, then each size axis some cell has ("latency vs seq len").
     size_axes = data.size_columns(summ)
@@ -573,6 +583,7 @@ def render_html(
         *([("training", "training")] if training_slots else []),
         *([("scenarios", "LoadGen scenarios")] if scenarios else []),
         *([("generation", "token generation")] if generation else []),
+        *([("serving", "serving under load")] if serving else []),
         *(inference_nav if len(summ) else []),
         ("environment", "environment"),
     ]
@@ -599,6 +610,11 @@ def render_html(
         "generation_pareto": generation_pareto,
         "generation_header": GENERATION_HEADER,
         "generation_caption": GENERATION_CAPTION,
+        "serving": serving,
+        "serving_header": SERVE_HEADER,
+        "serving_caption": SERVE_CAPTION,
+        "serving_plots": [p for p in serve_plots if p["id"]],
+        "serving_slo": [slo_line(r) for r in runs if serve_cells(r)],
         "scenario_header": SCENARIO_HEADER,
         "scenario_caption": SCENARIO_CAPTION,
         "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],

@@ -11,7 +11,13 @@ from rich.table import Table
 from stackcost.report.fit import FitTable
 from stackcost.report.marks import status_text
 from stackcost.report.units import ms, rate
-from stackcost.result import RateFigures, ServeResult, headline
+from stackcost.result import (
+    MEASURED_STATUSES,
+    RateFigures,
+    RepetitionResult,
+    ServeResult,
+    headline,
+)
 from stackcost.store.runs import CellResult, RunResult
 
 CAPTION = (
@@ -30,10 +36,17 @@ TERMINAL = HEADER[:-1]
 DROP = ("ITL p99", "in flight", "TPOT p50", "TTFT p50", "tok/s", "done")
 
 
+def measured(c: CellResult) -> RepetitionResult | None:
+    """The cell's last repetition with a sweep: a valid one, else one taken while the
+    machine was busy (shown marked, as every view shows a disturbed repetition)."""
+    reps = [r for r in c.repetitions if r.serving is not None and r.status in MEASURED_STATUSES]
+    valid = [r for r in reps if r.valid]
+    return (valid or reps or [None])[-1]
+
+
 def sweep_of(c: CellResult) -> ServeResult | None:
-    """The cell's last valid repetition's sweep."""
-    sweeps = [r.serving for r in c.repetitions if r.valid and r.serving is not None]
-    return sweeps[-1] if sweeps else None
+    rep = measured(c)
+    return None if rep is None else rep.serving
 
 
 def held(fig: RateFigures, ttft_bound_ms: float | None, tpot_bound_ms: float | None) -> bool:
@@ -52,12 +65,14 @@ def in_order(sweep: ServeResult) -> list[RateFigures]:
 
 
 def best_rate(c: CellResult) -> RateFigures | None:
-    """The highest achieved arrival rate the cell's engine held within the SLO. All at
-    once is not a rate a server sustains (its requests arrive in one instant), so it is
-    not a candidate."""
-    sweep, serve = sweep_of(c), c.cell.serve
-    if sweep is None or serve is None:
+    """The highest achieved arrival rate the cell's engine held within the SLO, from a
+    valid sweep only. All at once is not a rate a server sustains (its requests arrive in
+    one instant), so it is not a candidate."""
+    rep, serve = measured(c), c.cell.serve
+    if rep is None or not rep.valid or serve is None:
         return None
+    sweep = rep.serving
+    assert sweep is not None
     kept = [
         f
         for f in sweep.rates
@@ -71,12 +86,13 @@ def serve_cells(result: RunResult) -> list[CellResult]:
 
 
 def _row(c: CellResult, fig: RateFigures) -> list[str]:
-    serve = c.cell.serve
-    assert serve is not None
+    serve, rep = c.cell.serve, measured(c)
+    assert serve is not None and rep is not None
     ok = held(fig, serve.ttft_bound_ms, serve.tpot_bound_ms)
     notes = "; ".join([*fig.errors, *([fig.ended_by] if fig.ended_by else [])])
+    backend = c.cell.backend if rep.valid else f"{c.cell.backend} ({rep.status})"
     return [
-        c.cell.backend, fig.label, f"{fig.completed}/{fig.sent}", rate(fig.request_rps, ""),
+        backend, fig.label, f"{fig.completed}/{fig.sent}", rate(fig.request_rps, ""),
         rate(fig.output_tokens_per_s, ""), ms(fig.ttft_ms.p50), ms(fig.ttft_ms.p99),
         ms(fig.tpot_ms.p50), ms(fig.tpot_ms.p99), ms(fig.itl_ms.p99),
         rate(fig.goodput_rps, "") if fig.goodput_rps is not None else "—",
@@ -118,6 +134,31 @@ def serve_table(result: RunResult) -> Table:
                 notes.append(f"{c.cell.backend} {fig.label}: {note}")
     table.caption = "\n".join([CAPTION, slo_line(result), *notes])
     return table
+
+
+def serve_rows(result: RunResult) -> list[dict]:
+    """The sweep's rows for the HTML report: each row's status class and its columns."""
+    rows = []
+    for c in serve_cells(result):
+        rep = measured(c)
+        if rep is None or rep.serving is None:
+            last = c.repetitions[-1] if c.repetitions else None
+            status = last.status if last else "missing"
+            rows.append(
+                {
+                    "status": status,
+                    "cols": [
+                        c.cell.backend,
+                        status,
+                        *[""] * 11,
+                        headline(last.reason) if last else "",
+                    ],
+                }
+            )
+            continue
+        for fig in in_order(rep.serving):
+            rows.append({"status": rep.status, "cols": _row(c, fig)})
+    return rows
 
 
 def serve_markdown(result: RunResult) -> str:

@@ -52,7 +52,7 @@ PAGE = r"""<!DOCTYPE html>
 
 {{ suite }}
 
-{% if not has_cells and not training and not scenarios and not generation %}
+{% if not has_cells and not training and not scenarios and not generation and not serving %}
 <p class="note">No results: these runs have no stored repetitions.</p>
 {% else %}
 {% if has_cells %}<p class="counts">
@@ -115,6 +115,19 @@ PAGE = r"""<!DOCTYPE html>
 <p class="muted">Speedup: the same rung's fp32 TPOT p50 over this cell's. Quality lost: the held-out perplexity increase `stackcost heldout` stored for these weights, rung and precision, where every point has one; else the share of generated tokens whose top-1 differs from eager fp32's.</p>
 {{ plot(generation_pareto) }}
 {% endif %}
+{% endif %}
+
+{% if serving %}
+<h2 id="serving">Serving under load</h2>
+<p class="muted">{{ serving_caption }}.</p>
+{% for line in serving_slo %}<p>{{ line }}</p>{% endfor %}
+<div class="scroll"><table>
+  <tr>{% for h in serving_header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for row in serving %}
+  <tr class="status-{{ row.status }}">{% for v in row.cols %}<td class="text">{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{% for p in serving_plots %}{{ plot(p) }}{% endfor %}
 {% endif %}
 
 {% if has_cells %}

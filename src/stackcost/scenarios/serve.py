@@ -39,7 +39,7 @@ class Serve(Scenario):
         from stackcost.measure.disturbance import assess
         from stackcost.result import RepetitionResult, ServeResult
         from stackcost.scenarios.generate import agreement, verified_generators
-        from stackcost.serving.engines import ENGINES, engine_for
+        from stackcost.serving.engines import ENGINES, EngineUnavailable, engine_for
 
         task, cell = bench.task, bench.cell
         config = cell.serve
@@ -72,7 +72,10 @@ class Serve(Scenario):
             )  # fmt: skip
         prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
         vocab = generator.decoder.config.vocab_size
-        engine = make_engine(generator, new_tokens * 2)  # uniform lengths may ask for more
+        try:
+            engine = make_engine(generator, new_tokens * 2)  # uniform lengths may ask more
+        except EngineUnavailable as exc:
+            return RepetitionResult(status="unavailable", reason=str(exc))
         progress = Path(task.workdir) / PROGRESS_FILE
         rates: list[RateFigures] = []
 
