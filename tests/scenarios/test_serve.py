@@ -52,7 +52,7 @@ def check_sweep(result: RunResult, backend: str, engine: str) -> None:
 def test_serve_sweeps_each_engines_own_batching(tmp_path: Path, capsys) -> None:
     db = tmp_path / "s.db"
     code, out, err = run_cli(
-        capsys, *SERVE, "--backends", "eager,openvino,torchscript", "--db", str(db)
+        capsys, *SERVE, "--backends", "eager,openvino,onnxruntime,torchscript", "--db", str(db)
     )
     assert code in (0, 1), err  # 1: a cell disturbed by the other lane's work
     assert "one at a time" in out and "max throughput" in out
@@ -60,6 +60,7 @@ def test_serve_sweeps_each_engines_own_batching(tmp_path: Path, capsys) -> None:
     result = stored(db)
     check_sweep(result, "eager", "ContinuousBatchingManager")
     check_sweep(result, "openvino", "ContinuousBatchingPipeline")
+    check_sweep(result, "onnxruntime", "onnxruntime-genai Engine")
     code, md, err = run_cli(capsys, "report", "--db", str(db), "--format", "md")
     assert code == 0, err
     assert "one at a time |" in md and "highest rate within the SLO: " in md

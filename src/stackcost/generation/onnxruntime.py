@@ -125,6 +125,13 @@ class OrtGenAIGenerator(Generator):
         if "artifact" in record:
             self.details["artifact"] = record["artifact"]
 
+    @property
+    def model(self) -> Any:
+        """The og.Model prepared and verified here: what onnxruntime-genai's Engine serves
+        (serving/engines/ortgenai_engine.py)."""
+        assert self._model is not None, "prepare() first"
+        return self._model
+
     def _config(self, overlay: dict[str, Any] | None = None) -> Any:
         """The built model's config with the cell's threads (an overlay at load, not an edit
         of genai_config.json: the artifact is shared by cells whose threads differ)."""

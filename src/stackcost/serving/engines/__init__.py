@@ -46,6 +46,14 @@ def _llama_server(generator: Generator, new_tokens: int) -> Engine:
     )  # fmt: skip
 
 
+def _ortgenai(generator: Generator, new_tokens: int) -> Engine:
+    from stackcost.generation.onnxruntime import OrtGenAIGenerator
+    from stackcost.serving.engines.ortgenai_engine import OrtGenAIEngine
+
+    assert isinstance(generator, OrtGenAIGenerator)
+    return OrtGenAIEngine(generator.model)
+
+
 class EngineUnavailable(RuntimeError):
     """The engine cannot run on this machine (its binary is missing): the cell is
     `unavailable`, with how to get it."""
@@ -56,6 +64,7 @@ ENGINES: dict[str, tuple[str, Callable[[Generator, int], Engine]]] = {
     "eager": ("transformers ContinuousBatchingManager", _transformers),
     "openvino": ("OpenVINO GenAI ContinuousBatchingPipeline", _openvino),
     "llama.cpp": ("llama.cpp's server, parallel slots, over HTTP", _llama_server),
+    "onnxruntime": ("onnxruntime-genai Engine", _ortgenai),
 }
 
 
