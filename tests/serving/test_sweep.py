@@ -73,3 +73,56 @@ def test_a_spent_budget_skips_the_remaining_rates_with_the_reason() -> None:
     skipped = [f for f in figs if f.sent == 0]
     assert skipped and all(f.ended_by == "sweep budget of 0.8 s spent" for f in skipped)
     assert len(figs) >= 2  # what ran before the budget was spent is kept
+
+
+class DiesOnce(StubEngine):
+    """Dies at the first request of the first rate between the ends, then serves again."""
+
+    def __init__(self) -> None:
+        super().__init__(slots=2, prefill_s=0.005, tpot_s=0.005)
+        self.died = False
+        self.starts = 0
+
+    async def start(self) -> None:
+        self.starts += 1
+        await super().start()
+
+    async def stream(self, request: Request):  # noqa: ANN201
+        from stackcost.serving.engine import EngineDied
+
+        if request.index >= self.first_middle and not self.died:
+            self.died = True
+            raise EngineDied("killed mid-sweep")
+        async for n in super().stream(request):
+            yield n
+
+
+def test_an_engine_that_dies_mid_sweep_fails_that_rate_and_is_restarted() -> None:
+    engine = DiesOnce()
+    engine.first_middle = 10**9
+    restarts = []
+
+    async def go() -> list[RateFigures]:
+        await engine.start()
+
+        async def restart() -> None:
+            restarts.append(1)
+            await engine.stop()
+            await engine.start()
+
+        def on_rate(fig: RateFigures) -> None:
+            if fig.process == "burst":  # the next request made is the first rate's first
+                engine.first_middle = -1
+
+        try:
+            return await run_sweep(
+                engine, make, 2, 0.3, 30, "poisson", Bounds(), 0, on_rate, restart
+            )
+        finally:
+            await engine.stop()
+
+    figs = asyncio.run(go())
+    first, second = figs[2], figs[3]
+    assert first.ended_by == "engine died: killed mid-sweep" and first.completed == 0
+    assert restarts == [1] and engine.starts == 2
+    assert second.ended_by is None and second.completed == second.sent > 0

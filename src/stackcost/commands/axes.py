@@ -145,12 +145,12 @@ def add_scenario_args(p: argparse.ArgumentParser, defaults: bool) -> None:
     p.add_argument(
         "--serve-time",
         metavar="DURATION",
-        help="serve: how long each rate is held, e.g. 20s (default 20s)",
+        help="serve: how long each rate is held, e.g. 20s (default 15s)",
     )
     p.add_argument(
         "--serve-budget",
         metavar="DURATION",
-        help="serve: the whole sweep's time limit per cell, e.g. 600s (default 600s); rates "
+        help="serve: the whole sweep's time limit per cell, e.g. 600s (default 240s); rates "
         "that no longer fit are skipped, saying so",
     )
     p.add_argument(

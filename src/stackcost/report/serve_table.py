@@ -60,8 +60,10 @@ def held(fig: RateFigures, ttft_bound_ms: float | None, tpot_bound_ms: float | N
 
 
 def in_order(sweep: ServeResult) -> list[RateFigures]:
-    """The rates by achieved request rate, all at once last (a burst, not a rate)."""
-    return sorted(sweep.rates, key=lambda f: (f.process == "burst", f.request_rps))
+    """One at a time, then the rates by their schedule's rate, all at once last (a burst,
+    not a rate). Not by achieved rate: a short window's drain lowers that."""
+    order = {"sequential": 0, "burst": 2}
+    return sorted(sweep.rates, key=lambda f: (order.get(f.process, 1), f.target_rps or 0.0))
 
 
 def best_rate(c: CellResult) -> RateFigures | None:
