@@ -24,7 +24,7 @@ def stored(db: Path) -> RunResult:
         return RunResult.from_store(store, store.run_ids()[-1])
 
 
-def check_sweep(result: RunResult, backend: str, engine: str) -> None:
+def check_sweep(result: RunResult, backend: str, engine: str, counts: bool = True) -> None:
     """The cell's sweep: verified, its three rates each answered in full, in order."""
     (cell,) = [c for c in result.cells() if c.cell.backend == backend]
     assert cell.cell.serve is not None and cell.cell.serve.ttft_bound_ms == 2000.0
@@ -44,8 +44,12 @@ def check_sweep(result: RunResult, backend: str, engine: str) -> None:
         assert fig.tpot_ms.count == fig.completed  # 4 tokens: every request has a TPOT
         assert fig.goodput_rps is not None
     assert 0 < middle.target_rps < max(single.request_rps, burst.request_rps)
-    # The engine reported its running batch while all were in flight.
-    assert max(s[2] or 0 for s in burst.occupancy) > 1
+    # The engine reported its running batch while all were in flight (where it reports one).
+    running = [s[2] for s in burst.occupancy]
+    if counts:
+        assert max(r or 0 for r in running) > 1
+    else:
+        assert all(r is None for r in running)
     assert sweep.engine_agreement is not None and 0.0 <= sweep.engine_agreement <= 1.0
 
 
@@ -60,7 +64,7 @@ def test_serve_sweeps_each_engines_own_batching(tmp_path: Path, capsys) -> None:
     result = stored(db)
     check_sweep(result, "eager", "ContinuousBatchingManager")
     check_sweep(result, "openvino", "ContinuousBatchingPipeline")
-    check_sweep(result, "onnxruntime", "onnxruntime-genai Engine")
+    check_sweep(result, "onnxruntime", "onnxruntime-genai Engine", counts=False)
     code, md, err = run_cli(capsys, "report", "--db", str(db), "--format", "md")
     assert code == 0, err
     assert "one at a time |" in md and "highest rate within the SLO: " in md

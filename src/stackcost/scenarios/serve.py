@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackcost.scenarios.base import Bench, Scenario, wrong
+from stackcost.scenarios.settings import SERVE
 
 if TYPE_CHECKING:
     from stackcost.result import RateFigures, RepetitionResult
@@ -32,7 +33,7 @@ PROGRESS_FILE = "serve-rates.jsonl"
 
 
 class Serve(Scenario):
-    name = "generate serve"
+    name = SERVE  # its name in the registry (scenarios/registry.py)
 
     def run(self, bench: Bench) -> RepetitionResult:
         from stackcost.measure.counters import Edge, Window
