@@ -112,6 +112,27 @@ def slo_line(result: RunResult) -> str:
     return "highest rate within the SLO: " + ", ".join(p for _, p in sorted(parts, reverse=True))
 
 
+def serve_rows(result: RunResult) -> list[dict]:
+    """One row per rate of each cell's sweep, or one row saying why a cell has none: its
+    status, its columns (HEADER's, notes last) and, for a rate, its label. Every view
+    (terminal, markdown, HTML) is drawn from these."""
+    rows: list[dict] = []
+    for c in serve_cells(result):
+        backend, rep = c.cell.backend, measured(c)
+        if rep is None or rep.serving is None:
+            last = c.repetitions[-1] if c.repetitions else None
+            status = last.status if last else "missing"
+            why = headline(last.reason) if last and last.reason else ""
+            cols = [backend, status, *[""] * (len(HEADER) - 3), why]
+            rows.append({"backend": backend, "status": status, "label": None, "cols": cols})
+            continue
+        rows.extend(
+            {"backend": backend, "status": rep.status, "label": fig.label, "cols": _row(c, fig)}
+            for fig in in_order(rep.serving)
+        )
+    return rows
+
+
 def serve_table(result: RunResult) -> Table:
     cells = serve_cells(result)
     serve = cells[0].cell.serve if cells else None
@@ -120,61 +141,21 @@ def serve_table(result: RunResult) -> Table:
         slo = f" · SLO TTFT {ms(serve.ttft_bound_ms)}, TPOT {ms(serve.tpot_bound_ms)}"
     notes: list[str] = []
     table = FitTable(*TERMINAL, drop=DROP, title=f"run {result.run_id}: serve{slo}")
-    for c in cells:
-        sweep = sweep_of(c)
-        if sweep is None:
-            rep = c.repetitions[-1] if c.repetitions else None
-            status = rep.status if rep else "missing"
-            table.add_row(c.cell.backend, status_text(status), *[""] * (len(TERMINAL) - 2))
-            if rep is not None and rep.reason:
-                notes.append(f"{c.cell.backend}: {headline(rep.reason)}")
-            continue
-        for fig in in_order(sweep):
-            *row, note = _row(c, fig)
-            table.add_row(*row)
-            if note:
-                notes.append(f"{c.cell.backend} {fig.label}: {note}")
+    for row in serve_rows(result):
+        *cols, note = row["cols"]
+        if row["label"] is None:  # no sweep: the status, marked as every table marks it
+            cols[1] = status_text(cols[1])
+        table.add_row(*cols)
+        if note:
+            where = row["backend"] if row["label"] is None else f"{row['backend']} {row['label']}"
+            notes.append(f"{where}: {note}")
     table.caption = "\n".join([CAPTION, slo_line(result), *notes])
     return table
-
-
-def serve_rows(result: RunResult) -> list[dict]:
-    """The sweep's rows for the HTML report: each row's status class and its columns."""
-    rows = []
-    for c in serve_cells(result):
-        rep = measured(c)
-        if rep is None or rep.serving is None:
-            last = c.repetitions[-1] if c.repetitions else None
-            status = last.status if last else "missing"
-            rows.append(
-                {
-                    "status": status,
-                    "cols": [
-                        c.cell.backend,
-                        status,
-                        *[""] * 11,
-                        headline(last.reason) if last else "",
-                    ],
-                }
-            )
-            continue
-        for fig in in_order(rep.serving):
-            rows.append({"status": rep.status, "cols": _row(c, fig)})
-    return rows
 
 
 def serve_markdown(result: RunResult) -> str:
     """The sweep as a markdown table, and the SLO line under it."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for c in serve_cells(result):
-        sweep = sweep_of(c)
-        if sweep is None:
-            rep = c.repetitions[-1] if c.repetitions else None
-            cells = [c.cell.backend, rep.status if rep else "missing", *[""] * 11]
-            lines.append(
-                "| " + " | ".join([*cells, (rep.reason if rep else "").replace("|", "/")]) + " |"
-            )
-            continue
-        for fig in in_order(sweep):
-            lines.append("| " + " | ".join(v.replace("|", "/") for v in _row(c, fig)) + " |")
+    for row in serve_rows(result):
+        lines.append("| " + " | ".join(v.replace("|", "/") for v in row["cols"]) + " |")
     return "\n".join([*lines, "", slo_line(result)])

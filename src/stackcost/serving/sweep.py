@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from stackcost.result import RateFigures
+from stackcost.result import RateFigures, Spread
 from stackcost.serving import client
 from stackcost.serving.arrivals import Process, schedule
 from stackcost.serving.engine import Engine, Request
@@ -127,8 +127,6 @@ async def run_sweep(
 
 
 def _skipped(label: str, rate: float, process: str, why: str) -> RateFigures:
-    from stackcost.result import Spread
-
     empty = Spread()
     return RateFigures(
         label=label, target_rps=rate, process=process, sent=0, completed=0, failed=0,
