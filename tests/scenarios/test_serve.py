@@ -44,12 +44,11 @@ def check_sweep(result: RunResult, backend: str, engine: str, counts: bool = Tru
         assert fig.tpot_ms.count == fig.completed  # 4 tokens: every request has a TPOT
         assert fig.goodput_rps is not None
     assert 0 < middle.target_rps < max(single.request_rps, burst.request_rps)
-    # The engine reported its running batch while all were in flight (where it reports one).
+    # The engine's own running count is sampled where it reports one. Not its size: a
+    # burst of tiny requests can finish between two 50 ms samples (it did once in CI's
+    # lanes); tests/serving/test_client.py checks the counts on a stub of known timing.
     running = [s[2] for s in burst.occupancy]
-    if counts:
-        assert max(r or 0 for r in running) > 1
-    else:
-        assert all(r is None for r in running)
+    assert running and all((r is not None) == counts for r in running), running
     assert sweep.engine_agreement is not None and 0.0 <= sweep.engine_agreement <= 1.0
 
 
