@@ -30,7 +30,7 @@ from typing import Any
 
 from rich.console import Console
 
-from stackcost.execute.interleave import alternate
+from stackcost.execute.interleave import alternate, burst_steps
 from stackcost.execute.local import LocalExecutor
 from stackcost.execute.paced import BurstChannel, PacedWorker
 from stackcost.execute.runner import Runner, prepare
@@ -171,8 +171,8 @@ def _block(
                 else PeerWorker(peer_argv, env, peer_dir / "result.json", peer_dir / "log")
             )
         ready = {side: workers[side].ready() for side in first}
-        if all(ready.values()):
-            steps = max(1, round(args.burst_ms * 1e6 / max(ready.values())))  # type: ignore[type-var]
+        steps = burst_steps(workers, args.burst_ms, rng) if all(ready.values()) else None
+        if steps:
             alt = alternate(workers, steps, args.block_s, rng, values)
             record |= {"steps": steps, "kept": alt.kept, "dropped": alt.dropped}
         result = workers["stackcost"].finish()

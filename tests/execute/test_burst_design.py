@@ -145,6 +145,19 @@ def test_a_slot_bias_of_the_first_started_worker_is_spread_by_the_draw(tmp_path,
     assert verdict["code"] in (0, EXIT_UNDECIDED)
 
 
+def test_bursts_are_sized_once_both_workers_are_warm(tmp_path, monkeypatch):
+    class SlowToReady(SyntheticWorker):
+        def ready(self, timeout_s: float = 0) -> float:
+            return 3 * STEP_NS * self.factor  # timed while the other worker still compiled
+
+    verdict = run_ab(tmp_path, monkeypatch, Machine(), 2, worker=SlowToReady)
+    (cell,) = verdict["cells"]
+    # 20 ms bursts of 1 ms steps (1.5 ms in the slow mode), not of the 3 ms it reported.
+    assert [b["burst_steps"] for b in cell["blocks"]] and all(
+        b["burst_steps"] in (13, 20) for b in cell["blocks"]
+    )
+
+
 @pytest.mark.parametrize(
     ("backend", "threads", "bound"),
     [("eager", 2, True), ("inductor", 2, True), ("eager", 1, False), ("onnxruntime", 2, False)],

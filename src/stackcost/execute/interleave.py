@@ -49,6 +49,7 @@ from stackcost.execute import scratch
 from stackcost.execute.paced import BurstChannel, PacedWorker, Refused
 from stackcost.execute.runner import Runner
 from stackcost.execute.sides import Side
+from stackcost.measure.bursts import SIZING_STEPS
 from stackcost.measure.paired import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_BLOCKS,
@@ -153,6 +154,7 @@ class CellPair:
     design_note: str = ""  # why a cell meant for bursts was measured in processes
     dropped_pairs: int = 0  # burst pairs dropped because the cores were busy
     first: list[str] = field(default_factory=list)  # bursts: the side started first, per block
+    burst_steps: list[int] = field(default_factory=list)  # bursts: timed steps a burst, per block
     metric: str = LATENCY  # what is judged (METRICS): a generate cell has one pair per metric
 
     @property
@@ -203,6 +205,7 @@ class CellPair:
             "blocks": [
                 {"base": b, "cand": c, "log_ratio": e}
                 | ({"first": self.first[i]} if i < len(self.first) else {})
+                | ({"burst_steps": self.burst_steps[i]} if i < len(self.burst_steps) else {})
                 for i, ((b, c), e) in enumerate(zip(self.blocks, self.estimates, strict=True))
             ],
             "dropped_pairs": self.dropped_pairs,
@@ -419,8 +422,8 @@ def _burst_block(
             pair.design_note = f"measured in processes, not bursts: {exc}"
             return False
         values: dict[str, list[float]] = {"base": [], "cand": []}
-        if all(steps_ns.values()):
-            steps = max(1, round(design.burst_ms * 1e6 / max(steps_ns.values())))
+        steps = burst_steps(workers, design.burst_ms, rng) if all(steps_ns.values()) else None
+        if steps:
             pair.dropped_pairs += alternate(workers, steps, design.block_s, rng, values).dropped
         results = {}
         for side in first:
@@ -442,6 +445,7 @@ def _burst_block(
         return True
     if values["base"]:
         pair.first.append(first[0])
+        pair.burst_steps.append(steps or 0)
         pair.blocks.append((values["base"], values["cand"]))
         # Paired values: mean log cand - mean log base is the mean log ratio of the pairs.
         pair.estimates.append(block_log_ratio(values["base"], values["cand"]))
@@ -456,6 +460,22 @@ class Alternation:
 
     kept: int
     dropped: int
+
+
+def burst_steps(
+    workers: Mapping[str, BurstChannel], burst_ms: float, rng: random.Random
+) -> int | None:
+    """Timed steps per burst for a block: about `burst_ms` of the slower side's step, at
+    least one; None if a worker died. Sized from one sizing burst of each, in random order,
+    once both are warm: the step a worker reports when it gets ready may have been timed
+    while the other was still importing and compiling beside it, which read it slow and
+    made the block's bursts short. The sizing bursts' steps stay in the repetitions, as
+    any burst's do, but are in no pair."""
+    replies = [workers[side].burst(SIZING_STEPS) for side in rng.sample(list(workers), 2)]
+    if any(r is None for r in replies):
+        return None
+    step_ns = max(statistics.median(r["ns"]) for r in replies)  # type: ignore[index]
+    return max(1, round(burst_ms * 1e6 / step_ns))
 
 
 def alternate(
@@ -507,6 +527,7 @@ __all__ = [
     "PACINGS",
     "UNDECIDED",
     "alternate",
+    "burst_steps",
     "interleave",
     "metrics",
     "pacable",

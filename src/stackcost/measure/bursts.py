@@ -8,7 +8,9 @@ rule, the worker serves bursts until the parent says stop.
 
 Protocol, one JSON line each way. The worker writes replies to its reply file (a pipe
 the parent passed it) and reads commands on stdin:
-- worker: {"ready": STEP_NS} once warm (the median of a few steps, to size the bursts);
+- worker: {"ready": STEP_NS} once warm (the median of a few steps). The parent sizes the
+  bursts from a first burst of SIZING_STEPS once both sides are ready, not from this: the
+  other worker may still have been warming up beside it (execute/interleave.burst_steps);
 - parent: {"burst": N}; worker: WAKE_STEPS untimed steps, then {"ns": [N step times],
   "disturbed": BOOL, "others_cores": X}: the burst's own disturbance reading
   (measure/disturbance.py).
@@ -36,7 +38,8 @@ from stackcost.measure.protocol import Measurement
 from stackcost.measure.stats import summarize
 from stackcost.measure.timer import CpuTimer, CudaTimer, Step
 
-# Steps timed after the warmup to tell the parent how long one takes.
+# Steps timed to tell the parent how long one takes: after the warmup, and in the parent's
+# sizing burst once both sides are warm.
 SIZING_STEPS = 3
 # Untimed steps at the start of each burst. Between bursts the other side runs, so this
 # worker's threads have gone to sleep (or its pool stopped spinning) and its caches hold
