@@ -1,8 +1,9 @@
+import os
 import time
 
 import pytest
 
-from stackcost.env import cpu_info
+from stackcost.env import cpu_info, onednn_bf16_capped
 from stackcost.measure import peaks as peaks_mod
 from stackcost.measure.peaks import Peaks, load_or_measure, measure_peaks, percent_of_peak
 
@@ -18,12 +19,29 @@ def test_quick_peaks_are_positive_and_bf16_follows_the_cpu_flags():
     assert "read-only" in p.read_method
     assert "2 reads + 1 write" in p.stream_method and "torch.mm" in p.gemm_method
     has_bf16 = bool({"avx512_bf16", "amx_bf16"} & set(cpu_info()["flags"]))
-    assert (p.bf16_gflops is not None) == has_bf16
+    capped = onednn_bf16_capped(os.environ.get("ONEDNN_MAX_CPU_ISA"))
+    assert (p.bf16_gflops is not None) == (has_bf16 and not capped)
     assert p.bf16_note
-    if has_bf16:
+    if p.bf16_gflops is not None:
         assert p.bf16_gflops > 0
     else:
-        assert "lacks" in p.bf16_note
+        assert ("capped" if has_bf16 else "lacks") in p.bf16_note
+
+
+@pytest.mark.parametrize(
+    ("cap", "native"), [(None, True), ("AVX2", False), ("AVX512_CORE_BF16", True)]
+)
+def test_bf16_is_a_peak_only_where_onednn_may_run_its_bf16_kernels(monkeypatch, cap, native):
+    # A narrowed shell keeps the CPU's flags: torch's bf16 GEMM is oneDNN's, and capped it
+    # falls back to a reference loop that took minutes (not a peak).
+    monkeypatch.setattr(peaks_mod, "cpu_info", lambda: {"flags": ["avx2", "avx512_bf16"]})
+    if cap:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    else:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    ok, note = peaks_mod._bf16_support()
+    assert ok == native
+    assert ("native" if native else "capped at AVX2") in note
 
 
 def quiet_fake(monkeypatch) -> None:
