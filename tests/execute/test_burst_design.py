@@ -156,6 +156,7 @@ def test_bursts_are_sized_once_both_workers_are_warm(tmp_path, monkeypatch):
     assert [b["burst_steps"] for b in cell["blocks"]] and all(
         b["burst_steps"] in (13, 20) for b in cell["blocks"]
     )
+    assert all(b["ready_ms"] == {"base": 3.0, "cand": 3.0} for b in cell["blocks"])
 
 
 @pytest.mark.parametrize(
