@@ -153,10 +153,9 @@ class CellPair:
     design: str = "processes"  # what decided it: bursts or processes
     design_note: str = ""  # why a cell meant for bursts was measured in processes
     dropped_pairs: int = 0  # burst pairs dropped because the cores were busy
-    first: list[str] = field(default_factory=list)  # bursts: the side started first, per block
-    burst_steps: list[int] = field(default_factory=list)  # bursts: timed steps a burst, per block
-    # bursts, per block: each side's step (ms) as its worker reported it when it got ready
-    ready_ms: list[dict[str, float]] = field(default_factory=list)
+    # bursts, per block: the side started first, the timed steps a burst, and each side's
+    # step (ms) as its worker reported it when it got ready (what sized bursts before)
+    burst_blocks: list[dict[str, Any]] = field(default_factory=list)
     metric: str = LATENCY  # what is judged (METRICS): a generate cell has one pair per metric
 
     @property
@@ -206,9 +205,7 @@ class CellPair:
             "cand_median_ms": self.median_ms("cand"),
             "blocks": [
                 {"base": b, "cand": c, "log_ratio": e}
-                | ({"first": self.first[i]} if i < len(self.first) else {})
-                | ({"burst_steps": self.burst_steps[i]} if i < len(self.burst_steps) else {})
-                | ({"ready_ms": self.ready_ms[i]} if i < len(self.ready_ms) else {})
+                | (self.burst_blocks[i] if i < len(self.burst_blocks) else {})
                 for i, ((b, c), e) in enumerate(zip(self.blocks, self.estimates, strict=True))
             ],
             "dropped_pairs": self.dropped_pairs,
@@ -447,9 +444,13 @@ def _burst_block(
     if pair.failed:
         return True
     if values["base"]:
-        pair.first.append(first[0])
-        pair.burst_steps.append(steps or 0)
-        pair.ready_ms.append({side: ns / 1e6 for side, ns in steps_ns.items() if ns})
+        pair.burst_blocks.append(
+            {
+                "first": first[0],
+                "burst_steps": steps,
+                "ready_ms": {side: ns / 1e6 for side, ns in steps_ns.items() if ns},
+            }
+        )
         pair.blocks.append((values["base"], values["cand"]))
         # Paired values: mean log cand - mean log base is the mean log ratio of the pairs.
         pair.estimates.append(block_log_ratio(values["base"], values["cand"]))
