@@ -129,7 +129,9 @@ def test_a_slow_mode_shared_by_both_sides_does_not_move_the_estimate(tmp_path, m
 
 def test_a_slot_bias_of_the_first_started_worker_is_spread_by_the_draw(tmp_path, monkeypatch):
     bias = 0.10
-    verdict = run_ab(tmp_path, monkeypatch, Machine(slot_bias=bias), 12)
+    # A block time of ~0: each block is exactly MIN_PAIRS pairs, so the seeded draws do not
+    # depend on how many pairs a loaded lane fits in a block's wall time (CI's did not).
+    verdict = run_ab(tmp_path, monkeypatch, Machine(slot_bias=bias), 12, "--block-time", "1e-9")
     (cell,) = verdict["cells"]
     firsts = [b["first"] for b in cell["blocks"]]
     assert set(firsts) == {"base", "cand"}  # the draw put each side first in some blocks
