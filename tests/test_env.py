@@ -52,3 +52,13 @@ def test_vnni_reads_the_flags_and_a_narrowed_onednn():
     # ONEDNN_MAX_CPU_ISA below VNNI: oneDNN runs none of it, whatever the CPU has.
     assert vnni(["avx512_vnni"], "AVX2") == [] and vnni(["avx512_vnni"], "avx512_core") == []
     assert vnni(["avx512_vnni"], "AVX512_CORE_VNNI") == ["avx512_vnni"]
+
+
+def test_onednn_cap_reads_either_name_oneDNN_obeys():
+    from stackcost.env import onednn_cap
+
+    assert onednn_cap({}) is None and onednn_cap({"ONEDNN_MAX_CPU_ISA": ""}) is None
+    assert onednn_cap({"DNNL_MAX_CPU_ISA": "AVX2"}) == "AVX2"
+    # oneDNN prefers the newer name when both are set.
+    both = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "DNNL_MAX_CPU_ISA": "AVX2"}
+    assert onednn_cap(both) == "AVX512_CORE"

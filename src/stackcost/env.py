@@ -8,7 +8,7 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -147,6 +147,14 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
         "physical_cores": psutil.cpu_count(logical=False),
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
     }
+
+
+def onednn_cap(environ: Mapping[str, str] | None = None) -> str | None:
+    """The ISA cap oneDNN obeys in `environ` (this process' environment by default): its
+    ONEDNN_MAX_CPU_ISA, or the older DNNL_MAX_CPU_ISA, which oneDNN still reads when the
+    first is unset. None when uncapped."""
+    environ = os.environ if environ is None else environ
+    return environ.get("ONEDNN_MAX_CPU_ISA") or environ.get("DNNL_MAX_CPU_ISA") or None
 
 
 def vnni(flags: Sequence[str], onednn_cap: str | None = None) -> list[str]:

@@ -70,13 +70,11 @@ class OpenVINOBackend(Backend):
 
         core = ov.Core()
         if cell.precision == "bf16":
-            import os
-
-            from stackcost.env import onednn_bf16_capped
+            from stackcost.env import onednn_bf16_capped, onednn_cap
 
             if "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
                 raise RuntimeError("openvino bf16 requested but this CPU has no BF16 support")
-            if onednn_bf16_capped(cap := os.environ.get("ONEDNN_MAX_CPU_ISA")):
+            if onednn_bf16_capped(cap := onednn_cap()):
                 # The plugin reads the CPU's flags and would fail to compile the model.
                 raise RuntimeError(
                     f"openvino bf16 requested but oneDNN is capped at {cap} "
@@ -162,13 +160,12 @@ def _quantized(
     IR, and the details to record: made once per cell with the run's artifact cache, keyed
     by the fp32 graph it came from, the precision, NNCF's and OpenVINO's versions and the
     calibration set."""
-    import os
     import time
     from importlib import metadata
 
     import openvino as ov
 
-    from stackcost.env import VNNI_FLAGS, cpu_info, vnni
+    from stackcost.env import VNNI_FLAGS, cpu_info, onednn_cap, vnni
     from stackcost.quantize.openvino import (
         dynamic_quantization_changes,
         overflow_fix,
@@ -178,7 +175,7 @@ def _quantized(
     precision, calibration = cell.precision, ctx.calibration
     feeds = feeds_by_name(export["onnx_inputs"])
     # The ISA oneDNN runs here: the CPU's, capped where the cell's environment narrowed it.
-    flags, cap = cpu_info()["flags"], os.environ.get("ONEDNN_MAX_CPU_ISA")
+    flags, cap = cpu_info()["flags"], onednn_cap()
     fix = overflow_fix(requested_fix, flags, cap)
     if precision == "int8-dyn" and not vnni(flags, cap):
         # Without VNNI the plugin keeps activations float (caught below, after the build);

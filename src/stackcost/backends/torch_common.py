@@ -150,16 +150,13 @@ def quantized(
 
     if not is_quantized(cell.precision):
         return model, {}
-    import os
-
-    from stackcost.env import cpu_info
+    from stackcost.env import cpu_info, onednn_cap
     from stackcost.quantize.pytorch import quantize, reduce_range
 
     reduce = None
     if paths[cell.precision] == "pt2e":
         requested = cell.backend_options.get("reduce_range", REDUCE_OPTION.default)
-        cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-        reduce = reduce_range(requested, cpu_info()["flags"], cap)
+        reduce = reduce_range(requested, cpu_info()["flags"], onednn_cap())
     built, record = quantize(
         model, example, cell.precision, paths[cell.precision], ctx.calibration, scale_error,
         reduce,

@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from stackcost.env import cpu_info, now, onednn_bf16_capped
+from stackcost.env import cpu_info, now, onednn_bf16_capped, onednn_cap
 from stackcost.measure.gpu_peaks import GpuPeaks
 from stackcost.measure.sampler_process import SystemCpu
 from stackcost.measure.telemetry import BUSY_OTHER_CORES
@@ -139,7 +139,7 @@ def _read_gbs(n: int) -> float:
 
 def _bf16_support() -> tuple[bool, str]:
     flags = [f for f in BF16_FLAGS if f in cpu_info()["flags"]]
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    cap = onednn_cap()
     if flags and onednn_bf16_capped(cap):
         # torch's bf16 GEMM is oneDNN's: capped, it falls back to a reference loop (a
         # 2048^3 bf16 GEMM took minutes under ONEDNN_MAX_CPU_ISA=AVX2), which is no peak.

@@ -134,17 +134,15 @@ def quantize_model(
     built, and the compile config it needs. `feed` turns a calibration example into the
     model's inputs by name; int8 needs `calibration`; `fix` is `overflow_fix`'s answer
     (None: `auto` for this CPU and this process' ONEDNN_MAX_CPU_ISA)."""
-    import os
-
     import nncf
     import openvino as ov
 
-    from stackcost.env import cpu_info
+    from stackcost.env import cpu_info, onednn_cap
 
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: openvino builds {', '.join(PRECISIONS)}")
     if fix is None:
-        fix = overflow_fix("auto", cpu_info()["flags"], os.environ.get("ONEDNN_MAX_CPU_ISA"))
+        fix = overflow_fix("auto", cpu_info()["flags"], onednn_cap())
     fp32_bytes = constant_bytes(model)
     tool = f"nncf {nncf.__version__}"
     notes: list[str] = []

@@ -80,20 +80,16 @@ def quantize(
 
     `scale_error` is a test-only knob: every weight scale is multiplied by it after
     quantizing, a deliberately broken quantization that verification must call wrong."""
-    import os
-
     import torchao
 
-    from stackcost.env import cpu_info
+    from stackcost.env import cpu_info, onednn_cap
 
     fp32_bytes = _state_bytes(model)
     # torchao's import logs CUDA-only extensions it cannot load; PT2E warns of deprecations.
     with quiet("torchao", "torch._dynamo", "torch.export"):
         if path == "pt2e":
             if reduce is None:
-                reduce = reduce_range(
-                    "auto", cpu_info()["flags"], os.environ.get("ONEDNN_MAX_CPU_ISA")
-                )
+                reduce = reduce_range("auto", cpu_info()["flags"], onednn_cap())
             built, record = _pt2e(model, example, precision, calibration, reduce[0])
             record |= {"scheme": f"reduce_range={reduce[0]}", "scheme_reason": reduce[1]}
         else:
