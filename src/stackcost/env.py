@@ -149,12 +149,17 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
     }
 
 
+# The variables oneDNN reads its ISA cap from, in its order: the older name counts only where
+# the newer is unset. Messages name them as ONEDNN_CAP_NAMES.
+ONEDNN_CAP_VARS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+ONEDNN_CAP_NAMES = " or ".join(ONEDNN_CAP_VARS)
+
+
 def onednn_cap(environ: Mapping[str, str] | None = None) -> str | None:
-    """The ISA cap oneDNN obeys in `environ` (this process' environment by default): its
-    ONEDNN_MAX_CPU_ISA, or the older DNNL_MAX_CPU_ISA, which oneDNN still reads when the
-    first is unset. None when uncapped."""
+    """The ISA cap oneDNN obeys in `environ` (this process' environment by default), None
+    when uncapped."""
     environ = os.environ if environ is None else environ
-    return environ.get("ONEDNN_MAX_CPU_ISA") or environ.get("DNNL_MAX_CPU_ISA") or None
+    return next((environ[v] for v in ONEDNN_CAP_VARS if environ.get(v)), None)
 
 
 def vnni(flags: Sequence[str], onednn_cap: str | None = None) -> list[str]:

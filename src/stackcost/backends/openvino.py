@@ -70,7 +70,7 @@ class OpenVINOBackend(Backend):
 
         core = ov.Core()
         if cell.precision == "bf16":
-            from stackcost.env import onednn_bf16_capped, onednn_cap
+            from stackcost.env import ONEDNN_CAP_NAMES, onednn_bf16_capped, onednn_cap
 
             if "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
                 raise RuntimeError("openvino bf16 requested but this CPU has no BF16 support")
@@ -78,7 +78,7 @@ class OpenVINOBackend(Backend):
                 # The plugin reads the CPU's flags and would fail to compile the model.
                 raise RuntimeError(
                     f"openvino bf16 requested but oneDNN is capped at {cap} "
-                    "(ONEDNN_MAX_CPU_ISA), which has no BF16 kernels"
+                    f"({ONEDNN_CAP_NAMES}), which has no BF16 kernels"
                 )
 
         exporter = self.option(cell, "exporter")
@@ -165,7 +165,7 @@ def _quantized(
 
     import openvino as ov
 
-    from stackcost.env import VNNI_FLAGS, cpu_info, onednn_cap, vnni
+    from stackcost.env import ONEDNN_CAP_NAMES, VNNI_FLAGS, cpu_info, onednn_cap, vnni
     from stackcost.quantize.openvino import (
         dynamic_quantization_changes,
         overflow_fix,
@@ -181,7 +181,7 @@ def _quantized(
         # Without VNNI the plugin keeps activations float (caught below, after the build);
         # with the CPU's VNNI hidden from oneDNN by a cap, it picks the VNNI kernel anyway
         # and oneDNN cannot create it ("could not create a primitive descriptor").
-        where = f"oneDNN is capped at {cap} (ONEDNN_MAX_CPU_ISA)" if cap else "this CPU has none"
+        where = f"oneDNN is capped at {cap} ({ONEDNN_CAP_NAMES})" if cap else "this CPU has none"
         raise Unsupported(
             "precision int8-dyn: OpenVINO's per-call activation quantization needs VNNI "
             f"(one of {', '.join(VNNI_FLAGS)}) and {where}"

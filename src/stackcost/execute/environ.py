@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from stackcost.env import ONEDNN_CAP_VARS
+
 if TYPE_CHECKING:
     pass
 
@@ -35,7 +37,7 @@ BASE = (
 # The libraries' own ISA caps, set to run another machine's kernels here (DESIGN.md: oneDNN,
 # and through it OpenVINO and PyTorch; ATen's dispatch). Passed on so a narrowed shell
 # narrows its workers too, and recorded: they change every number.
-ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
+ISA_CAPS = (*ONEDNN_CAP_VARS, "ATEN_CPU_CAPABILITY")
 BASE_PREFIXES = ("LC_",)
 # Passed but not worth recording: they locate things, they do not change a number.
 UNRECORDED = frozenset({"HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LANG", "LANGUAGE"})

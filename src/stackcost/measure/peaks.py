@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from stackcost.env import cpu_info, now, onednn_bf16_capped, onednn_cap
+from stackcost.env import ONEDNN_CAP_NAMES, cpu_info, now, onednn_bf16_capped, onednn_cap
 from stackcost.measure.gpu_peaks import GpuPeaks
 from stackcost.measure.sampler_process import SystemCpu
 from stackcost.measure.telemetry import BUSY_OTHER_CORES
@@ -144,7 +144,7 @@ def _bf16_support() -> tuple[bool, str]:
         # torch's bf16 GEMM is oneDNN's: capped, it falls back to a reference loop (a
         # 2048^3 bf16 GEMM took minutes under ONEDNN_MAX_CPU_ISA=AVX2), which is no peak.
         return False, (
-            f"CPU has {', '.join(flags)} but oneDNN is capped at {cap} (ONEDNN_MAX_CPU_ISA), "
+            f"CPU has {', '.join(flags)} but oneDNN is capped at {cap} ({ONEDNN_CAP_NAMES}), "
             "which has no bf16 kernels: not a peak"
         )
     if flags:
