@@ -3,8 +3,11 @@ result) and never `ok`; the same run alone is not disturbed."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -100,3 +103,20 @@ def test_fail_stops_the_run_after_storing_the_disturbed_repetition(tmp_path, war
         result = execute(two, store, executor=warm_executor, on_disturbed="fail")
     assert "--on-disturbed fail stops the run" in result.stopped
     assert statuses(tmp_path / "s.db") == ["disturbed"]  # the second cell never ran
+
+
+@pytest.mark.whole_machine  # a burner on every core keeps the retry waiting
+def test_ctrl_c_while_waiting_to_retry_stores_the_repetition_as_interrupted(
+    tmp_path, warm_executor
+):
+    def on_retry(cell, result, attempt, of):  # Ctrl-C lands in the wait for a quiet machine
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    with (
+        burners(cores()),
+        Store(tmp_path / "s.db") as store,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        execute(spec(), store, executor=warm_executor, on_retry=on_retry)
+    # the disturbed try is history; the repetition itself is owed, so a resume runs it
+    assert statuses(tmp_path / "s.db") == ["disturbed", "interrupted"]

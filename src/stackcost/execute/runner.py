@@ -319,8 +319,20 @@ class Runner:
             )
             if self.on_retry:
                 self.on_retry(task.cell, result, len(attempts), MAX_RETRIES)
-            # A cluster executor waits on the node that runs the retry, not here.
-            getattr(self.executor, "wait_for_quiet", wait_for_quiet)()
+            try:
+                # A cluster executor waits on the node that runs the retry, not here.
+                getattr(self.executor, "wait_for_quiet", wait_for_quiet)()
+            except KeyboardInterrupt:
+                # Ctrl-C before the retry began: the repetition is still owed, so it is
+                # stored as interrupted (a resume runs it again), not left as disturbed.
+                at = now()
+                return RepetitionResult(
+                    status="interrupted",
+                    reason="interrupted by Ctrl-C while waiting for a quiet machine to retry",
+                    repetition=task.repetition,
+                    started_at=at,
+                    finished_at=at,
+                )
             _, result = next(iter(self.executor.map([task])))
         if attempts and result.disturbance is not None:
             result.disturbance.attempts = attempts
