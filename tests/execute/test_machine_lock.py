@@ -10,10 +10,25 @@ import time
 import pytest
 
 from stackcost.cli import main
+from stackcost.commands import run as run_command
 from stackcost.execute.machine_lock import MachineBusy, MachineLock
 
 QUICK = ["--min-time", "0.01", "--max-time", "0.2", "--threads", "1", "--quiet"]
 RUN = ["run", "mlp", "--backends", "eager", "--resolution", "4", *QUICK]
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """The commands' machine lock at a path of this test's own: the machine-wide one may
+    be held by a real stackcost in the other lane, and the planted holder must be the
+    only one the command can wait for."""
+    path = tmp_path / "machine.lock"
+
+    def at_own_path(*args, **kwargs) -> MachineLock:
+        return MachineLock(path, *args, **kwargs)
+
+    monkeypatch.setattr(run_command, "MachineLock", at_own_path)
+    return path
 
 
 def test_a_second_holder_waits_for_the_first(tmp_path):
@@ -49,9 +64,11 @@ def test_no_wait_refuses_when_held(tmp_path):
             assert "pid 7: other" in str(exc) and "--no-wait" in str(exc)
 
 
-def test_run_no_wait_beside_a_measuring_stackcost_exits_75_and_writes_nothing(capsys, tmp_path):
+def test_run_no_wait_beside_a_measuring_stackcost_exits_75_and_writes_nothing(
+    capsys, tmp_path, machine
+):
     db = tmp_path / "s.db"
-    with MachineLock(who="pid 7: stackcost run resnet50").held():  # the machine-wide lock
+    with MachineLock(machine, who="pid 7: stackcost run resnet50").held():
         code = main([*RUN, "--no-wait", "--db", str(db)])
     _, err = capsys.readouterr()
     assert code == 75 and "stackcost run resnet50" in err, err
@@ -74,9 +91,9 @@ class _Watched:
         return getattr(self.stream, name)
 
 
-def test_run_waits_for_the_machine_and_says_so(capsys, tmp_path, monkeypatch):
+def test_run_waits_for_the_machine_and_says_so(capsys, tmp_path, monkeypatch, machine):
     db = tmp_path / "s.db"
-    lock = MachineLock(who="pid 7: a long sweep")
+    lock = MachineLock(machine, who="pid 7: a long sweep")
     held = threading.Event()
     release = threading.Event()  # set when the run says it waits: then the lock is let go
     monkeypatch.setattr(sys, "stderr", _Watched(sys.stderr, "waiting for the machine", release))
