@@ -61,6 +61,8 @@ native-deps:
 # burners on the other cores, Ray's pinned nodes), collected from the files that hold them.
 # Both share one native build cache, so a C++ program compiles once.
 # `pytest -q` alone runs everything in one process, as before.
+# --durations: every log, CI's included, names the slowest tests (the suite's budget is
+# 15 min on the slowest machine seen).
 LANES ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 WHOLE_MACHINE_FILES = $(shell grep -rl --include='test_*.py' 'mark.whole_machine' tests)
 
@@ -69,8 +71,9 @@ test: $(STAMP) browser native-deps
 	$(VENV)/bin/lint-imports
 	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
 	$(PY) -m pytest -q -n $(LANES) --dist loadscope -m 'not whole_machine' \
-		--native-cache="$$cache" && \
-	$(PY) -m pytest -q -m whole_machine --native-cache="$$cache" $(WHOLE_MACHINE_FILES)
+		--native-cache="$$cache" --durations=30 && \
+	$(PY) -m pytest -q -m whole_machine --native-cache="$$cache" --durations=10 \
+		$(WHOLE_MACHINE_FILES)
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py
