@@ -50,17 +50,18 @@ def _tail(path: Path, limit: int = 4000) -> str:
 
 
 def failed(
-    task: RepetitionTask, started: str, status: str, reason: str, log_path: Path
+    task: RepetitionTask, started: str, status: str, reason: str, log_path: Path | None = None
 ) -> RepetitionResult:
     """A repetition its worker did not answer (crashed, hung, interrupted, refused): the
-    reason, and the worker log's tail. Every executor's and the paced worker's."""
+    reason, and the worker log's tail (none where no worker started). Every executor's,
+    the paced worker's and the runner's."""
     return RepetitionResult(
         status=status,  # type: ignore[arg-type]
         reason=reason,
         repetition=task.repetition,
         started_at=started,
         finished_at=now(),
-        log_tail=_tail(log_path),
+        log_tail=_tail(log_path) if log_path else "",
     )
 
 

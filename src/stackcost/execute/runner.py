@@ -23,7 +23,7 @@ from stackcost.env import collect, fingerprint, now
 from stackcost.errors import SpecError
 from stackcost.execute import scratch
 from stackcost.execute.environ import recorded, worker_environ
-from stackcost.execute.local import Executor, LocalExecutor
+from stackcost.execute.local import Executor, LocalExecutor, failed
 from stackcost.execute.plan import Plan
 from stackcost.execute.probe import TIMEOUT_S as IMPORT_TIMEOUT_S
 from stackcost.execute.probe import Answers, ask
@@ -325,13 +325,11 @@ class Runner:
             except KeyboardInterrupt:
                 # Ctrl-C before the retry began: the repetition is still owed, so it is
                 # stored as interrupted (a resume runs it again), not left as disturbed.
-                at = now()
-                return RepetitionResult(
-                    status="interrupted",
-                    reason="interrupted by Ctrl-C while waiting for a quiet machine to retry",
-                    repetition=task.repetition,
-                    started_at=at,
-                    finished_at=at,
+                return failed(
+                    task,
+                    now(),
+                    "interrupted",
+                    "interrupted by Ctrl-C while waiting for a quiet machine to retry",
                 )
             _, result = next(iter(self.executor.map([task])))
         if attempts and result.disturbance is not None:
