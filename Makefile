@@ -8,7 +8,14 @@ LOCK_EXTRA   := torch==2.13.0+cpu pip 'setuptools>=77' uv
 TORCH_WHEELS ?= /opt/wheels
 LOCK_FLAGS   ?=
 
-.PHONY: demo test lint lock bench clean browser native-deps bytecode
+.PHONY: demo test lint lock bench clean browser native-deps
+
+# Python writes each module's bytecode (.pyc) the first time it imports it, and every later
+# process reads it. These machines set PYTHONDONTWRITEBYTECODE=1 (and uv installs none), so
+# every process compiled everything it imported: `import tensorflow` took 23 s instead of 8,
+# `import torch` 5.6 s instead of 2.8, pytest's collection 34 s instead of 16 (AVX2 EPYC).
+# Compiling the whole venv at install (uv --compile-bytecode) costs 62 s, more than it saves.
+unexport PYTHONDONTWRITEBYTECODE
 
 # Every package comes from requirements.lock, pinned with its hashes (make lock writes it);
 # the stamp follows the lock, so a changed lock reinstalls. pip installs only uv, from the
@@ -17,16 +24,11 @@ LOCK_FLAGS   ?=
 # local disk (TORCH_WHEELS; uv does not read pip's find-links); the lock pins
 # torch==2.13.0+cpu and that wheel's hash, so a machine without it stops here rather than pull
 # a CUDA torch. --no-build-isolation: stackcost itself is built with the locked setuptools.
-# --compile-bytecode: uv writes no .pyc by default, and where PYTHONDONTWRITEBYTECODE is set
-# (these machines set it) Python never writes them either, so every process compiled
-# everything it imports: `import tensorflow` 23 s instead of 8, `import torch` 5.6 s instead
-# of 2.8, pytest's collection 34 s instead of 16 (AVX2 EPYC). Compiled once here (~1 min).
 $(STAMP): pyproject.toml $(LOCK) Makefile
 	$(PYTHON) -m venv $(VENV)
 	awk '/^uv==/{p=1} p{print} p && !/\\$$/{exit}' $(LOCK) > $(VENV)/uv-requirement.txt
 	$(PY) -m pip install --quiet --require-hashes -r $(VENV)/uv-requirement.txt
-	$(VENV)/bin/uv pip sync --python $(PY) --compile-bytecode --require-hashes \
-		--find-links $(TORCH_WHEELS) $(LOCK)
+	$(VENV)/bin/uv pip sync --python $(PY) --require-hashes --find-links $(TORCH_WHEELS) $(LOCK)
 	$(VENV)/bin/uv pip install --python $(PY) --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
@@ -45,11 +47,7 @@ lock: $(STAMP)
 		-o $(LOCK).new || { rm -f $(LOCK).new; exit 1; }
 	if cmp -s $(LOCK) $(LOCK).new; then rm $(LOCK).new; else mv $(LOCK).new $(LOCK); fi
 
-# The project's own sources change between installs: compiled before each use, as above.
-bytecode: $(STAMP)
-	$(PY) -m compileall -q src > /dev/null
-
-demo: $(STAMP) bytecode
+demo: $(STAMP)
 	$(VENV)/bin/stackcost run resnet18 --batch-size 1,8 --resolution 64 --threads 2 \
 		--backends eager,torchscript,inductor,export-aot,onnxruntime,openvino
 
@@ -75,7 +73,7 @@ native-deps:
 LANES ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 WHOLE_MACHINE_FILES = $(shell grep -rl --include='test_*.py' 'mark.whole_machine' tests)
 
-test: $(STAMP) bytecode browser native-deps
+test: $(STAMP) browser native-deps
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
 	cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
