@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
+import subprocess
 import sys
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from stackcost.cli import main
 from stackcost.commands.ab import EXIT_UNDECIDED
 from stackcost.execute.interleave import MIN_PAIRS
+from stackcost.scenarios.task import OMP_BINDING
 from tests.conftest import ROOT
 
 BUSY = "tests.execute.fake_backends:BusyBackend"
@@ -200,3 +203,32 @@ def test_a_git_side_installs_that_commit_over_this_environment(tmp_path):
     # Built once per commit: the second resolve reuses the venv.
     again = resolve("base", "git:HEAD~1", [], [], repo=repo, cache=tmp_path / "cache")
     assert again.python == side.python
+
+
+@pytest.mark.whole_machine  # a 2-thread cell, its OpenMP threads bound as ab binds them
+def test_a_bound_worker_prepares_on_every_core_and_is_timed_on_its_bound_one(tmp_path, capsys):
+    from stackcost.env import cores
+
+    if cores() < 2:
+        pytest.skip("needs 2 CPUs for a 2-thread cell")
+    argv = ["ab", "mlp", "--backends", "eager", "--resolution", "4", *FAST, "--threads", "2"]
+    argv += ["--db", str(tmp_path / "ab.db"), "--quiet", "--min-blocks", "2", "--max-blocks"]
+    argv += ["2", "--block-time", "0.3"]
+    main(argv)
+    capsys.readouterr()
+    db = sqlite3.connect(tmp_path / "ab.db")
+    details = [
+        json.loads(r)["details"] for (r,) in db.execute("SELECT result_json FROM repetitions")
+    ]
+    assert len(details) == 4  # two blocks, a worker a side in each
+    everywhere = sorted(os.sched_getaffinity(0))
+    probe = "import os, torch; print(sorted(os.sched_getaffinity(0)))"
+    env = {**os.environ, **OMP_BINDING}
+    libgomps = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True)
+    bound = json.loads(libgomps.stdout)  # where libgomp puts a bound process's main thread
+    for d in details:
+        assert d["thread_env"]["OMP_PROC_BIND"] == "close"
+        # libgomp bound the main thread to its first place (a core) as torch loaded; the
+        # worker spread it again for the imports and the build, and put it back before the
+        # cold call.
+        assert d["main_thread_cpus"] == {"prepare": everywhere, "timed": bound}, d

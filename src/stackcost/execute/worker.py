@@ -23,7 +23,19 @@ def _measure(task: RepetitionTask, progress: Progress) -> RepetitionResult:
     """The preamble every scenario shares, then the cell's scenario (scenarios/registry.py):
     threads set, the backend loaded and asked whether it can run the cell before anything
     is built, the memory baseline read."""
+    import os
+
+    cpus = os.sched_getaffinity(0)
     import torch
+
+    # With OMP_PROC_BIND set (ab's bursts), libgomp binds this thread to its first core as
+    # torch loads. Both sides' workers start at once, so each would then import, build and
+    # compile on that one core while the other idled (an eager block's worker: 8.5 s, of it
+    # import 4.3 s). Widened again until the scenario times anything (Bench.rebind).
+    omp_cpus = frozenset(os.sched_getaffinity(0))
+    widened = omp_cpus != cpus
+    if widened:
+        os.sched_setaffinity(0, cpus)
 
     from stackcost.backends import load_backend
     from stackcost.measure import memory
@@ -38,7 +50,8 @@ def _measure(task: RepetitionTask, progress: Progress) -> RepetitionResult:
     problem = backend.why_not(cell)
     if problem is not None:  # decided before any model is built
         return RepetitionResult(status="unsupported", reason=problem)
-    return scenario.run(Bench(task, backend, progress, memory.rss_bytes()))
+    bench = Bench(task, backend, progress, memory.rss_bytes(), omp_cpus if widened else None)
+    return scenario.run(bench)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,9 @@ class Bench:
     backend: Backend
     progress: Progress  # phases are timed into it; kept even if the repetition fails
     baseline_rss: int  # after imports, before anything is built
+    # The cores libgomp bound this thread to as torch loaded (OMP_PROC_BIND, ab's bursts),
+    # when the worker widened them again for the imports and builds; None: not widened.
+    omp_cpus: frozenset[int] | None = None
 
     @property
     def cell(self) -> Cell:
@@ -85,6 +88,11 @@ class Bench:
     @property
     def phases(self) -> Phases:
         return self.progress.phases
+
+    def rebind(self) -> None:
+        """This thread back on the cores libgomp bound it to, before anything is timed."""
+        if self.omp_cpus is not None:
+            os.sched_setaffinity(0, self.omp_cpus)
 
     def thread_env(self) -> dict[str, str | None]:
         """The thread variables as this process found them: recorded with the result."""

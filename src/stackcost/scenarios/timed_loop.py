@@ -16,6 +16,8 @@ from stackcost.scenarios.base import Bench, Scenario, wrong
 from stackcost.scenarios.settings import TIMED_LOOP
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from stackcost.backends.base import Backend, Run
     from stackcost.cell import Cell
     from stackcost.measure.protocol import Measurement, Protocol
@@ -42,10 +44,11 @@ class TimedLoop(Scenario):
         with profiling.sampling(task) as sampler:
             # In this process (prepare + the timed loop) or in a C++ program: the backend's.
             try:
-                run = (
-                    _paced(backend, subject, cell, task)
-                    if task.paced_fd is not None
-                    else backend.run_repetition(
+                if task.paced_fd is not None:
+                    run = _paced(backend, subject, cell, task, bench.rebind)
+                else:
+                    bench.rebind()
+                    run = backend.run_repetition(
                         subject.model,
                         subject.example,
                         cell,
@@ -54,7 +57,6 @@ class TimedLoop(Scenario):
                         task.timeout_s,
                         profile_iters=profiling.PROFILE_ITERS if task.profile else 0,
                     )
-                )
             except Unsupported as exc:  # found out only once the inputs were known
                 return RepetitionResult(status="unsupported", reason=str(exc))
             bench.phases.prepare_s = run.prepare_s
@@ -116,7 +118,9 @@ class TimedLoop(Scenario):
         )
 
 
-def _paced(backend: Backend, subject: Subject, cell: Cell, task: RepetitionTask) -> Run:
+def _paced(
+    backend: Backend, subject: Subject, cell: Cell, task: RepetitionTask, rebind: Callable[[], None]
+) -> Run:
     """`run_repetition` with the timed loop paced by the parent in bursts (ab's burst
     design, measure/bursts.py). A backend that runs the whole repetition in its own program
     cannot be cut into bursts: it says so on the reply channel, and the parent measures the
@@ -144,6 +148,8 @@ def _paced(backend: Backend, subject: Subject, cell: Cell, task: RepetitionTask)
         ctx = dataclasses.replace(subject.ctx, paced=True)
         prepared = backend.prepare(subject.model, subject.example, cell, ctx)
         prepare_s = time.perf_counter() - t
+        prepared_on = sorted(os.sched_getaffinity(0))
+        rebind()  # the cold call, warmup and bursts on the cores the threads are bound to
         timer = timer_for(cell.device)
         m = cold_call(prepared.step, timer)
         warm_up(prepared.step, timer, task.protocol, m)
@@ -151,6 +157,8 @@ def _paced(backend: Backend, subject: Subject, cell: Cell, task: RepetitionTask)
     details = {
         **prepared.details,
         "paced": bursts,
+        # The main thread's cores (Bench.rebind): spread to prepare, bound to be timed.
+        "main_thread_cpus": {"prepare": prepared_on, "timed": sorted(os.sched_getaffinity(0))},
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
     }
