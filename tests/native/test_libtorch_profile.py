@@ -48,7 +48,10 @@ def test_profiled_pass_splits_the_step(native_build, tmp_path, backend_name):
         # optimize_for_inference prepacks the convolutions: the profiler cannot see them,
         # so their time is the graph frame's, as for the Python torchscript rung.
         assert answer["details"]["optimize_for_inference"] is True
-        assert b.parts_ms.get(CPU_PARTS[2], 0) > 0 and b.top_ops[0].name == "forward"
+        # Among the top ops, not always first: on an AVX2-only EPYC the prepacked weights'
+        # aten::_to_dense once outran it.
+        assert b.parts_ms.get(CPU_PARTS[2], 0) > 0, b.summary()
+        assert "forward" in [r.name for r in b.top_ops[:3]], b.summary()
     assert "Kineto" in b.method
 
 
