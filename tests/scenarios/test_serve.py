@@ -19,8 +19,8 @@ SERVE = [
     "--on-disturbed", "keep",
 ]  # fmt: skip
 # --on-disturbed keep: the checks below take a disturbed sweep as they take a clean one, so a
-# busy neighbour must not rerun a cell (an eager cell is ~25 s: transformers sizes its paged
-# KV cache from the machine's memory). 0.25 s a rate: each rate still answers >= 4 requests.
+# busy neighbour must not rerun a cell (each costs seconds of start-up and verification).
+# 0.25 s a rate: each rate still answers >= 4 requests.
 
 
 def stored(db: Path) -> RunResult:

@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 def _transformers(generator: Generator, new_tokens: int) -> Engine:
     from stackcost.serving.engines.transformers_cb import TransformersEngine
 
-    return TransformersEngine(generator.decoder.model, new_tokens)
+    sizes = generator.decoder.cell.sizes
+    return TransformersEngine(
+        generator.decoder.model, new_tokens, sizes["prompt_len"] * 2 + new_tokens
+    )  # lengths may reach 2x the axes, as the llama.cpp server's context below
 
 
 def _openvino(generator: Generator, new_tokens: int) -> Engine:
