@@ -233,7 +233,8 @@ def dynamic_quantization_changes(
 ) -> float:
     """The largest difference between `model`'s first output compiled with `config` and
     with DYNAMIC_QUANTIZATION_GROUP_SIZE=0: 0.0 means the plugin quantized no activation
-    per call (no VNNI, or no MatMul it takes), the same kernels ran both times."""
+    per call (no VNNI, no MatMul it takes, or no f32 inference precision in `config`: on
+    AMX the plugin's default is bf16), the same kernels ran both times."""
     import numpy as np
     import openvino as ov
 
