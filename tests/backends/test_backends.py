@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,9 @@ def test_inductor(tmp_path, options):
     assert details["dynamic"] is False and details["fullgraph"] is False
     assert details["torch"] == torch.__version__
     assert Path(details["cache_dir"]).is_relative_to(tmp_path)
+    # Inductor's ISA probe is the machine's, compiled once, not again in each cell's cache.
+    assert details["vec_isa"] and not Path(details["vec_isa_probe_cache"]).is_relative_to(tmp_path)
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == details["cache_dir"]
 
 
 @needs_cuda
@@ -160,6 +164,7 @@ def test_export_aot(tmp_path):
     assert_close(outputs, reference)
     assert details["compile_s"] > 0
     assert (tmp_path / "model.pt2").stat().st_size == details["package_bytes"]
+    assert details["vec_isa"] and not Path(details["vec_isa_probe_cache"]).is_relative_to(tmp_path)
 
 
 # -- ONNX Runtime ---------------------------------------------------------------------------

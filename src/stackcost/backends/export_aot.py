@@ -11,6 +11,7 @@ from stackcost.backends.torch_common import (
     REDUCE_OPTION,
     cast,
     numerics,
+    probe_vec_isa,
     quantized,
     torch_dtype,
 )
@@ -57,6 +58,7 @@ class ExportAOTBackend(Backend):
 
         precision = numerics(cell)
         model, example = cast(model, example, cell)
+        isa = probe_vec_isa()  # before fresh_cache below: the probe's library is the machine's
 
         def make(home: Path) -> dict:
             package = home / "model.pt2"
@@ -111,6 +113,7 @@ class ExportAOTBackend(Backend):
                 "inputs_passed": "by name" if example.keyword else "by position",
                 "package_bytes": package.stat().st_size,
                 "cache": "fresh per prepare" if ctx.cache is None else "package per cell",
+                **isa,
                 "grad_mode": "inference_mode",
                 "torch": torch.__version__,
                 **precision.details(),

@@ -21,6 +21,7 @@ from stackcost.backends.torch_common import (
     cast,
     evaluator,
     numerics,
+    probe_vec_isa,
     quantized,
     torch_dtype,
     train_step,
@@ -66,6 +67,7 @@ class InductorBackend(Backend):
 
         import torch
 
+        isa = probe_vec_isa()  # before the cell's cache is set: it goes to the machine's
         if ctx.cache is not None and cell is not None:
             key = {
                 "artifact": "inductor-kernels",
@@ -83,7 +85,7 @@ class InductorBackend(Backend):
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
         if (utils := sys.modules.get("torch._inductor.utils")) is not None:
             utils.clear_caches()  # in-memory caches left by an earlier cell in this process
-        return str(cache_dir), record
+        return str(cache_dir), {**record, **isa}
 
     def prepare(self, model, example, cell, ctx):
         import torch
@@ -141,7 +143,7 @@ class InductorBackend(Backend):
         import torch
         import torch._inductor
 
-        cache_dir, _ = self._fresh_cache(ctx)
+        cache_dir, cache = self._fresh_cache(ctx)
         mode = self.option(cell, "mode")
         if self.option(cell, "freezing") == "true":
             raise ValueError("inductor freezing=true folds weights into constants: cannot train")
@@ -160,6 +162,7 @@ class InductorBackend(Backend):
                 "eval_path": "eager",
                 "fullgraph": False,
                 "dynamic": False,
+                **cache,
                 "cache_dir": cache_dir,
                 "grad_mode": "autograd",
                 "torch": torch.__version__,

@@ -164,6 +164,35 @@ def quantized(
     return built, {"quantization": record.details()}
 
 
+def probe_vec_isa() -> dict[str, str]:
+    """Inductor's probe of the CPU's vector ISA, run against a cache of the machine's
+    rather than the cell's fresh one, and what to record of it.
+
+    Inductor compiles and loads a small C++ file per ISA to learn which it may use, and
+    keeps the library in its kernel cache. A user's default cache holds it from their
+    first compile on, but a cell's fresh cache (kept so its compile is not an earlier
+    run's hit) would compile it again in every process: seconds of a cold start that no
+    user's second model pays. The probe's result is kept for the process, so the cell's
+    compile then uses it."""
+    import os
+    from pathlib import Path
+
+    import torch
+    from torch._inductor import cpu_vec_isa
+
+    home = Path.home() / ".cache" / "stackcost" / "inductor-isa" / torch.__version__
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(home)
+    try:
+        isa = cpu_vec_isa.pick_vec_isa()
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+    return {"vec_isa": str(isa) or "none", "vec_isa_probe_cache": str(home)}
+
+
 def logits_of(output: Any) -> torch.Tensor:
     """The classifier's logits in a model's output: the tensor itself, the output named
     "logits" (Hugging Face heads), or else the first tensor in the output's order."""
