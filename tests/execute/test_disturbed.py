@@ -49,6 +49,13 @@ def spec() -> RunSpec:
     )
 
 
+def stored(tmp_path) -> list[tuple[str, str]]:
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "s.db")
+    return list(db.execute("SELECT status, reason FROM repetitions"))
+
+
 def statuses(db) -> list[str]:
     import sqlite3
 
@@ -109,14 +116,18 @@ def test_fail_stops_the_run_after_storing_the_disturbed_repetition(tmp_path, war
 def test_ctrl_c_while_waiting_to_retry_stores_the_repetition_as_interrupted(
     tmp_path, warm_executor
 ):
+    retried: list[str] = []
+
     def on_retry(cell, result, attempt, of):  # Ctrl-C lands in the wait for a quiet machine
+        retried.append(result.reason)
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
 
-    with (
-        burners(cores()),
-        Store(tmp_path / "s.db") as store,
-        pytest.raises(KeyboardInterrupt),
-    ):
-        execute(spec(), store, executor=warm_executor, on_retry=on_retry)
+    with burners(cores()), Store(tmp_path / "s.db") as store:
+        try:
+            execute(spec(), store, executor=warm_executor, on_retry=on_retry)
+        except KeyboardInterrupt:
+            pass
+        else:  # seen once in a fresh clone's make test, never alone: say what happened
+            pytest.fail(f"no KeyboardInterrupt; retries {retried}, stored {stored(tmp_path)}")
     # the disturbed try is history; the repetition itself is owed, so a resume runs it
     assert statuses(tmp_path / "s.db") == ["disturbed", "interrupted"]
