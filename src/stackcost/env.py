@@ -153,6 +153,16 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
 # the newer is unset. Messages name them as ONEDNN_CAP_NAMES.
 ONEDNN_CAP_VARS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 ONEDNN_CAP_NAMES = " or ".join(ONEDNN_CAP_VARS)
+# Every library ISA cap a shell may set to run another machine's kernels here: oneDNN's (and
+# through it OpenVINO's and PyTorch's) and ATen's dispatch. Workers inherit them, runs record
+# them: they change every number. ONNX Runtime's MLAS has none (it reads cpuid).
+ISA_CAP_VARS = (*ONEDNN_CAP_VARS, "ATEN_CPU_CAPABILITY")
+
+
+def isa_caps(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ISA caps set in `environ` (this process' environment by default), by variable."""
+    environ = os.environ if environ is None else environ
+    return {v: environ[v] for v in ISA_CAP_VARS if environ.get(v)}
 
 
 def onednn_cap(environ: Mapping[str, str] | None = None) -> str | None:
@@ -258,6 +268,7 @@ def collect(threads: list[int] | None = None) -> dict[str, Any]:
         "os": platform.platform(),
         "hostname": platform.node(),
         "cpu": cpu_info(),
+        "isa_caps": isa_caps(),  # the CPU's flags above, narrowed for the libraries that obey
         "memory_bytes": mem.total,
         "gpus": devices,  # from NVML where it exists
         "gpu_reason": no_gpu,  # why there are none

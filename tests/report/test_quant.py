@@ -110,6 +110,20 @@ def test_isa_features_name_what_an_old_store_never_checked(run):
     assert quant.isa_text({}) == "" and quant.isa_lines([("a", {})]) == []
 
 
+def test_a_narrowed_run_says_so_beside_the_cpus_flags(run):
+    from stackcost.env import isa_caps
+
+    caps = isa_caps({"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "X": "1"})
+    narrowed = {**run.env, "isa_caps": caps}
+    assert quant.isa_text(narrowed).endswith(
+        "AMX-INT8 no · AVX-512 BF16 no · narrowed by ONEDNN_MAX_CPU_ISA=AVX2, "
+        "ATEN_CPU_CAPABILITY=avx2"
+    )
+    assert "narrowed" not in quant.isa_text({**run.env, "isa_caps": isa_caps({})})
+    # two runs, one narrowed: two lines, each naming its runs
+    assert len(quant.isa_lines([("a", run.env), ("b", narrowed)])) == 2
+
+
 def test_terminal_table_marks_the_slower_cell(run):
     table = results_table(run)
     text = render(table)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from stackcost.env import ONEDNN_CAP_VARS
+from stackcost.env import ISA_CAP_VARS
 
 if TYPE_CHECKING:
     pass
@@ -34,10 +34,6 @@ BASE = (
     # Which GPU is measured: passed on, and recorded.
     "CUDA_VISIBLE_DEVICES",
 )
-# The libraries' own ISA caps, set to run another machine's kernels here (DESIGN.md: oneDNN,
-# and through it OpenVINO and PyTorch; ATen's dispatch). Passed on so a narrowed shell
-# narrows its workers too, and recorded: they change every number.
-ISA_CAPS = (*ONEDNN_CAP_VARS, "ATEN_CPU_CAPABILITY")
 BASE_PREFIXES = ("LC_",)
 # Passed but not worth recording: they locate things, they do not change a number.
 UNRECORDED = frozenset({"HOME", "USER", "LOGNAME", "TMPDIR", "TZ", "LANG", "LANGUAGE"})
@@ -48,7 +44,8 @@ def worker_environ(
 ) -> dict[str, str]:
     """The environment a worker starts with: the whitelist and `inherit` taken from
     `parent` where set, then `own` (stackcost's thread settings), which wins."""
-    wanted = set(BASE) | set(ISA_CAPS) | set(inherit)
+    # ISA caps pass on so a narrowed shell narrows its workers too (DESIGN.md).
+    wanted = set(BASE) | set(ISA_CAP_VARS) | set(inherit)
     env = {k: v for k, v in parent.items() if k in wanted or k.startswith(BASE_PREFIXES)}
     return {**env, **own}
 

@@ -190,13 +190,18 @@ def isa_features(env: Mapping[str, Any] | None) -> dict[str, bool | None]:
 
 
 def isa_text(env: Mapping[str, Any] | None) -> str:
-    """'AVX2 yes · AVX-512 VNNI yes · AVX-VNNI no · AMX-INT8 not recorded · AVX-512 BF16 no';
+    """'AVX2 yes · AVX-512 VNNI yes · AVX-VNNI no · AMX-INT8 not recorded · AVX-512 BF16 no',
+    then '· narrowed by ONEDNN_MAX_CPU_ISA=AVX2' where the run's shell capped a library's ISA;
     '' where the run recorded no CPU flags at all."""
     found = isa_features(env)
     if all(v is None for v in found.values()):
         return ""
     word = {True: "yes", False: "no", None: "not recorded"}
-    return " · ".join(f"{INT8_ISA[f]} {word[v]}" for f, v in found.items())
+    text = " · ".join(f"{INT8_ISA[f]} {word[v]}" for f, v in found.items())
+    # The flags are the CPU's; a narrowed shell runs narrower kernels, and the line says so.
+    if caps := (env or {}).get("isa_caps"):
+        text += " · narrowed by " + ", ".join(f"{k}={v}" for k, v in caps.items())
+    return text
 
 
 ISA_LABEL = "ISA features that decide int8 speed"
