@@ -363,7 +363,8 @@ def table(rows: list[Heldout], model: str, dataset: str, weights: Path) -> FitTa
     t.caption = Text(  # Text: the brackets are the interval's, not rich markup
         "accuracy: top-1 against the test split's labels; fp32: the same rung's fp32 (eager's "
         "where it failed); drop: fp32 - accuracy, in points; a quantized precision is judged "
-        f"by its rule (axes.QUANTIZED). [low, high]: exact bounds, each one-sided "
+        "by its rule (axes.QUANTIZED). [low, high]: exact (Clopper-Pearson) for the "
+        f"agreement, Tango's score interval for the drop, each bound one-sided "
         f"{(1 + CONFIDENCE) / 2:.0%}, over the {rows[0].samples if rows else 0} held-out "
         "samples: wrong when a rule's interval lies wholly outside it, undecided when the "
         "observed value misses the rule but the interval does not exclude it, ok when each "

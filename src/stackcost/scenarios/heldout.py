@@ -16,10 +16,12 @@ the rule but its interval does not exclude it, `ok` when each observed value mee
 rule, the reason naming an interval that still reaches past the bound (360 samples show
 99% agreement beyond doubt only with no flip; MNIST's 10000 decide where digits' 360
 cannot). Agreement has an exact (Clopper-Pearson) interval; the drop, a paired difference,
-the exact interval conditional on the discordant pairs (the samples only one of the two
-got right), as McNemar's test does: how many samples change at all is the agreement
-interval's to bound. Each bound is one-sided 95%: a rung that meets the rule is called
-`wrong` by mistake at most 5% of the time (the two bounds make a 90% interval).
+Tango's score interval (Tango 1998), which also counts the uncertainty in how many samples
+change at all: an interval conditional on the observed discordant pairs (as McNemar's test
+conditions) read "0.0 pt [0.0, 0.0]" for a rung with no flip and put the upper bound at the
+observed drop whenever nothing was gained. Each bound is one-sided 95%: a rung that meets
+the rule is called `wrong` by mistake at most 5% of the time (the two bounds make a 90%
+interval).
 """
 
 from __future__ import annotations
@@ -310,13 +312,32 @@ def agreement_interval(agree: int, n: int) -> tuple[float, float]:
 
 def drop_interval(lost: int, gained: int, n: int) -> tuple[float, float]:
     """The interval of the accuracy drop (lost - gained) / n, in points, at CONFIDENCE:
-    exact, conditional on the lost + gained discordant pairs (lost of them is binomial
-    given their count). No discordant pair: the two answered alike, a drop of exactly 0."""
-    pairs = lost + gained
-    if pairs == 0:
-        return 0.0, 0.0
-    low, high = agreement_interval(lost, pairs)
-    return pairs * (2 * low - 1) / n * 100, pairs * (2 * high - 1) / n * 100
+    Tango's score interval for a difference of paired proportions, the values of the
+    drop its score test does not reject. `lost`: samples the reference got right and this
+    answer wrong; `gained`: the reverse."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    z = float(norm.ppf(1 - (1 - CONFIDENCE) / 2))
+    observed = (lost - gained) / n
+    edge = 1e-12  # the score is undefined at a drop of exactly -1 or 1
+
+    def score(delta: float) -> float:
+        # The probability of a gained sample, fitted under the hypothesis drop = delta
+        # (the root of a quadratic), then the standardized distance of what was seen.
+        a, b, c = (
+            2 * n,
+            -lost - gained + (2 * n - lost + gained) * delta,
+            -gained * delta * (1 - delta),
+        )
+        p_gained = (np.sqrt(max(b * b - 4 * a * c, 0.0)) - b) / (2 * a)
+        variance = n * (2 * p_gained + delta * (1 - delta))
+        return (lost - gained - n * delta) / np.sqrt(variance) if variance > 0 else 0.0
+
+    # The score falls as delta rises and is 0 at the observed drop: one root each side.
+    low = -1.0 if observed <= -1 + edge else brentq(lambda d: score(d) - z, -1 + edge, observed)
+    high = 1.0 if observed >= 1 - edge else brentq(lambda d: score(d) + z, observed, 1 - edge)
+    return float(low) * 100, float(high) * 100
 
 
 def verdict(
