@@ -112,6 +112,8 @@ def test_judge_states_each_rules_interval():
         _Answer("onnxruntime", "int8", flipped),
     ]
     got = {(h.backend, h.precision): h for h in judge(answers, labels)}
+    reference = got["eager", "fp32"]  # itself: exact, no split's uncertainty to state
+    assert (reference.top1_low, reference.drop_low_pt, reference.drop_high_pt) == (1.0, 0.0, 0.0)
     assert got["onnxruntime", "fp32"].status == "ok"
     int8 = got["onnxruntime", "int8"]
     assert int8.status == "undecided", int8

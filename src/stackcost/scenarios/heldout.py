@@ -279,6 +279,8 @@ def judge(answers: list[_Answer], labels: np.ndarray) -> list[Heldout]:
             drop, drop_ci = (lost - gained) / n * 100, drop_interval(lost, gained, n)
         if (a.backend, a.precision) == REFERENCE:
             status, reason, rule = "ok", "", "the reference"
+            # Compared with itself: 100% and 0 pt by construction, not estimates of a split.
+            top1_ci, drop_ci = (1.0, 1.0), (0.0, 0.0)
         else:
             min_top1, max_drop = rule_bounds(a.precision)
             status, reason = verdict(n, top1, top1_ci, min_top1, drop, drop_ci, max_drop)
