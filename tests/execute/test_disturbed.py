@@ -49,17 +49,15 @@ def spec() -> RunSpec:
     )
 
 
-def stored(tmp_path) -> list[tuple[str, str]]:
+def stored(db) -> list[tuple[str, str]]:
+    """Each stored repetition's (status, reason), in the order stored."""
     import sqlite3
 
-    db = sqlite3.connect(tmp_path / "s.db")
-    return list(db.execute("SELECT status, reason FROM repetitions"))
+    return list(sqlite3.connect(db).execute("SELECT status, reason FROM repetitions"))
 
 
 def statuses(db) -> list[str]:
-    import sqlite3
-
-    return [r[0] for r in sqlite3.connect(db).execute("SELECT status FROM repetitions")]
+    return [status for status, _ in stored(db)]
 
 
 @pytest.mark.whole_machine  # a burner on every core
@@ -132,7 +130,9 @@ def test_ctrl_c_while_waiting_to_retry_stores_the_repetition_as_interrupted(
             except KeyboardInterrupt:
                 pass
             else:
-                pytest.fail(f"no KeyboardInterrupt; retries {retried}, stored {stored(tmp_path)}")
+                pytest.fail(
+                    f"no KeyboardInterrupt; retries {retried}, stored {stored(tmp_path / 's.db')}"
+                )
     finally:
         signal.signal(signal.SIGINT, before)
     # the disturbed try is history; the repetition itself is owed, so a resume runs it
