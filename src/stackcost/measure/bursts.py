@@ -7,13 +7,14 @@ module is the worker's half. After the cold call and the warmup, instead of the 
 rule, the worker serves bursts until the parent says stop.
 
 Protocol, one JSON line each way. The worker writes replies to its reply file (a pipe
-the parent passed it) and reads commands on stdin:
-- worker: {"ready": STEP_NS} once warm (the median of a few steps). The parent sizes the
-  bursts from a first burst of SIZING_STEPS once both sides are ready, not from this: the
+the parent passed it) and reads commands on stdin. A burst is N units: N steps of the
+timed loop (paced_loop), or N whole generations (scenarios/generate.py):
+- worker: {"ready": UNIT_NS} once warm (the median of a few steps, or one generation). The
+  parent sizes the bursts from a first burst once both sides are ready, not from this: the
   other worker may still have been warming up beside it (execute/interleave.burst_steps);
-- parent: {"burst": N}; worker: WAKE_STEPS untimed steps, then {"ns": [N step times],
-  "disturbed": BOOL, "others_cores": X}: the burst's own disturbance reading
-  (measure/disturbance.py).
+- parent: {"burst": N}; worker: the burst, then {"ns": [N unit times], "disturbed": BOOL,
+  "others_cores": X} and whatever else the unit measures (a generation's "ttft_ns" and
+  "tpot_ns"): the burst's own disturbance reading (measure/disturbance.py).
   /proc/stat counts in 10 ms ticks, and that slack is in the threshold, so a burst of
   tens of milliseconds is flagged only when something else took most of a core;
 - parent: {"stop": true}, or end of file: the loop ends and the repetition's result
@@ -29,7 +30,8 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from typing import IO
+from collections.abc import Callable
+from typing import IO, Any
 
 from stackcost.measure.counters import Edge, Window
 from stackcost.measure.disturbance import assess
@@ -55,6 +57,40 @@ def _send(replies: IO[str], message: dict) -> None:
     replies.flush()
 
 
+# A burst of N units: what its reply says of them besides the disturbance ("ns": N times).
+Burst = Callable[[int], dict[str, Any]]
+
+
+def serve_bursts(
+    burst: Burst, ready_ns: float, commands: IO[str], replies: IO[str]
+) -> dict[str, float | int | None]:
+    """Say ready, then run the parent's bursts, each with its disturbance reading, until
+    stop; returns the bursts' summary: how many, how many disturbed, the most others took."""
+    _send(replies, {"ready": ready_ns})
+    bursts = disturbed = 0
+    most: float | None = None
+    for line in commands:
+        command = json.loads(line)
+        if command.get("stop"):
+            break
+        edge = Edge.now()
+        reply = burst(int(command["burst"]))
+        reading = assess(Window.between(edge, Edge.now()))
+        bursts += 1
+        if reading is not None:
+            disturbed += reading.disturbed
+            most = max(most or 0.0, reading.others_cores)
+        _send(
+            replies,
+            reply
+            | {
+                "disturbed": bool(reading and reading.disturbed),
+                "others_cores": reading.others_cores if reading else None,
+            },
+        )
+    return {"bursts": bursts, "disturbed": disturbed, "max_others_cores": most}
+
+
 def paced_loop(
     step: Step,
     timer: CpuTimer | CudaTimer,
@@ -63,41 +99,25 @@ def paced_loop(
     replies: IO[str],
     confidence: float = 0.95,
 ) -> dict[str, float | int | None]:
-    """Serve the parent's bursts into `m` (samples, RSS trace, stats) until stop; returns
-    the bursts' summary: how many, how many disturbed, the most others took."""
+    """Serve the parent's bursts of steps into `m` (samples, RSS trace, stats) until stop;
+    returns the bursts' summary (serve_bursts)."""
     sizing: list[int] = []
     timer.run(step, SIZING_STEPS, sizing)
-    _send(replies, {"ready": statistics.median(sizing)})
     samples = m.samples_ns
-    bursts = disturbed = 0
-    most: float | None = None
-    start = time.perf_counter()
-    for line in commands:
-        command = json.loads(line)
-        if command.get("stop"):
-            break
-        burst: list[int] = []
-        edge = Edge.now()
+
+    def burst(steps: int) -> dict[str, Any]:
+        ns: list[int] = []
         for _ in range(WAKE_STEPS):
             step()
-        timer.run(step, int(command["burst"]), burst)
-        reading = assess(Window.between(edge, Edge.now()))
-        samples += burst
-        bursts += 1
-        if reading is not None:
-            disturbed += reading.disturbed
-            most = max(most or 0.0, reading.others_cores)
+        timer.run(step, steps, ns)
+        samples.extend(ns)
         m.rss_trace_bytes.append(rss_bytes())
         m.rss_trace_iters.append(len(samples))
-        _send(
-            replies,
-            {
-                "ns": burst,
-                "disturbed": bool(reading and reading.disturbed),
-                "others_cores": reading.others_cores if reading else None,
-            },
-        )
+        return {"ns": ns}
+
+    start = time.perf_counter()
+    summary = serve_bursts(burst, statistics.median(sizing), commands, replies)
     m.timed_s = time.perf_counter() - start
     m.stop_reason = STOP_REASON
     m.stats = summarize(samples or sizing, confidence)
-    return {"bursts": bursts, "disturbed": disturbed, "max_others_cores": most}
+    return summary
