@@ -173,7 +173,8 @@ def _block(
         ready = {side: workers[side].ready() for side in first}
         steps = burst_steps(workers, args.burst_ms, rng) if all(ready.values()) else None
         if steps:
-            alt = alternate(workers, steps, args.block_s, rng, values)
+            alt = alternate(workers, steps, args.block_s, rng)
+            values = alt.values()
             record |= {"steps": steps, "kept": alt.kept, "dropped": alt.dropped}
         result = workers["stackcost"].finish()
         record["peer"] = workers["peer"].finish()

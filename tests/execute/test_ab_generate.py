@@ -1,8 +1,9 @@
-"""A generate cell's A/B judges TTFT and TPOT apart, from the same repetitions (issue 40).
+"""A generate cell's A/B judges TTFT and TPOT apart, from the same measurements (issue 40).
 
-The repetitions are synthetic (Runner.run_one replaced): a planted prefill slowdown on the
-candidate must regress TTFT and leave TPOT unchanged. The CLI, the blocks, the store and
-the verdicts are the real ones.
+In the processes design the repetitions are synthetic (Runner.run_one replaced): a planted
+prefill slowdown on the candidate must regress TTFT and leave TPOT unchanged. The CLI, the
+blocks, the store and the verdicts are the real ones. The bursts design's tests are in
+test_burst_design.py (synthetic workers) and below (real workers on llama-tiny).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def test_ttft_and_tpot_each_get_their_own_verdict(tmp_path, monkeypatch, capsys)
     argv = ["ab", "llama-tiny", "--scenario", "generate", "--prompt-len", "8"]
     argv += ["--new-tokens", "4", "--backends", "eager", "--batch-size", "1", "--threads", "1"]
     argv += ["--cand-env", "SLOW_PREFILL=1", "--min-blocks", "3", "--max-blocks", "3"]
+    argv += ["--pacing", "processes"]  # run_one is what is replaced: whole repetitions
     code = main([*argv, "--db", str(tmp_path / "ab.db"), "--json", str(js)])
     out, err = capsys.readouterr()
     assert code == 1, out
@@ -77,3 +79,37 @@ def test_ttft_and_tpot_each_get_their_own_verdict(tmp_path, monkeypatch, capsys)
     assert len(calls) == 4 * verdict["blocks"] == 12
     assert "regressed: llama-tiny eager generate b1 8p 4n fp32 t1 cpu ttft" in out
     assert "llama-tiny eager generate b1 8p 4n fp32 t1 cpu cand: TTFT 1" in err  # progress
+
+
+def test_real_workers_alternate_whole_generations_in_bursts(tmp_path):
+    """llama-tiny through the real paced worker: each block's two workers verify, then
+    alternate generations; each is one repetition of real generations, paced."""
+    import sqlite3
+
+    from stackcost.execute.interleave import MIN_PAIRS
+
+    js = tmp_path / "ab.json"
+    argv = ["ab", "llama-tiny", "--scenario", "generate", "--prompt-len", "8"]
+    argv += ["--new-tokens", "4", "--backends", "eager", "--batch-size", "1", "--threads", "1"]
+    argv += ["--min-blocks", "2", "--max-blocks", "2", "--block-time", "0.05", "--quiet"]
+    code = main([*argv, "--db", str(tmp_path / "ab.db"), "--json", str(js)])
+    verdict = json.loads(js.read_text())
+    assert code in (0, 3), verdict["headline"]  # an A/A: never regressed
+    cells = {c["metric"]: c for c in verdict["cells"]}
+    for c in cells.values():
+        assert c["design"] == "bursts" and not c["note"], c["note"]
+        assert len(c["blocks"]) == 2
+        assert all(len(b["base"]) == len(b["cand"]) >= MIN_PAIRS for b in c["blocks"])
+    assert cells["ttft"]["base_median_ms"] > cells["tpot"]["base_median_ms"] > 0
+    rows = sqlite3.connect(tmp_path / "ab.db").execute("SELECT result_json FROM repetitions")
+    results = [json.loads(r) for (r,) in rows]
+    assert len(results) == 4  # one worker a side per block
+    for r in results:
+        assert r["status"] == "ok" and r["stop_reason"] == "paced", r["reason"]
+        bursts = r["details"]["paced"]["bursts"]
+        # The sizing burst (one generation) and at least MIN_PAIRS paired bursts of whole
+        # generations: as many as fit in --burst-ms (20 ms), at least one.
+        steps = {b["burst_steps"] for c in cells.values() for b in c["blocks"]}
+        generations = r["generation"]["generations"]
+        assert bursts >= MIN_PAIRS + 1 and generations - 1 in {(bursts - 1) * n for n in steps}
+        assert r["generation"]["new_tokens"] == 4 and r["verification"]["ok"]

@@ -195,3 +195,80 @@ def test_ab_binds_both_sides_workers_unless_told_not_to(tmp_path, monkeypatch):
         verdict = run_ab(tmp_path / flag, monkeypatch, Machine(), 2, *extra, worker=Recording)
         assert verdict["design"]["bind_threads"] is bound
         assert len(seen) == 4 and all(("OMP_PROC_BIND" in env) == bound for env in seen)
+
+
+# A synthetic generation: prefill, then decode steps, each in "steps" of the machine's clock.
+PREFILL_NS, DECODE_NS, NEW_TOKENS = 30_000_000, 5_000_000, 8
+
+
+class SyntheticGenerator(SyntheticWorker):
+    """A generate cell's paced worker: each burst unit is a whole generation whose prefill
+    carries the side's planted SYNTHETIC_PREFILL factor and whose decode steps do not."""
+
+    def __init__(self, python: str, env: dict[str, str], task) -> None:
+        super().__init__(python, env, task)
+        self.prefill = float(env.get("SYNTHETIC_PREFILL", "1"))
+        self.asked: list[int] = []
+
+    def burst(self, steps: int, timeout_s: float = 0) -> dict:
+        m = self.machine
+        self.asked.append(steps)
+        reply: dict = {"ns": [], "ttft_ns": [], "tpot_ns": [], "disturbed": False}
+        for _ in range(steps):
+            noise = m.rng.lognormvariate(0, 0.01)
+            ttft = round(PREFILL_NS * self.prefill * self.factor * m.mode() * noise)
+            decode = [round(DECODE_NS * self.factor * m.mode() * noise)] * (NEW_TOKENS - 1)
+            m.steps += NEW_TOKENS * 5  # a generation is long: the modes turn every 10
+            reply["ns"].append(ttft + sum(decode))
+            reply["ttft_ns"].append(ttft)
+            reply["tpot_ns"] += decode
+        self.samples += reply["ns"]
+        return reply
+
+
+def test_a_generation_alternates_whole_generations_and_judges_ttft_and_tpot_apart(
+    tmp_path, monkeypatch
+):
+    started: list[SyntheticGenerator] = []
+
+    class Recording(SyntheticGenerator):
+        def __init__(self, python: str, env: dict[str, str], task) -> None:
+            super().__init__(python, env, task)
+            started.append(self)
+
+    machine = Machine()
+    monkeypatch.setattr(SyntheticWorker, "machine", machine, raising=False)
+    monkeypatch.setattr(interleave, "PacedWorker", Recording)
+    js = tmp_path / "ab.json"
+    argv = ["ab", "llama-tiny", "--scenario", "generate", "--prompt-len", "8", "--new-tokens"]
+    argv += [str(NEW_TOKENS), "--backends", "eager", "--batch-size", "1", "--threads", "1"]
+    argv += ["--cand-env", "SYNTHETIC_PREFILL=1.1", "--min-blocks", "6", "--max-blocks", "6"]
+    argv += ["--block-time", "1e-9", "--db", str(tmp_path / "ab.db"), "--json", str(js)]
+    code = main([*argv, "--quiet"])
+    verdict = json.loads(js.read_text())
+    cells = {c["metric"]: c for c in verdict["cells"]}
+    assert code == 1 and set(cells) == {"ttft", "tpot"}
+    assert cells["ttft"]["verdict"] == "regressed" and cells["ttft"]["design"] == "bursts"
+    assert cells["ttft"]["result"]["ratio"] == pytest.approx(1.1, abs=0.01)
+    assert cells["tpot"]["verdict"] == "unchanged" and cells["tpot"]["design"] == "bursts"
+    assert cells["tpot"]["result"]["ratio"] == pytest.approx(1.0, abs=0.01)
+    assert machine.steps > 4 * MODE_STEPS  # the modes turned under the blocks
+    # One alternation feeds both metrics: two workers a block, not four.
+    assert len(started) == 2 * verdict["blocks"] == 12
+    for w in started:
+        # One generation to size, then bursts of one whole generation (65 ms > 20 ms).
+        assert w.asked[0] == 1 and set(w.asked[1:]) == {1}
+    for c in cells.values():
+        assert all(b["burst_steps"] == 1 for b in c["blocks"])
+        assert [len(b["base"]) for b in c["blocks"]] == [interleave.MIN_PAIRS] * 6
+
+
+def test_a_burst_without_a_decode_step_gives_tpot_no_value():
+    base = {"ns": [3e6], "ttft_ns": [3e6], "tpot_ns": []}
+    cand = {"ns": [4e6], "ttft_ns": [4e6], "tpot_ns": []}
+    full = {"ns": [9e6], "ttft_ns": [3e6], "tpot_ns": [2e6, 1e6, 4e6]}
+    alt = interleave.Alternation(("base", "cand"), [{"base": base, "cand": cand}], 0)
+    assert alt.values("ttft") == {"base": [3.0], "cand": [4.0]}
+    assert alt.values("tpot") == {"base": [], "cand": []}  # a new token of one: no pair
+    assert interleave.burst_value_ms(full, "tpot") == 2.0  # the decode steps' median
+    assert interleave.burst_value_ms(full, "latency") == 9.0

@@ -135,16 +135,20 @@ def test_a_cell_that_cannot_be_cut_into_bursts_is_measured_in_processes(tmp_path
     assert all(len(b["base"]) == 2 == len(b["cand"]) for b in cell["blocks"])  # ABBA/BAAB
 
 
-def test_only_the_timed_loop_of_inference_is_paced():
-    from stackcost.cell import Cell, ModelRef
+def test_only_the_timed_loop_of_inference_and_plain_generation_are_paced():
+    from stackcost.cell import Cell, ModelRef, ServeConfig
     from stackcost.execute.interleave import pacable
     from stackcost.scenarios.settings import LoadGenSettings
 
     cell = Cell(model=ModelRef(name="mlp"), backend="eager")
     assert pacable(cell)
     assert not pacable(cell.model_copy(update={"mode": "train"}))
-    assert not pacable(cell.model_copy(update={"mode": "generate"}))
     assert not pacable(cell.model_copy(update={"scenario": LoadGenSettings().config("server")}))
+    generate = cell.model_copy(update={"mode": "generate"})
+    assert pacable(generate)  # bursts of whole generations
+    assert not pacable(generate.model_copy(update={"serve": ServeConfig()}))
+    loadgen = LoadGenSettings().config("offline")
+    assert not pacable(generate.model_copy(update={"scenario": loadgen}))
 
 
 def test_an_aa_test_says_so_and_does_not_regress(tmp_path, capsys):

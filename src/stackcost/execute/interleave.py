@@ -25,13 +25,15 @@ sees the same mode, which cancels in its ratio; the block's estimate is the mean
 ratio of its pairs, and the verdict comes from independent blocks, as above: more,
 shorter blocks average the per-process bias. A pair where either burst saw other work on
 the cores is dropped and counted. Each worker is one repetition in its side's run. Cells
-that cannot be cut into bursts (LoadGen scenarios, training, generation, a native program
+that cannot be cut into bursts (LoadGen scenarios, serving, training, a native program
 that runs the whole repetition) keep the processes design, and the result says which
 design decided each cell.
 
-A generate cell is judged twice from the same repetitions: its time to first token and
+A generate cell is judged twice from the same measurements: its time to first token and
 its time per output token each get their own verdict (METRICS), since a change to the
-prefill and one to the decode step are different regressions.
+prefill and one to the decode step are different regressions. In bursts, a burst is whole
+generations (one, unless a generation is shorter than --burst-ms), and each burst pair
+gives both metrics their paired values: the bursts' TTFT and their decode steps' median.
 """
 
 from __future__ import annotations
@@ -72,10 +74,14 @@ FAILING = ("regressed", "newly failing")
 # Verdicts that decide nothing: more blocks or a quieter machine were needed.
 UNDECIDED = ("noisy", "undecided")
 # What is judged of a cell, by mode: one latency, or a generation's TTFT and TPOT apart
-# (each the GenerationResult field it is read from).
+# (each the GenerationResult field a repetition's value is read from, and the field of a
+# burst's reply, measure/bursts.py, a burst's value is read from).
 LATENCY = "latency"
 GENERATION_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_p50_ms"}
 METRICS = {GENERATE: tuple(GENERATION_METRICS)}
+BURST_FIELDS = {LATENCY: "ns", "ttft": "ttft_ns", "tpot": "tpot_ns"}
+# Timed units in each worker's sizing burst: steps, or whole generations (seconds each).
+SIZING_UNITS = {GENERATE: 1}
 
 
 @dataclass(frozen=True)
@@ -116,9 +122,10 @@ class Design:
 
 
 def pacable(cell: Cell) -> bool:
-    """Whether a cell's timed loop can be cut into bursts: stackcost's own timed loop of
-    inference (the worker refuses a backend whose program runs the whole repetition)."""
-    return cell.scenario is None and cell.mode not in ("train", GENERATE)
+    """Whether a cell can be cut into bursts: stackcost's own timed loop of inference (the
+    worker refuses a backend whose program runs the whole repetition), or generation
+    through the rung's own API, neither under a LoadGen scenario nor served at a rate."""
+    return cell.scenario is None and cell.serve is None and cell.mode != "train"
 
 
 def metrics(cell: Cell) -> tuple[str, ...]:
@@ -144,7 +151,7 @@ class CellPair:
 
     base: Cell
     cand: Cell
-    # Per block, each side's values (ms): repetition medians, or each burst's mean step.
+    # Per block, each side's values (ms): repetition medians, or one per kept burst pair.
     blocks: list[tuple[list[float], list[float]]] = field(default_factory=list)
     estimates: list[float] = field(default_factory=list)  # per block: its log ratio
     lost: int = 0  # blocks with no valid repetition on a side
@@ -317,9 +324,8 @@ def interleave(
                 live = [p for p in group if not p.done]
                 if not live:
                     continue
-                # Bursts time one step: a cell judged on one metric (pacable excludes generate).
                 paced = live[0].design == "bursts" and _burst_block(
-                    live[0], block, rng, design, runners, run_ids, artifacts, reps, on_repetition
+                    live, block, rng, design, runners, run_ids, artifacts, reps, on_repetition
                 )
                 if not paced:
                     _block(
@@ -381,7 +387,7 @@ def _block(
 
 
 def _burst_block(
-    pair: CellPair,
+    pairs: list[CellPair],
     block: int,
     rng: random.Random,
     design: Design,
@@ -391,16 +397,19 @@ def _burst_block(
     reps: dict[str, int],
     on_repetition: OnRepetition | None,
 ) -> bool:
-    """One block of the bursts design; False when the cell cannot be paced (the caller
-    measures this block, and the cell from now on, in processes)."""
+    """One block of the bursts design for one cell, judged on each of its metrics from the
+    same burst pairs; False when the cell cannot be paced (the caller measures this block,
+    and the cell from now on, in processes)."""
+    head = pairs[0]
     first = rng.sample(("base", "cand"), 2)  # which side's worker starts first
     tasks = {}
     for side in first:
-        cell = pair.base if side == "base" else pair.cand
+        cell = head.base if side == "base" else head.cand
         task = runners[side].task_for(run_ids[side], cell, reps[side], artifacts[side])
         if not isinstance(task, RepetitionTask):  # cannot run here: stored as such
             reps[side] += 1
-            _failed(pair, side, task)
+            for pair in pairs:
+                _failed(pair, side, task)
             return True
         tasks[side] = task.model_copy(update={"bind_threads": design.bind_threads})
     lock = runners["base"].executor.lock  # one machine lock serves both sides
@@ -418,17 +427,20 @@ def _burst_block(
         except Refused as exc:
             for w in workers.values():
                 w.kill()
-            pair.design = "processes"
-            pair.design_note = f"measured in processes, not bursts: {exc}"
+            for pair in pairs:
+                pair.design = "processes"
+                pair.design_note = f"measured in processes, not bursts: {exc}"
             return False
-        values: dict[str, list[float]] = {"base": [], "cand": []}
-        steps = burst_steps(workers, design.burst_ms, rng) if all(steps_ns.values()) else None
+        alt, steps = None, None
+        if all(steps_ns.values()):
+            sizing = SIZING_UNITS.get(head.base.mode, SIZING_STEPS)
+            steps = burst_steps(workers, design.burst_ms, rng, sizing)
         if steps:
-            pair.dropped_pairs += alternate(workers, steps, design.block_s, rng, values).dropped
+            alt = alternate(workers, steps, design.block_s, rng)
         results = {}
         for side in first:
             w = workers[side]
-            if values["base"] or not steps_ns[side] or w.proc.poll() is not None:
+            if (alt and alt.kept) or not steps_ns[side] or w.proc.poll() is not None:
                 results[side] = w.finish()  # measured, or ended: its result says how
             else:  # the other side never got warm: this one measured nothing to keep
                 w.kill()
@@ -439,11 +451,20 @@ def _burst_block(
         runners[side].record(run_ids[side], tasks[side].cell, r)
         reps[side] += 1
         if on_repetition:
-            on_repetition(block, pair, side, r)
-        _failed(pair, side, r)
-    if pair.failed:
-        return True
-    if values["base"]:
+            on_repetition(block, head, side, r)
+        for pair in pairs:
+            _failed(pair, side, r)
+    for pair in pairs:
+        if pair.failed:
+            continue
+        if alt is None:
+            pair.lost += 1
+            continue
+        values = alt.values(pair.metric)
+        pair.dropped_pairs += alt.dropped
+        if not values["base"]:
+            pair.lost += 1
+            continue
         pair.burst_blocks.append(
             {
                 "first": first[0],
@@ -454,33 +475,62 @@ def _burst_block(
         pair.blocks.append((values["base"], values["cand"]))
         # Paired values: mean log cand - mean log base is the mean log ratio of the pairs.
         pair.estimates.append(block_log_ratio(values["base"], values["cand"]))
-    else:
-        pair.lost += 1
     return True
+
+
+def burst_value_ms(reply: Mapping[str, Any], metric: str) -> float | None:
+    """A burst's value of `metric` (ms): its mean step, its generations' median TTFT, or
+    the median of its decode steps; None when it measured none (a single new token has no
+    decode step)."""
+    samples = reply.get(BURST_FIELDS[metric]) or []
+    if not samples:
+        return None
+    value = statistics.fmean(samples) if metric == LATENCY else statistics.median(samples)
+    return value / 1e6
 
 
 @dataclass(frozen=True)
 class Alternation:
-    """How many burst pairs one block's alternation kept, and how many it dropped."""
+    """One block's alternation: the burst pairs it kept (each side's reply), and how many
+    it dropped."""
 
-    kept: int
+    sides: tuple[str, ...]
+    pairs: list[dict[str, dict[str, Any]]]
     dropped: int
+
+    @property
+    def kept(self) -> int:
+        return len(self.pairs)
+
+    def values(self, metric: str = LATENCY) -> dict[str, list[float]]:
+        """Each side's value of `metric` (ms) per kept pair where both sides have one:
+        paired, position by position."""
+        values: dict[str, list[float]] = {side: [] for side in self.sides}
+        for pair in self.pairs:
+            read = {side: burst_value_ms(reply, metric) for side, reply in pair.items()}
+            if all(v is not None for v in read.values()):
+                for side, v in read.items():
+                    values[side].append(v)  # type: ignore[arg-type]
+        return values
 
 
 def burst_steps(
-    workers: Mapping[str, BurstChannel], burst_ms: float, rng: random.Random
+    workers: Mapping[str, BurstChannel],
+    burst_ms: float,
+    rng: random.Random,
+    sizing: int = SIZING_STEPS,
 ) -> int | None:
-    """Timed steps per burst for a block: about `burst_ms` of the slower side's step, at
-    least one; None if a worker died. Sized from one sizing burst of each, in random order,
-    once both are warm: the step a worker reports when it gets ready may have been timed
-    while the other was still importing and compiling beside it, which read it slow and
-    made the block's bursts short. The sizing bursts' steps stay in the repetitions, as
-    any burst's do, but are in no pair."""
-    replies = [workers[side].burst(SIZING_STEPS) for side in rng.sample(list(workers), 2)]
+    """Timed units (steps, or generations) per burst for a block: about `burst_ms` of the
+    slower side's unit, at least one; None if a worker died. Sized from one sizing burst of
+    `sizing` units each, in random order, once both are warm: the time a worker reports
+    when it gets ready may have been taken while the other was still importing and
+    compiling beside it, which read it slow and made the block's bursts short. The sizing
+    bursts' units stay in the repetitions, as any burst's do, but are in no pair."""
+    replies = [workers[side].burst(sizing) for side in rng.sample(list(workers), 2)]
     if any(r is None for r in replies):
         return None
-    step_ns = max(statistics.median(r["ns"]) for r in replies)  # type: ignore[index]
-    return max(1, round(burst_ms * 1e6 / step_ns))
+    unit_ns = max(statistics.median(r["ns"]) for r in replies)  # type: ignore[index]
+    return max(1, round(burst_ms * 1e6 / unit_ns))
 
 
 def alternate(
@@ -488,28 +538,26 @@ def alternate(
     steps: int,
     block_s: float,
     rng: random.Random,
-    values: dict[str, list[float]],
 ) -> Alternation:
     """Burst pairs for `block_s` seconds (at least MIN_PAIRS), each pair's order drawn;
-    each side's mean step time per kept pair goes into `values` (ms). A pair where either
+    the kept pairs' replies, which Alternation.values reads per metric. A pair where either
     burst saw other work on the cores is dropped. The two workers may be any children on
     the burst channel: two sides' repetitions (`ab`), or a repetition and a peer harness
     (benchmarks/agreement.py)."""
     end = time.perf_counter() + block_s
-    kept = dropped = 0
-    while time.perf_counter() < end or kept < MIN_PAIRS:
+    kept: list[dict[str, dict[str, Any]]] = []
+    dropped = 0
+    while time.perf_counter() < end or len(kept) < MIN_PAIRS:
         replies = {side: workers[side].burst(steps) for side in rng.sample(list(workers), 2)}
         if any(r is None for r in replies.values()):
             break  # a worker died mid-block: its result says how
         if any(r["disturbed"] for r in replies.values()):  # type: ignore[index]
             dropped += 1
-            if dropped > 10 * max(kept, MIN_PAIRS):
+            if dropped > 10 * max(len(kept), MIN_PAIRS):
                 break  # the machine is busy: the block ends with what it has
             continue
-        for side, r in replies.items():
-            values[side].append(statistics.fmean(r["ns"]) / 1e6)  # type: ignore[index]
-        kept += 1
-    return Alternation(kept, dropped)
+        kept.append(replies)  # type: ignore[arg-type]
+    return Alternation(tuple(workers), kept, dropped)
 
 
 def _failed(pair: CellPair, side: str, r: RepetitionResult) -> bool:
@@ -533,6 +581,7 @@ __all__ = [
     "UNDECIDED",
     "alternate",
     "burst_steps",
+    "burst_value_ms",
     "interleave",
     "metrics",
     "pacable",

@@ -11,7 +11,8 @@ One repetition:
    `wrong`. Its greedy tokens against eager's are recorded, as information only;
 4. runs a cold generation (compile included), then timed generations: at least
    MIN_GENERATIONS, more while the protocol's min_time_s lasts, none started past its
-   max_time_s;
+   max_time_s. Under `ab`'s burst design the parent paces them instead: bursts of whole
+   generations, alternated with the other side's worker (paced_generations);
 5. turns the clock readings into TTFT, TPOT and tokens/s (generation/metrics.py), and the
    decode's bytes per step into achieved bandwidth.
 """
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from stackcost.cell import Cell
     from stackcost.generation.base import Generation, Generator
     from stackcost.generation.metrics import TokenTiming
+    from stackcost.measure.protocol import Protocol
     from stackcost.result import GenerationResult, RepetitionResult
     from stackcost.scenarios.base import MemoryWatch
     from stackcost.verify import Verification
@@ -202,6 +204,7 @@ class Generate(Scenario):
     name = GENERATE
 
     def run(self, bench: Bench) -> RepetitionResult:
+        from stackcost.measure.bursts import STOP_REASON
         from stackcost.measure.stats import summarize
         from stackcost.result import RepetitionResult
 
@@ -212,15 +215,13 @@ class Generate(Scenario):
         generator, prompt, verification = ready.generators[0], ready.prompt, ready.verification
         prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
 
-        timings, t0 = [], time.perf_counter()
-        protocol = task.protocol
-        while True:
-            timings.append(token_timing(generator.generate(prompt, new_tokens), prompt_len))
-            elapsed = time.perf_counter() - t0
-            if len(timings) >= MIN_GENERATIONS and elapsed >= protocol.min_time_s:
-                break
-            if elapsed >= protocol.max_time_s:
-                break
+        t0 = time.perf_counter()
+        paced = None
+        if task.paced_fd is not None:
+            bench.rebind()  # the generations on the cores the threads are bound to
+            timings, paced = paced_generations(generator, prompt, new_tokens, task.paced_fd)
+        else:
+            timings = timed_generations(generator, prompt, new_tokens, task.protocol)
         phases.timed_s = time.perf_counter() - t0
         cold_timing = token_timing(ready.cold, prompt_len)
         result = token_numbers(
@@ -232,6 +233,7 @@ class Generate(Scenario):
             status="wrong" if bad else "ok",
             reason=bad or "",
             cold_start_ms=cold_timing.e2e_ns / 1e6,
+            stop_reason=STOP_REASON if paced is not None else None,
             stats=summarize(steps_ns) if steps_ns else summarize([g.ttft_ns for g in timings]),
             throughput=result.decode_tokens_per_s,
             samples_ns=steps_ns,
@@ -243,8 +245,61 @@ class Generate(Scenario):
                 "generator": generator.details.get("generator", generator.api),
                 "thread_env": bench.thread_env(),
                 "prompt": f"{cell.batch_size} x {prompt_len} ids from seed {cell.model.seed}",
+                **({"paced": paced} if paced is not None else {}),
             },
         )
+
+
+def timed_generations(
+    generator: Generator, prompt: np.ndarray, new_tokens: int, protocol: Protocol
+) -> list[TokenTiming]:
+    """Step 4's timed generations: at least MIN_GENERATIONS, more while min_time_s lasts,
+    none started past max_time_s."""
+    timings, t0 = [], time.perf_counter()
+    while True:
+        timings.append(token_timing(generator.generate(prompt, new_tokens), prompt.shape[1]))
+        elapsed = time.perf_counter() - t0
+        if len(timings) >= MIN_GENERATIONS and elapsed >= protocol.min_time_s:
+            break
+        if elapsed >= protocol.max_time_s:
+            break
+    return timings
+
+
+def paced_generations(
+    generator: Generator, prompt: np.ndarray, new_tokens: int, paced_fd: int
+) -> tuple[list[TokenTiming], dict[str, Any]]:
+    """Step 4 paced by `ab`'s parent in bursts of whole generations (measure/bursts.py):
+    one warm generation says how long a generation takes, then each burst of N
+    generations answers their end-to-end times, TTFTs and decode steps, so the parent
+    judges TTFT and TPOT pair by pair. Returns the bursts' generations (the warm one when
+    no burst came) and the bursts' summary.
+
+    A burst has no untimed wake-up, unlike the timed loop's (WAKE_STEPS): it would cost a
+    whole generation, and a shorter one would compile another static cache. So a burst's
+    TTFT includes waking threads that slept while the other side ran, on both sides alike:
+    it cancels in the ratio the verdict is read from, not in the absolute TTFT."""
+    import os
+    import sys
+
+    from stackcost.measure.bursts import serve_bursts
+
+    prompt_len = prompt.shape[1]
+    warm = token_timing(generator.generate(prompt, new_tokens), prompt_len)
+    timings: list[TokenTiming] = []
+
+    def burst(n: int) -> dict[str, Any]:
+        mine = [token_timing(generator.generate(prompt, new_tokens), prompt_len) for _ in range(n)]
+        timings.extend(mine)
+        return {
+            "ns": [g.e2e_ns for g in mine],
+            "ttft_ns": [g.ttft_ns for g in mine],
+            "tpot_ns": [s for g in mine for s in g.decode_steps_ns],
+        }
+
+    with os.fdopen(paced_fd, "w") as replies:
+        summary = serve_bursts(burst, warm.e2e_ns, sys.stdin, replies)
+    return timings or [warm], summary
 
 
 def token_numbers(
