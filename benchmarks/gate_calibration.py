@@ -16,8 +16,12 @@ between-run spread that compare/stats.py's BETWEEN_RUN_SPREAD must exceed.
 
     python benchmarks/gate_calibration.py [--tries 20] [--power-tries 5] \
         [--stored-tries 10] [--backends eager,torchscript,onnxruntime] \
-        [--model knob|resnet18] \
+        [--model knob|resnet18|llama-150m] \
         [--pacing bursts,processes] [--json PATH]
+
+`--model llama-150m` is token generation (`--scenario generate`, 64-token prompt, 16 new
+tokens): each cell is judged on TTFT and on TPOT, each its own trial. It has no knob, so
+it calibrates A/A only (--power-tries 0 --stored-tries 0 --backends eager --batch-size 1).
 
 Nothing else may run meanwhile: the numbers are the machine's noise.
 """
@@ -58,20 +62,20 @@ TARGETS = {
 }
 
 
-# The models with a slowdown knob (knob_model.py): the factory and its input shape.
+# The models calibrated on, as `stackcost` is told them: those with a slowdown knob
+# (knob_model.py), and a decoder generating tokens (A/A only: it has no knob).
 MODELS = {
-    "knob": ("knob_model:model", "256"),
-    "resnet18": ("knob_model:resnet18", "3,64,64"),
+    "knob": ["--model", "knob_model:model", "--input-shape", "256"],
+    "resnet18": ["--model", "knob_model:resnet18", "--input-shape", "3,64,64"],
+    "llama-150m": ["llama-150m", "--scenario", "generate", "--prompt-len", "64"]
+    + ["--new-tokens", "16"],
 }
+KNOBBED = ("knob", "resnet18")
 
 
 def model_args(args: argparse.Namespace) -> list[str]:
-    factory, shape = MODELS[args.model]
     return [
-        "--model",
-        factory,
-        "--input-shape",
-        shape,
+        *MODELS[args.model],
         "--batch-size",
         str(args.batch_size),
         "--backends",
@@ -117,6 +121,7 @@ def interleaved(args, work: Path, pacing: str, slowdown: float, i: int) -> dict[
                 "verdict": c["verdict"],
                 "design": c.get("design", "processes"),
                 "ratio": (c["result"] or {}).get("ratio"),
+                "interval": [(c["result"] or {}).get(k) for k in ("ci_low", "ci_high")],
                 "blocks": len(c["blocks"]),
             }
             for c in verdict["cells"]
@@ -258,7 +263,8 @@ def main() -> None:
         default="knob",
         choices=sorted(MODELS),
         help="knob: 20 Linear blocks (+5%%: one more); resnet18: at 64 px, with a conv "
-        "block after layer4 sized to add about 5%% of the step's time (knob_model.py)",
+        "block after layer4 sized to add about 5%% of the step's time (knob_model.py); "
+        "llama-150m: token generation, A/A only (no knob)",
     )
     p.add_argument("--backends", default="eager,torchscript,onnxruntime")
     p.add_argument("--batch-size", type=int, default=32)
@@ -286,6 +292,11 @@ def main() -> None:
     pacings = [x for x in args.pacing.split(",") if x]
     if not set(pacings) <= set(PACINGS):
         p.error(f"--pacing {args.pacing!r}: allowed: {', '.join(PACINGS)}")
+    if args.model not in KNOBBED and (args.power_tries or args.stored_tries):
+        p.error(
+            f"--model {args.model} has no slowdown knob: A/A only "
+            f"(--power-tries 0 --stored-tries 0); knobs: {', '.join(KNOBBED)}"
+        )
     results: dict[str, list] = {}
 
     def save() -> None:

@@ -92,9 +92,13 @@ def test_real_workers_alternate_whole_generations_in_bursts(tmp_path):
     argv = ["ab", "llama-tiny", "--scenario", "generate", "--prompt-len", "8"]
     argv += ["--new-tokens", "4", "--backends", "eager", "--batch-size", "1", "--threads", "1"]
     argv += ["--min-blocks", "2", "--max-blocks", "2", "--block-time", "0.05", "--quiet"]
-    code = main([*argv, "--db", str(tmp_path / "ab.db"), "--json", str(js)])
+    md = tmp_path / "ab.md"
+    code = main([*argv, "--db", str(tmp_path / "ab.db"), "--json", str(js), "--markdown", str(md)])
     verdict = json.loads(js.read_text())
     assert code in (0, 3), verdict["headline"]  # an A/A: never regressed
+    assert "bursts of 20 ms (whole generations, at least one, in a generate cell)" in " ".join(
+        md.read_text().split()
+    )
     cells = {c["metric"]: c for c in verdict["cells"]}
     for c in cells.values():
         assert c["design"] == "bursts" and not c["note"], c["note"]

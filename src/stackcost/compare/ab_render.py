@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stackcost.backends import omp_bindable
+from stackcost.cell import GENERATE
 from stackcost.execute.interleave import ABResult, CellPair
 from stackcost.execute.sides import Side
 from stackcost.measure.paired import look_points
@@ -69,8 +70,10 @@ def design_line(ab: ABResult) -> str:
         "own process"
     )
     bound = _bound(ab) if d.bind_threads else ""
+    generating = any(c.design == "bursts" and c.base.mode == GENERATE for c in ab.cells)
+    unit = " (whole generations, at least one, in a generate cell)" if generating else ""
     bursts = (
-        f"one fresh warm worker a side per block{bound}, bursts of {d.burst_ms:g} ms "
+        f"one fresh warm worker a side per block{bound}, bursts of {d.burst_ms:g} ms{unit} "
         f"alternated in random order for {d.block_s:g} s (seed {d.seed})"
     )
     if d.pacing != "bursts":
