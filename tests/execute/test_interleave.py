@@ -190,8 +190,12 @@ def test_a_git_side_installs_that_commit_over_this_environment(tmp_path):
 
     repo = tmp_path / "proj"
     (repo / "abprobe").mkdir(parents=True)
+    # An SPDX license string, as this project's: setuptools >= 77 builds it, not the 65
+    # that `python -m venv` bundles with Python 3.11 (git sides of stackcost itself failed).
     (repo / "pyproject.toml").write_text(
-        '[project]\nname = "abprobe"\nversion = "0"\n[tool.setuptools]\npackages = ["abprobe"]\n'
+        '[build-system]\nrequires = ["setuptools>=77"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "abprobe"\nversion = "0"\nlicense = "MIT"\n'
+        '[tool.setuptools]\npackages = ["abprobe"]\n'
     )
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git[:3], "init", "-q"], check=True)
@@ -236,3 +240,19 @@ def test_a_bound_worker_prepares_on_every_core_and_is_timed_on_its_bound_one(tmp
         # worker spread it again for the imports and the build, and put it back before the
         # cold call.
         assert d["main_thread_cpus"] == {"prepare": everywhere, "timed": bound}, d
+
+
+def test_a_failed_git_side_install_names_pips_error_not_its_closing_hint():
+    from stackcost.execute.sides import _install_error
+
+    stderr = """  error: subprocess-exited-with-error
+      ValueError: invalid pyproject.toml config: `project.license`.
+      configuration error: `project.license` must be valid exactly by one definition
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+error: metadata-generation-failed
+hint: See above for details.
+"""
+    assert _install_error(stderr).startswith("ValueError: invalid pyproject.toml")
+    assert _install_error("ERROR: No matching distribution\n") == "ERROR: No matching distribution"
+    assert _install_error("just this\n") == "just this"
+    assert _install_error("") == "no output"

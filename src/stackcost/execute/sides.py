@@ -16,6 +16,7 @@ must read this stackcost's task files (same major protocol).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -117,6 +118,14 @@ def _git(repo: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
+def _install_error(stderr: str) -> str:
+    """The line of pip's output that says what went wrong: the last exception or error
+    line (pip's closing lines are hints that point back at it), else its last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    said = [line for line in lines if re.match(r"(\w+(Error|Exception)|ERROR):", line)]
+    return (said or lines or ["no output"])[-1]
+
+
 def git_venv(ref: str, repo: Path, cache: Path, log=print) -> tuple[str, str]:
     """(python, commit): a venv with the project at `ref` installed over this
     environment's packages, built once per commit under `cache`."""
@@ -131,7 +140,14 @@ def git_venv(ref: str, repo: Path, cache: Path, log=print) -> tuple[str, str]:
     cache.mkdir(parents=True, exist_ok=True)
     try:
         _git(repo, "worktree", "add", "--detach", "--force", str(tree), sha)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+        # No pip or setuptools of its own: the ones venv bundles are the interpreter's
+        # (setuptools 65 with Python 3.11), too old for an SPDX `license = "..."` such as
+        # this project's (setuptools >= 77). This environment's build them, via the .pth.
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(venv)],
+            check=True,
+            capture_output=True,
+        )
         site = subprocess.run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             capture_output=True,
@@ -159,8 +175,8 @@ def git_venv(ref: str, repo: Path, cache: Path, log=print) -> tuple[str, str]:
             text=True,
         )
         if install.returncode != 0:
-            tail = install.stderr.strip().splitlines()[-1:] or ["no output"]
-            raise SpecError(f"{GIT_PREFIX}{ref}: pip install of {sha[:12]} failed: {tail[0]}")
+            why = _install_error(install.stderr)
+            raise SpecError(f"{GIT_PREFIX}{ref}: pip install of {sha[:12]} failed: {why}")
         (venv / ".installed").write_text(sha + "\n")
     except subprocess.CalledProcessError as exc:
         raise SpecError(f"{GIT_PREFIX}{ref}: building its venv failed: {exc}") from None
