@@ -86,7 +86,9 @@ def test_real_workers_alternate_whole_generations_in_bursts(tmp_path):
     alternate generations; each is one repetition of real generations, paced."""
     import sqlite3
 
-    from stackcost.execute.interleave import MIN_PAIRS
+    from stackcost.execute.interleave import MIN_PAIRS_BY_MODE
+
+    least = MIN_PAIRS_BY_MODE["generate"]
 
     js = tmp_path / "ab.json"
     argv = ["ab", "llama-tiny", "--scenario", "generate", "--prompt-len", "8"]
@@ -96,14 +98,13 @@ def test_real_workers_alternate_whole_generations_in_bursts(tmp_path):
     code = main([*argv, "--db", str(tmp_path / "ab.db"), "--json", str(js), "--markdown", str(md)])
     verdict = json.loads(js.read_text())
     assert code in (0, 3), verdict["headline"]  # an A/A: never regressed
-    assert "bursts of 20 ms (whole generations, at least one, in a generate cell)" in " ".join(
-        md.read_text().split()
-    )
+    design = " ".join(md.read_text().split())
+    assert f"(in a generate cell: whole generations, at least one, and {least}+ pairs" in design
     cells = {c["metric"]: c for c in verdict["cells"]}
     for c in cells.values():
         assert c["design"] == "bursts" and not c["note"], c["note"]
         assert len(c["blocks"]) == 2
-        assert all(len(b["base"]) == len(b["cand"]) >= MIN_PAIRS for b in c["blocks"])
+        assert all(len(b["base"]) == len(b["cand"]) >= least for b in c["blocks"])
     assert cells["ttft"]["base_median_ms"] > cells["tpot"]["base_median_ms"] > 0
     rows = sqlite3.connect(tmp_path / "ab.db").execute("SELECT result_json FROM repetitions")
     results = [json.loads(r) for (r,) in rows]
@@ -111,9 +112,9 @@ def test_real_workers_alternate_whole_generations_in_bursts(tmp_path):
     for r in results:
         assert r["status"] == "ok" and r["stop_reason"] == "paced", r["reason"]
         bursts = r["details"]["paced"]["bursts"]
-        # The sizing burst (one generation) and at least MIN_PAIRS paired bursts of whole
+        # The sizing burst (one generation) and at least `least` paired bursts of whole
         # generations: as many as fit in --burst-ms (20 ms), at least one.
         steps = {b["burst_steps"] for c in cells.values() for b in c["blocks"]}
         generations = r["generation"]["generations"]
-        assert bursts >= MIN_PAIRS + 1 and generations - 1 in {(bursts - 1) * n for n in steps}
+        assert bursts >= least + 1 and generations - 1 in {(bursts - 1) * n for n in steps}
         assert r["generation"]["new_tokens"] == 4 and r["verification"]["ok"]

@@ -260,7 +260,10 @@ def test_a_generation_alternates_whole_generations_and_judges_ttft_and_tpot_apar
         assert w.asked[0] == 1 and set(w.asked[1:]) == {1}
     for c in cells.values():
         assert all(b["burst_steps"] == 1 for b in c["blocks"])
-        assert [len(b["base"]) for b in c["blocks"]] == [interleave.MIN_PAIRS] * 6
+        # A block-time of ~0: each block is the generate cell's fewest pairs, not MIN_PAIRS.
+        least = interleave.MIN_PAIRS_BY_MODE["generate"]
+        assert least > interleave.MIN_PAIRS
+        assert [len(b["base"]) for b in c["blocks"]] == [least] * 6
 
 
 def test_a_burst_without_a_decode_step_gives_tpot_no_value():

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from stackcost.backends import omp_bindable
 from stackcost.cell import GENERATE
-from stackcost.execute.interleave import ABResult, CellPair
+from stackcost.execute.interleave import MIN_PAIRS_BY_MODE, ABResult, CellPair
 from stackcost.execute.sides import Side
 from stackcost.measure.paired import look_points
 
@@ -71,7 +71,12 @@ def design_line(ab: ABResult) -> str:
     )
     bound = _bound(ab) if d.bind_threads else ""
     generating = any(c.design == "bursts" and c.base.mode == GENERATE for c in ab.cells)
-    unit = " (whole generations, at least one, in a generate cell)" if generating else ""
+    least = MIN_PAIRS_BY_MODE[GENERATE]
+    unit = (
+        f" (in a generate cell: whole generations, at least one, and {least}+ pairs a block)"
+        if generating
+        else ""
+    )
     bursts = (
         f"one fresh warm worker a side per block{bound}, bursts of {d.burst_ms:g} ms{unit} "
         f"alternated in random order for {d.block_s:g} s (seed {d.seed})"

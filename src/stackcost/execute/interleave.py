@@ -69,6 +69,12 @@ ORDERS = (("base", "cand", "cand", "base"), ("cand", "base", "base", "cand"))
 PACINGS = ("bursts", "processes")
 # Fewest burst pairs a block's estimate is taken from, whatever its time.
 MIN_PAIRS = 5
+# ...and in a generate cell, whose pair of whole generations gives TTFT one prefill a side:
+# that noise, not the process's bias, set its block's spread. llama-150m (64-token prompt,
+# 16 new tokens, 2 threads, 2026-12-04, interleaved): 5 pairs a block gave TTFT blocks a
+# 1.6-2.2% spread and 6-13 blocks to a verdict; 10 pairs gave 0.7-1.2% and 6 blocks,
+# 114-120 s a cell against 95-200 s.
+MIN_PAIRS_BY_MODE = {GENERATE: 10}
 # Verdicts a CI gate fails on: a regression, or a cell the candidate broke.
 FAILING = ("regressed", "newly failing")
 # Verdicts that decide nothing: more blocks or a quieter machine were needed.
@@ -436,7 +442,8 @@ def _burst_block(
             sizing = SIZING_UNITS.get(head.base.mode, SIZING_STEPS)
             steps = burst_steps(workers, design.burst_ms, rng, sizing)
         if steps:
-            alt = alternate(workers, steps, design.block_s, rng)
+            least = MIN_PAIRS_BY_MODE.get(head.base.mode, MIN_PAIRS)
+            alt = alternate(workers, steps, design.block_s, rng, least)
         results = {}
         for side in first:
             w = workers[side]
@@ -538,8 +545,9 @@ def alternate(
     steps: int,
     block_s: float,
     rng: random.Random,
+    min_pairs: int = MIN_PAIRS,
 ) -> Alternation:
-    """Burst pairs for `block_s` seconds (at least MIN_PAIRS), each pair's order drawn;
+    """Burst pairs for `block_s` seconds (at least `min_pairs`), each pair's order drawn;
     the kept pairs' replies, which Alternation.values reads per metric. A pair where either
     burst saw other work on the cores is dropped. The two workers may be any children on
     the burst channel: two sides' repetitions (`ab`), or a repetition and a peer harness
@@ -547,13 +555,13 @@ def alternate(
     end = time.perf_counter() + block_s
     kept: list[dict[str, dict[str, Any]]] = []
     dropped = 0
-    while time.perf_counter() < end or len(kept) < MIN_PAIRS:
+    while time.perf_counter() < end or len(kept) < min_pairs:
         replies = {side: workers[side].burst(steps) for side in rng.sample(list(workers), 2)}
         if any(r is None for r in replies.values()):
             break  # a worker died mid-block: its result says how
         if any(r["disturbed"] for r in replies.values()):  # type: ignore[index]
             dropped += 1
-            if dropped > 10 * max(len(kept), MIN_PAIRS):
+            if dropped > 10 * max(len(kept), min_pairs):
                 break  # the machine is busy: the block ends with what it has
             continue
         kept.append(replies)  # type: ignore[arg-type]
@@ -576,6 +584,8 @@ __all__ = [
     "FAILING",
     "LATENCY",
     "METRICS",
+    "MIN_PAIRS",
+    "MIN_PAIRS_BY_MODE",
     "ORDERS",
     "PACINGS",
     "UNDECIDED",
