@@ -86,9 +86,9 @@ def test_real_workers_alternate_whole_generations_in_bursts(tmp_path):
     alternate generations; each is one repetition of real generations, paced."""
     import sqlite3
 
-    from stackcost.execute.interleave import MIN_PAIRS_BY_MODE
+    from stackcost.execute.interleave import burst_shape
 
-    least = MIN_PAIRS_BY_MODE["generate"]
+    least = burst_shape("generate").min_pairs
 
     js = tmp_path / "ab.json"
     argv = ["ab", "llama-tiny", "--scenario", "generate", "--prompt-len", "8"]

@@ -261,7 +261,7 @@ def test_a_generation_alternates_whole_generations_and_judges_ttft_and_tpot_apar
     for c in cells.values():
         assert all(b["burst_steps"] == 1 for b in c["blocks"])
         # A block-time of ~0: each block is the generate cell's fewest pairs, not MIN_PAIRS.
-        least = interleave.MIN_PAIRS_BY_MODE["generate"]
+        least = interleave.burst_shape("generate").min_pairs
         assert least > interleave.MIN_PAIRS
         assert [len(b["base"]) for b in c["blocks"]] == [least] * 6
 

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from stackcost.backends import omp_bindable
 from stackcost.cell import GENERATE
-from stackcost.execute.interleave import MIN_PAIRS_BY_MODE, ABResult, CellPair
+from stackcost.execute.interleave import ABResult, CellPair, burst_shape
 from stackcost.execute.sides import Side
 from stackcost.measure.paired import look_points
 
@@ -71,7 +71,7 @@ def design_line(ab: ABResult) -> str:
     )
     bound = _bound(ab) if d.bind_threads else ""
     generating = any(c.design == "bursts" and c.base.mode == GENERATE for c in ab.cells)
-    least = MIN_PAIRS_BY_MODE[GENERATE]
+    least = burst_shape(GENERATE).min_pairs
     unit = (
         f" (in a generate cell: whole generations, at least one, and {least}+ pairs a block)"
         if generating

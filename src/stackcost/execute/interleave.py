@@ -51,7 +51,7 @@ from stackcost.execute import scratch
 from stackcost.execute.paced import BurstChannel, PacedWorker, Refused
 from stackcost.execute.runner import Runner
 from stackcost.execute.sides import Side
-from stackcost.measure.bursts import SIZING_STEPS
+from stackcost.measure.bursts import SIZING_STEPS, TPOT_NS, TTFT_NS
 from stackcost.measure.paired import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_BLOCKS,
@@ -67,27 +67,46 @@ from stackcost.scenarios.task import RepetitionTask
 ORDERS = (("base", "cand", "cand", "base"), ("cand", "base", "base", "cand"))
 # How a block is measured: warm workers alternating bursts, or whole-process repetitions.
 PACINGS = ("bursts", "processes")
-# Fewest burst pairs a block's estimate is taken from, whatever its time.
-MIN_PAIRS = 5
-# ...and in a generate cell, whose pair of whole generations gives TTFT one prefill a side:
-# that noise, not the process's bias, set its block's spread. llama-150m (64-token prompt,
-# 16 new tokens, 2 threads, 2026-12-04, interleaved): 5 pairs a block gave TTFT blocks a
-# 1.6-2.2% spread and 6-13 blocks to a verdict; 10 pairs gave 0.7-1.2% and 6 blocks,
-# 114-120 s a cell against 95-200 s.
-MIN_PAIRS_BY_MODE = {GENERATE: 10}
 # Verdicts a CI gate fails on: a regression, or a cell the candidate broke.
 FAILING = ("regressed", "newly failing")
 # Verdicts that decide nothing: more blocks or a quieter machine were needed.
 UNDECIDED = ("noisy", "undecided")
 # What is judged of a cell, by mode: one latency, or a generation's TTFT and TPOT apart
-# (each the GenerationResult field a repetition's value is read from, and the field of a
-# burst's reply, measure/bursts.py, a burst's value is read from).
+# (each the GenerationResult field a repetition's value is read from).
 LATENCY = "latency"
 GENERATION_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_p50_ms"}
 METRICS = {GENERATE: tuple(GENERATION_METRICS)}
-BURST_FIELDS = {LATENCY: "ns", "ttft": "ttft_ns", "tpot": "tpot_ns"}
-# Timed units in each worker's sizing burst: steps, or whole generations (seconds each).
-SIZING_UNITS = {GENERATE: 1}
+# A burst's value of each metric: the field of its reply (measure/bursts.py) and how its
+# samples are summed up: the mean step, the generations' median TTFT, the decode steps'
+# median (as a repetition's TPOT p50 is).
+BURST_READS: dict[str, tuple[str, Callable[[list[float]], float]]] = {
+    LATENCY: ("ns", statistics.fmean),
+    "ttft": (TTFT_NS, statistics.median),
+    "tpot": (TPOT_NS, statistics.median),
+}
+
+
+@dataclass(frozen=True)
+class BurstShape:
+    """How a cell's blocks of bursts are shaped, by mode: the timed units (steps, or whole
+    generations of seconds each) in each worker's sizing burst, and the fewest burst pairs
+    a block's estimate is taken from, whatever its time."""
+
+    sizing: int = SIZING_STEPS
+    min_pairs: int = 5
+
+
+# A generate cell's pair of whole generations gives TTFT one prefill a side: that noise,
+# not the process's bias, set its block's spread. llama-150m (64-token prompt, 16 new
+# tokens, 2 threads, 2026-12-04, interleaved): 5 pairs a block gave TTFT blocks a
+# 1.6-2.2% spread and 6-13 blocks to a verdict; 10 pairs gave 0.7-1.2% and 6 blocks,
+# 114-120 s a cell against 95-200 s.
+BURST_SHAPES = {GENERATE: BurstShape(sizing=1, min_pairs=10)}
+MIN_PAIRS = BurstShape().min_pairs
+
+
+def burst_shape(mode: str) -> BurstShape:
+    return BURST_SHAPES.get(mode, BurstShape())
 
 
 @dataclass(frozen=True)
@@ -437,13 +456,11 @@ def _burst_block(
                 pair.design = "processes"
                 pair.design_note = f"measured in processes, not bursts: {exc}"
             return False
-        alt, steps = None, None
+        alt, steps, shape = None, None, burst_shape(head.base.mode)
         if all(steps_ns.values()):
-            sizing = SIZING_UNITS.get(head.base.mode, SIZING_STEPS)
-            steps = burst_steps(workers, design.burst_ms, rng, sizing)
+            steps = burst_steps(workers, design.burst_ms, rng, shape.sizing)
         if steps:
-            least = MIN_PAIRS_BY_MODE.get(head.base.mode, MIN_PAIRS)
-            alt = alternate(workers, steps, design.block_s, rng, least)
+            alt = alternate(workers, steps, design.block_s, rng, shape.min_pairs)
         results = {}
         for side in first:
             w = workers[side]
@@ -489,11 +506,9 @@ def burst_value_ms(reply: Mapping[str, Any], metric: str) -> float | None:
     """A burst's value of `metric` (ms): its mean step, its generations' median TTFT, or
     the median of its decode steps; None when it measured none (a single new token has no
     decode step)."""
-    samples = reply.get(BURST_FIELDS[metric]) or []
-    if not samples:
-        return None
-    value = statistics.fmean(samples) if metric == LATENCY else statistics.median(samples)
-    return value / 1e6
+    name, summed = BURST_READS[metric]
+    samples = reply.get(name) or []
+    return summed(samples) / 1e6 if samples else None
 
 
 @dataclass(frozen=True)
@@ -584,12 +599,14 @@ __all__ = [
     "FAILING",
     "LATENCY",
     "METRICS",
+    "BURST_SHAPES",
+    "BurstShape",
     "MIN_PAIRS",
-    "MIN_PAIRS_BY_MODE",
     "ORDERS",
     "PACINGS",
     "UNDECIDED",
     "alternate",
+    "burst_shape",
     "burst_steps",
     "burst_value_ms",
     "interleave",

@@ -57,6 +57,9 @@ def _send(replies: IO[str], message: dict) -> None:
     replies.flush()
 
 
+# What a generation's burst replies besides its generations' end-to-end "ns": their TTFTs,
+# and all their decode steps (scenarios/generate.py writes them, execute/interleave reads).
+TTFT_NS, TPOT_NS = "ttft_ns", "tpot_ns"
 # A burst of N units: what its reply says of them besides the disturbance ("ns": N times).
 Burst = Callable[[int], dict[str, Any]]
 

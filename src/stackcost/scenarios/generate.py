@@ -282,7 +282,7 @@ def paced_generations(
     import os
     import sys
 
-    from stackcost.measure.bursts import serve_bursts
+    from stackcost.measure.bursts import TPOT_NS, TTFT_NS, serve_bursts
 
     prompt_len = prompt.shape[1]
     warm = token_timing(generator.generate(prompt, new_tokens), prompt_len)
@@ -293,8 +293,8 @@ def paced_generations(
         timings.extend(mine)
         return {
             "ns": [g.e2e_ns for g in mine],
-            "ttft_ns": [g.ttft_ns for g in mine],
-            "tpot_ns": [s for g in mine for s in g.decode_steps_ns],
+            TTFT_NS: [g.ttft_ns for g in mine],
+            TPOT_NS: [s for g in mine for s in g.decode_steps_ns],
         }
 
     with os.fdopen(paced_fd, "w") as replies:
