@@ -54,7 +54,7 @@ def test_offline_serves_tokens(tmp_path: Path) -> None:
 
 
 def test_server_reports_qps_at_token_bounds(tmp_path: Path) -> None:
-    result = run_task(serving_task(tmp_path, "server", ttft_bound_ms=1000.0, tpot_bound_ms=100.0))
+    result = run_task(serving_task(tmp_path, "server", ttft_bound_ms=200.0, tpot_bound_ms=100.0))
     assert result.status in MEASURED, result.reason
     s = result.scenario
     assert s is not None and s.unit == "QPS" and s.metric == "QPS at TTFT and TPOT bounds"
