@@ -137,10 +137,11 @@ def test_torchscript_cuda(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("options", [{}, {"freezing": "true"}])
+@pytest.mark.parametrize("options", [{}, {"freezing": "true", "layout_optimization": "false"}])
 def test_inductor(tmp_path, options):
     outputs, details, reference, _ = run("inductor", tmp_path, backend_options=options)
     assert details["freezing"] == (options.get("freezing") == "true")
+    assert details["layout_optimization"] == (options.get("layout_optimization") != "false")
     assert_close(outputs, reference)
     assert details["mode"] == "default"
     assert details["dynamic"] is False and details["fullgraph"] is False
