@@ -184,8 +184,10 @@ class GenerationResult(BaseModel):
     cold_ms: float  # the first generation, compile included
     kv_cache_bytes: int  # at the end: every layer's K and V for prompt + new tokens, all rows
     kv_bytes_per_element: float  # as the rung keeps its cache
-    weight_bytes: int  # what one decode step reads of weights (the rung's own format)
-    bytes_per_step: int  # weights + the KV cache at the mean decode context
+    weight_bytes: int  # the rung's weights, in its own format (file or parameters)
+    # weights, less the untied input embedding table but for the batch's rows of it, + the
+    # KV cache at the mean decode context
+    bytes_per_step: int
     achieved_gbs: float | None  # bytes_per_step / TPOT p50, 1e9 B/s
     api: str  # what drove generation
     timing: str  # where each token's clock reading came from
@@ -194,6 +196,9 @@ class GenerationResult(BaseModel):
     token_agreement: float | None = None
     agreeing_prefix: int | None = None
     definition: str = ""
+    # The input embedding table within weight_bytes: a step gathers the batch's rows of it.
+    # 0: the LM head shares it and reads it whole. None: a run from before it was counted.
+    gathered_bytes: int | None = None
 
 
 class EpochRecord(BaseModel):

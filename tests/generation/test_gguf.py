@@ -81,6 +81,20 @@ def test_llama_metadata_and_tensors(tmp_path: Path) -> None:
     assert not np.array_equal(q, state[layer + "q_proj.weight"])
 
 
+def test_the_gathered_table_is_token_embd_unless_the_file_ties_it(tmp_path: Path) -> None:
+    from stackcost.generation.gguf import write_gguf
+    from stackcost.generation.llamacpp import gguf_gathered_bytes
+
+    model = tiny_llama()
+    write_gguf(model, tmp_path / "m.gguf")
+    assert gguf_gathered_bytes(tmp_path / "m.gguf") == TINY["vocab_size"] * TINY["hidden_size"] * 4
+    model.config.tie_word_embeddings = True
+    model.lm_head.weight = model.model.embed_tokens.weight
+    write_gguf(model, tmp_path / "tied.gguf")
+    assert "output.weight" not in _read(tmp_path / "tied.gguf")[1]
+    assert gguf_gathered_bytes(tmp_path / "tied.gguf") == 0
+
+
 def test_permute_interleaves_each_heads_halves() -> None:
     import torch
 

@@ -52,6 +52,7 @@ class Config:  # a llama-shaped config: 2 layers, 4 heads, 2 of them for K/V, wi
     num_attention_heads = 4
     num_key_value_heads = 2
     hidden_size = 64
+    vocab_size = 100
 
 
 def test_kv_cache_bytes_count_kv_heads_layers_rows_and_positions() -> None:
@@ -62,3 +63,12 @@ def test_kv_cache_bytes_count_kv_heads_layers_rows_and_positions() -> None:
     per_position = kv_cache_bytes(Config(), 1, 1, 4)
     # The decode reads every weight once and the cache at the mean context (10 + 4 / 2).
     assert bytes_per_decode_step(1000, Config(), 1, 10, 4, 4) == 1000 + per_position * 12
+
+
+def test_a_step_reads_only_the_batchs_rows_of_the_input_embedding() -> None:
+    per_position = kv_cache_bytes(Config(), 3, 1, 4)
+    # 400 of the 1000 weight bytes are a 100-row table: 3 sequences read 3 rows (12 bytes).
+    got = bytes_per_decode_step(1000, Config(), 3, 10, 4, 4, gathered_bytes=400)
+    assert got == 1000 - 400 + 12 + per_position * 12
+    # Tied to the LM head (0 gathered): the head reads the table whole, as before.
+    assert bytes_per_decode_step(1000, Config(), 3, 10, 4, 4, 0) == 1000 + per_position * 12

@@ -81,6 +81,8 @@ def test_generate_greedy_tokens_and_readings(prepared, batch: int) -> None:
     forced = generator.teacher_forced(full, PROMPT)
     assert (_greedy(forced[:, :NEW]) == out.tokens).all()
     assert generator.weight_bytes() > 0
+    table = generator.decoder.model.get_input_embeddings().weight
+    assert generator.gathered_bytes() == table.numel() * 4  # fp32, read a row a sequence
 
 
 def test_generate_never_stops_at_eos(make_decoder, cache) -> None:
@@ -131,6 +133,9 @@ def test_weight_only(prepared, precision: str) -> None:
     assert out.tokens.shape == (1, NEW) and len(out.token_ns) == NEW
     fp32 = sum(p.numel() * p.element_size() for p in generator.decoder.model.parameters())
     assert generator.weight_bytes() < fp32
+    # The builder quantizes MatMuls only: the input_ids Gather's table stays fp32.
+    table = generator.decoder.model.get_input_embeddings().weight
+    assert generator.gathered_bytes() == table.numel() * 4
 
 
 def test_accuracy_level_1_computes_in_fp32_as_the_option_says(prepared) -> None:

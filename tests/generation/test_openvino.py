@@ -62,6 +62,8 @@ def test_generate_greedy_tokens_and_readings(prepared, batch: int) -> None:
     metrics = generator.details["last_perf_metrics"]
     assert metrics["ttft_ms"] > 0 and metrics["tpot_ms"] > 0
     assert generator.weight_bytes() > 0
+    table = generator.decoder.model.get_input_embeddings().weight
+    assert generator.gathered_bytes() == table.numel() * 4  # fp32, read a row a sequence
 
 
 def test_eos_is_generated_not_masked(prepared) -> None:
@@ -91,6 +93,9 @@ def test_weight_only(prepared, precision: str) -> None:
     assert out.tokens.shape == (1, NEW) and len(out.token_ns) == NEW
     fp32 = tiny_fp32_bytes(generator)
     assert generator.weight_bytes() < fp32
+    # NNCF compresses the embedding too: 8-bit codes, with their scales and zero points.
+    table = generator.decoder.model.get_input_embeddings().weight.numel()
+    assert table < generator.gathered_bytes() < 2 * table
 
 
 def tiny_fp32_bytes(generator) -> int:

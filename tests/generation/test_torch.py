@@ -34,6 +34,16 @@ def test_eager_generates_exactly_the_new_tokens_greedily(make_decoder) -> None:
     assert (out.tokens[:, 0] == first).all()  # greedy: the prefill's argmax
 
 
+def test_the_gathered_table_is_the_input_embedding_unless_the_head_shares_it(make_decoder):
+    from tests.generation.conftest import TINY
+
+    table = TINY["vocab_size"] * TINY["hidden_size"] * 4
+    assert EagerGenerator(make_decoder("eager")).gathered_bytes() == table
+    tied = make_decoder("eager")
+    tied.model.lm_head.weight = tied.model.model.embed_tokens.weight
+    assert EagerGenerator(tied).gathered_bytes() == 0
+
+
 def test_eager_weight_only_int8_is_torchao_and_close(make_decoder) -> None:
     decoder = make_decoder("eager", batch=1, precision="w8")
     fp32 = EagerGenerator(make_decoder("eager", batch=1)).weight_bytes()
@@ -41,6 +51,7 @@ def test_eager_weight_only_int8_is_torchao_and_close(make_decoder) -> None:
     generator.prepare()
     assert "torchao" in generator.details["quantization"]["tool"]
     assert generator.weight_bytes() < fp32 / 2  # the linears at 1 byte, the embedding fp32
+    assert generator.gathered_bytes() == EagerGenerator(make_decoder("eager")).gathered_bytes()
     ids = fixed_ids(1, 12)
     ref = reference_logits(make_decoder("eager").model, ids, 8)
     forced = generator.teacher_forced(ids, 8)

@@ -131,3 +131,14 @@ class Generator(ABC):
         """The bytes of weights one decode step reads: the rung's own (a GGUF file, an ONNX
         initializer set, quantized or not). Default: the torch module's parameters."""
         return sum(p.numel() * p.element_size() for p in self.decoder.model.parameters())
+
+    def gathered_bytes(self) -> int:
+        """The input embedding table's bytes within weight_bytes(): a step gathers one row
+        of it per sequence rather than reading it whole. 0 when the LM head shares it (the
+        head reads every row each step). Default: the torch module's embedding."""
+        model = self.decoder.model
+        table = model.get_input_embeddings().weight
+        head = model.get_output_embeddings()
+        if head is not None and head.weight.data_ptr() == table.data_ptr():
+            return 0
+        return table.numel() * table.element_size()

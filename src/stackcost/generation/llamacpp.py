@@ -198,6 +198,21 @@ class LlamaCppGenerator(Generator):
         assert self._path is not None, "prepare() first"
         return self._path.stat().st_size
 
+    def gathered_bytes(self) -> int:
+        assert self._path is not None, "prepare() first"
+        return gguf_gathered_bytes(self._path)
+
+
+def gguf_gathered_bytes(path: Path) -> int:
+    """token_embd.weight's bytes in the GGUF file; 0 when the file has no output.weight,
+    since llama.cpp's LM head then reads token_embd whole every step (tied)."""
+    from gguf import GGUFReader
+
+    tensors = {t.name: t for t in GGUFReader(path).tensors}
+    if "output.weight" not in tensors or "token_embd.weight" not in tensors:
+        return 0
+    return int(tensors["token_embd.weight"].n_bytes)
+
 
 def _digest(tokenizer: Path | None) -> str | None:
     """sha256 over a checkpoint's tokenizer files (the GGUF file holds its vocabulary)."""

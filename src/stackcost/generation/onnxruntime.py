@@ -221,6 +221,54 @@ class OrtGenAIGenerator(Generator):
         data = onnx.with_name(onnx.name + ".data")
         return onnx.stat().st_size + (data.stat().st_size if data.exists() else 0)
 
+    def gathered_bytes(self) -> int:
+        """The initializers the input_ids Gather reads rows of (GatherBlockQuantized: with
+        its scales), when nothing else reads them; 0 when the LM head shares them."""
+        import onnx
+
+        assert self._model_dir is not None, "prepare() first"
+        genai = json.loads((self._model_dir / "genai_config.json").read_text())
+        path = self._model_dir / genai["model"]["decoder"]["filename"]
+        return onnx_gathered_bytes(onnx.load(str(path), load_external_data=False))
+
+
+def onnx_gathered_bytes(model: Any) -> int:
+    """See OrtGenAIGenerator.gathered_bytes: `model` an onnx ModelProto."""
+    import math
+
+    from onnx import helper
+
+    graph = model.graph
+    initializers = {i.name: i for i in graph.initializer}
+    readers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    tables = {
+        name
+        for node in graph.node
+        if node.op_type.startswith("Gather") and len(node.input) > 1
+        and node.input[1] == "input_ids"
+        for name in (node.input[0], *node.input[2:])
+        if name in initializers
+    }  # fmt: skip
+    if any(
+        not (r.op_type.startswith("Gather") and r.input[1] == "input_ids")
+        for name in tables
+        for r in readers[name]
+    ):
+        return 0  # tied: the LM head reads the table whole every step
+
+    def size(t: Any) -> int:
+        external = {e.key: e.value for e in t.external_data}
+        if "length" in external:
+            return int(external["length"])
+        if t.raw_data:
+            return len(t.raw_data)
+        return math.prod(t.dims) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+
+    return sum(size(initializers[name]) for name in tables)
+
 
 def _build(
     decoder: Decoder, directory: Path, precision: str, options: dict[str, str]

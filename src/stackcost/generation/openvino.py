@@ -254,6 +254,48 @@ class OpenVINOGenAIGenerator(Generator):
     def weight_bytes(self) -> int:
         return (self._path / MODEL).with_suffix(".bin").stat().st_size
 
+    def gathered_bytes(self) -> int:
+        """The constants behind the input_ids Gather's table (NNCF's compressed weight with
+        its scales and zero points), when nothing else reads them; 0 when the LM head
+        shares them."""
+        import openvino as ov
+
+        return ir_gathered_bytes(ov.Core().read_model(self._path / MODEL))
+
+
+def ir_gathered_bytes(model: Any) -> int:
+    """See OpenVINOGenAIGenerator.gathered_bytes: `model` an openvino Model."""
+
+    def source(output: Any) -> Any:
+        node = output.get_node()
+        while node.get_type_name() == "Convert":
+            node = node.input_value(0).get_node()
+        return node
+
+    total = 0
+    for gather in model.get_ordered_ops():
+        if gather.get_type_name() != "Gather":
+            continue
+        indices = source(gather.input_value(1))
+        if indices.get_type_name() != "Parameter" or indices.get_friendly_name() != "input_ids":
+            continue
+        table, todo = {gather.get_name()}, [gather.input_value(0).get_node()]
+        while todo:  # the decompression subgraph down to its constants
+            node = todo.pop()
+            if node.get_name() in table:
+                continue
+            if node.get_type_name() in ("Parameter", "ReadValue"):
+                return 0  # not a weight table this can size
+            table.add(node.get_name())
+            todo += [v.get_node() for v in node.input_values()]
+        inside = [n for n in model.get_ordered_ops() if n.get_name() in table and n != gather]
+        for node in inside:
+            for target in node.output(0).get_target_inputs():
+                if target.get_node().get_name() not in table:
+                    return 0  # tied: the LM head reads the table whole every step
+        total += sum(n.get_byte_size() for n in inside if n.get_type_name() == "Constant")
+    return total
+
 
 def _versions() -> dict[str, str]:
     from importlib.metadata import version

@@ -326,8 +326,10 @@ def token_numbers(
     decode = [r for g in timings if (r := g.decode_tokens_per_s) is not None]
     tpot = {q: float(np.percentile(steps, q)) if steps.size else None for q in (50, 90, 99)}
     per_element = generator.kv_bytes_per_element
-    weights = generator.weight_bytes()
-    per_step = bytes_per_decode_step(weights, config, batch, prompt_len, new_tokens, per_element)
+    weights, gathered = generator.weight_bytes(), generator.gathered_bytes()
+    per_step = bytes_per_decode_step(
+        weights, config, batch, prompt_len, new_tokens, per_element, gathered
+    )
     return GenerationResult(
         batch=batch,
         prompt_len=prompt_len,
@@ -345,6 +347,7 @@ def token_numbers(
         kv_cache_bytes=kv_cache_bytes(config, batch, prompt_len + new_tokens, per_element),
         kv_bytes_per_element=per_element,
         weight_bytes=weights,
+        gathered_bytes=gathered,
         bytes_per_step=per_step,
         achieved_gbs=per_step / (tpot[50] / 1e3) / 1e9 if tpot[50] else None,
         api=generator.api,
