@@ -160,9 +160,11 @@ def test_inductor_cuda(tmp_path):
 
 
 @pytest.mark.slow
-def test_export_aot(tmp_path):
-    outputs, details, reference, _ = run("export-aot", tmp_path)
+@pytest.mark.parametrize("options", [{}, {"layout_optimization": "false"}])
+def test_export_aot(tmp_path, options):
+    outputs, details, reference, _ = run("export-aot", tmp_path, backend_options=options)
     assert_close(outputs, reference)
+    assert details["layout_optimization"] == (options.get("layout_optimization") != "false")
     assert details["compile_s"] > 0
     assert (tmp_path / "model.pt2").stat().st_size == details["package_bytes"]
     assert details["vec_isa"] and not Path(details["vec_isa_probe_cache"]).is_relative_to(tmp_path)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stackcost.backends.base import Availability, Backend, Capabilities, Prepared
 from stackcost.backends.torch_common import (
+    LAYOUT_OPTION,
     REDUCE_OPTION,
     cast,
     numerics,
@@ -28,7 +29,7 @@ class ExportAOTBackend(Backend):
         devices=frozenset({"cpu", "cuda"}),
         precisions=frozenset({"fp32", "tf32", "bf16", "amp", *COMPILED_PATHS}),
     )
-    options = {"reduce_range": REDUCE_OPTION}
+    options = {"reduce_range": REDUCE_OPTION, "layout_optimization": LAYOUT_OPTION}
 
     def available(self) -> Availability:
         if shutil.which("g++") is None and shutil.which("c++") is None:
@@ -60,6 +61,8 @@ class ExportAOTBackend(Backend):
         model, example = cast(model, example, cell)
         isa = probe_vec_isa()  # before fresh_cache below: the probe's library is the machine's
 
+        configs = {"layout_optimization": self.option(cell, "layout_optimization") == "true"}
+
         def make(home: Path) -> dict:
             package = home / "model.pt2"
             built, record = quantized(
@@ -77,7 +80,9 @@ class ExportAOTBackend(Backend):
                 # A fresh inductor cache beside the package: compile_s is a real compile,
                 # not a hit from an earlier run.
                 with fresh_cache(dir=str(home), delete=False):
-                    torch._inductor.aoti_compile_and_package(program, package_path=str(package))
+                    torch._inductor.aoti_compile_and_package(
+                        program, package_path=str(package), inductor_configs=configs
+                    )
                 compile_s = time.perf_counter() - start
             return {"export_s": export_s, "compile_s": compile_s, **record}
 
@@ -110,6 +115,7 @@ class ExportAOTBackend(Backend):
             step,
             {
                 **record,
+                **configs,
                 "inputs_passed": "by name" if example.keyword else "by position",
                 "package_bytes": package.stat().st_size,
                 "cache": "fresh per prepare" if ctx.cache is None else "package per cell",

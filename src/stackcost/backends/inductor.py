@@ -17,6 +17,7 @@ from stackcost.backends.base import (
     TrainPrepared,
 )
 from stackcost.backends.torch_common import (
+    LAYOUT_OPTION,
     REDUCE_OPTION,
     cast,
     evaluator,
@@ -47,10 +48,7 @@ class InductorBackend(Backend):
             "default", ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
         ),
         "freezing": Option("false", FLAG),
-        # Inductor converts a conv net's activations to channels-last (torch's default, so
-        # ours). On a 2-vCPU Xeon with AMX, fp32 resnet18 at 64 px, that made it 0.63x
-        # eager at b8 and 1.13x with it off (README, "Inductor's layout optimization").
-        "layout_optimization": Option("true", FLAG),
+        "layout_optimization": LAYOUT_OPTION,
         "reduce_range": REDUCE_OPTION,
     }
 
