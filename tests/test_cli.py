@@ -1,5 +1,6 @@
 """Bad input: one line naming the value and what is allowed, exit 2, nothing written."""
 
+import re
 import subprocess
 import sys
 
@@ -99,9 +100,12 @@ def test_peaks_measures_once_then_reads_the_cache(capsys, tmp_path, monkeypatch)
     real = peaks_mod.measure_peaks
 
     def quiet(threads: int, quick: bool = False):
-        # A real measurement, read as quiet: this test is about the cache, and one taken
-        # while other work shares the machine is (rightly) not cached.
-        return real(threads).model_copy(update={"other_busy_cores": 0.0})
+        # A real measurement, read as quiet and full: this test is about the cache, and one
+        # taken while other work shares the machine is (rightly) not cached. Its sizes are
+        # the quick ones (test_peaks measures both): the full ones take seconds.
+        return real(threads, quick=True).model_copy(
+            update={"other_busy_cores": 0.0, "quick": False}
+        )
 
     monkeypatch.setattr(peaks_mod, "measure_peaks", quiet)
 
@@ -117,6 +121,10 @@ def test_peaks_measures_once_then_reads_the_cache(capsys, tmp_path, monkeypatch)
     assert peaks() == first  # read back, not measured again
     again = peaks("--remeasure")
     assert again["measured_at"] != first["measured_at"]
+    code, out, _ = run_cli(capsys, "peaks", "--threads", "1", "--cache-dir", str(tmp_path))
+    assert code == 0 and "read: working set" in out and "1 thread(s), GB/s" in out
+    for nbytes, gbs in again["read_by_size"]:
+        assert re.search(rf"\b{nbytes / 2**20:,.0f} MiB\s*│\s*{gbs:.1f}\b", out), out
     code, _, err = run_cli(capsys, "peaks", "--threads", "0", "--cache-dir", str(tmp_path))
     assert (
         code == 2 and err.strip() == "stackcost: error: threads 0 must be a positive integer (>= 1)"

@@ -17,6 +17,10 @@ def test_quick_peaks_are_positive_and_bf16_follows_the_cpu_flags():
     assert p.threads == 1 and p.quick
     assert p.fp32_gflops > 0 and p.stream_gbs > 0 and p.read_gbs and p.seconds > 0
     assert "read-only" in p.read_method
+    # The curve by working set ends at the whole array, whose bandwidth is read_gbs.
+    sizes = [b for b, _ in p.read_by_size]
+    assert sizes == sorted(sizes) and sizes[-1] == 4 * peaks_mod.STREAM_N_QUICK
+    assert p.read_by_size[-1][1] == p.read_gbs and all(g > 0 for _, g in p.read_by_size)
     assert "2 reads + 1 write" in p.stream_method and "torch.mm" in p.gemm_method
     has_bf16 = bool({"avx512_bf16", "amx_bf16"} & set(cpu_info()["flags"]))
     capped = onednn_bf16_capped(os.environ.get("ONEDNN_MAX_CPU_ISA"))
@@ -83,6 +87,7 @@ def _fake(threads: int, quick: bool) -> Peaks:
         bf16_note="n/a",
         stream_gbs=10.0,
         read_gbs=12.0,
+        read_by_size=[(16 << 20, 40.0), (256 << 20, 12.0)],
         gemm_method="fake",
         stream_method="fake",
         measured_at=f"quick={quick}",
@@ -137,8 +142,24 @@ def test_store_and_read_back(tmp_path):
     assert peaks_mod.cached_peaks("fp", 1, tmp_path) == quiet  # the quiet one stays
 
 
-def test_a_cache_without_the_read_peak_is_measured_again(tmp_path, monkeypatch):
+@pytest.mark.parametrize("missing", ["read_gbs", "read_by_size"])
+def test_a_cache_without_the_read_peaks_is_measured_again(tmp_path, monkeypatch, missing):
     quiet_fake(monkeypatch)
-    old = _fake(1, True).model_copy(update={"read_gbs": None})
+    old = _fake(1, True).model_copy(update={missing: None, "measured_at": "old"})
     (tmp_path / "fp-t1.json").write_text(old.model_dump_json())
-    assert load_or_measure("fp", 1, cache_dir=tmp_path, quick=True).read_gbs == 12.0
+    again = load_or_measure("fp", 1, cache_dir=tmp_path, quick=True)
+    assert again.measured_at != "old" and again.read_gbs == 12.0 and again.read_by_size
+
+
+def test_a_step_is_held_to_the_read_bandwidth_of_its_working_set():
+    curve = [(16 << 20, 50.0), (64 << 20, 40.0), (256 << 20, 20.0)]
+    p = _fake(2, False).model_copy(update={"read_gbs": 20.0, "read_by_size": curve})
+    assert p.read_ceiling_gbs(1 << 20) == 50.0  # below the smallest array: the cache's
+    assert p.read_ceiling_gbs(32 << 20) == pytest.approx(45.0)  # halfway in log size
+    assert p.read_ceiling_gbs(128 << 20) == pytest.approx(30.0)
+    assert p.read_ceiling_gbs(1 << 30) == 20.0  # beyond the largest: memory's
+    noisy = p.model_copy(update={"read_by_size": [(16 << 20, 50.0), (128 << 20, 18.0)]})
+    assert noisy.read_ceiling_gbs(128 << 20) == 20.0  # never below memory's
+    old = p.model_copy(update={"read_by_size": None})
+    assert old.read_ceiling_gbs(1 << 20) == 20.0  # kept before the curve: read_gbs
+    assert p.model_copy(update={"read_gbs": None}).read_ceiling_gbs(1 << 20) is None

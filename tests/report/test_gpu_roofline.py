@@ -63,10 +63,10 @@ def test_a_cuda_cell_without_a_matching_peak_has_none(rows_and_colors):
 def test_a_cuda_generate_cell_is_held_to_the_gpus_bandwidth():
     from types import SimpleNamespace
 
-    from stackcost.report.generate_table import stream_peak_gbs
+    from stackcost.report.generate_table import read_ceiling_gbs
 
     cpu = {"threads": 2, "read_gbs": 12.0, "stream_gbs": 10.0}
     run = SimpleNamespace(env={"peaks": {"2": cpu, "cuda": gpu().model_dump(mode="json")}})
-    assert stream_peak_gbs(run, 2) == 12.0
-    assert stream_peak_gbs(run, 2, "cuda") == 3_000.0
-    assert stream_peak_gbs(SimpleNamespace(env={"peaks": {"2": cpu}}), 2, "cuda") is None
+    assert read_ceiling_gbs(run, 2, 1e9) == 12.0
+    assert read_ceiling_gbs(run, 2, 1e9, "cuda") == 3_000.0
+    assert read_ceiling_gbs(SimpleNamespace(env={"peaks": {"2": cpu}}), 2, 1e9, "cuda") is None

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from stackcost.report.fit import FitTable
@@ -107,6 +108,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
             Text(source),
         )
     console.print(table)
+    curves = [p for p, _ in rows if p.read_by_size]
+    if curves:  # what a decode step of each size is held to (generate's % peak)
+        by_size = Table()
+        by_size.add_column("read: working set", justify="right")
+        sizes = sorted({b for p in curves for b, _ in p.read_by_size or ()})
+        for p in curves:
+            by_size.add_column(f"{p.threads} thread(s), GB/s", justify="right")
+        for b in sizes:
+            gbs = [dict(p.read_by_size or ()).get(b) for p in curves]
+            by_size.add_row(
+                f"{b / 2**20:,.0f} MiB", *("—" if g is None else f"{g:.1f}" for g in gbs)
+            )
+        console.print(by_size)
     if rows:
         first = rows[0][0]
         # The methods name libraries and flags: printed as text, never as markup.

@@ -25,6 +25,7 @@ torch is imported inside the functions: the CLI imports this module without payi
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -45,6 +46,13 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 GEMM_N, GEMM_N_QUICK = 2048, 512
 STREAM_N, STREAM_N_QUICK = 64 << 20, 4 << 20  # float32 elements per array
 WARMUP, GEMM_RUNS, STREAM_RUNS = 2, 5, 10
+# Read bandwidth by working set. A decode step reads the same weights every step, so a step
+# whose bytes fit in the last-level cache reads them at the cache's bandwidth, not memory's
+# (a 2-vCPU Xeon that reports 480 MiB of L3: 50 GB/s up to 64 MiB, 33 at 160 MiB, 24 from
+# 256 MiB on). A step is held to the read bandwidth of an array of its size, re-read (a
+# cache-aware roofline). These sizes below the large array, which is the last point.
+READ_CURVE_BYTES = tuple(mib << 20 for mib in (4, 16, 32, 64, 96, 128, 160, 192))
+READ_CALL_BYTES = 64 << 20  # a timed run of a small array sums it until this many bytes
 # A CPU cell's precision -> the GEMM peak it is held to (amp: CPU autocast's bfloat16, as
 # backends/torch_common.AUTOCAST_DTYPE says). The GPU's mapping is gpu_peaks'.
 CPU_PEAK_OF_PRECISION = {"fp32": "fp32", "bf16": "bf16", "amp": "bf16"}
@@ -63,6 +71,9 @@ class Peaks(BaseModel):
     # None: measured before it was kept.
     read_gbs: float | None = None
     read_method: str = ""
+    # (array bytes, GB/s) of the same sum over smaller arrays, read_gbs's array last.
+    # None: measured before it was kept.
+    read_by_size: list[tuple[int, float]] | None = None
     gemm_method: str
     stream_method: str
     measured_at: str  # ISO 8601, UTC
@@ -88,13 +99,30 @@ class Peaks(BaseModel):
         plural = "thread" if self.threads == 1 else "threads"
         return f"{which} GEMM, {self.threads} {plural}", value
 
+    def read_ceiling_gbs(self, nbytes: float) -> float | None:
+        """The read bandwidth of a working set of `nbytes` read again and again: the
+        measured curve, interpolated in log size, never below the large array's (memory's)
+        and that at or beyond the largest array. Peaks kept before the curve: read_gbs at
+        any size. None without a read peak."""
+        if not self.read_gbs:
+            return None
+        if not self.read_by_size:
+            return self.read_gbs
+        import numpy as np
+
+        sizes, gbs = zip(*sorted(self.read_by_size), strict=True)
+        logs = [math.log(b) for b in sizes]
+        value = float(np.interp(math.log(max(nbytes, 1.0)), logs, gbs))
+        return max(value, self.read_gbs)
+
 
 def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "stackcost" / "peaks"
 
 
-def _best_seconds(fn: Callable[[], object], runs: int) -> float:
-    """Shortest of `runs` timed calls after WARMUP untimed ones.
+def _best_seconds(fn: Callable[[], object], runs: int, calls: int = 1) -> float:
+    """Shortest of `runs` timed runs of `calls` calls each, after WARMUP untimed calls; the
+    seconds of one call.
 
     The minimum, because interference (other jobs, interrupts) only ever adds time:
     the fastest run is the closest to what the hardware can do.
@@ -104,9 +132,10 @@ def _best_seconds(fn: Callable[[], object], runs: int) -> float:
     best = float("inf")
     for _ in range(runs):
         t0 = time.perf_counter()
-        fn()
+        for _ in range(calls):
+            fn()
         best = min(best, time.perf_counter() - t0)
-    return best
+    return best / calls
 
 
 def _gemm_gflops(n: int, dtype: object) -> float:
@@ -129,12 +158,21 @@ def _stream_gbs(n: int) -> float:
     return 3 * a.numel() * a.element_size() / t / 1e9
 
 
-def _read_gbs(n: int) -> float:
+def _read_gbs(n: int) -> list[tuple[int, float]]:
+    """(bytes, GB/s) of torch.sum over the first elements of one filled array of `n`
+    float32: READ_CURVE_BYTES below its size, then the whole array (memory's, when `n` is
+    too large for the caches)."""
     import torch
 
     a = torch.full((n,), 1.0)  # filled: every page touched before timing
-    t = _best_seconds(lambda: torch.sum(a), STREAM_RUNS)
-    return a.numel() * a.element_size() / t / 1e9
+    whole = a.numel() * a.element_size()
+    out = []
+    for nbytes in [*(b for b in READ_CURVE_BYTES if b < whole), whole]:
+        part = a[: nbytes // a.element_size()]
+        calls = max(1, READ_CALL_BYTES // nbytes)  # a small array's run is long enough to time
+        t = _best_seconds(lambda part=part: torch.sum(part), STREAM_RUNS, calls)
+        out.append((nbytes, nbytes / t / 1e9))
+    return out
 
 
 def _bf16_support() -> tuple[bool, str]:
@@ -174,7 +212,7 @@ def measure_peaks(threads: int, quick: bool = False) -> Peaks:
         bf16_ok, bf16_note = _bf16_support()
         bf16 = _gemm_gflops(n, torch.bfloat16) if bf16_ok else None
         stream = _stream_gbs(elements)
-        read = _read_gbs(elements)
+        curve = _read_gbs(elements)
     finally:
         torch.set_num_threads(previous)
     seconds = time.perf_counter() - start
@@ -202,11 +240,13 @@ def measure_peaks(threads: int, quick: bool = False) -> Peaks:
                 else ""
             )
         ),
-        read_gbs=read,
+        read_gbs=curve[-1][1],
+        read_by_size=curve,
         read_method=(
             f"read-only: torch.sum of one float32 array of {elements:,} elements "
             f"({mib:,.0f} MiB); array bytes per call; best of {STREAM_RUNS} timed calls after "
-            f"{WARMUP} warmup"
+            f"{WARMUP} warmup; by working set: the same over its first 4 to 192 MiB, each run "
+            f"summing at least {READ_CALL_BYTES >> 20} MiB"
         ),
         measured_at=now(),
         seconds=seconds,
@@ -232,7 +272,7 @@ def cached_peaks(
         cached = Peaks.model_validate_json(cache_path(fingerprint, threads, cache_dir).read_text())
     except (OSError, ValidationError):
         return None
-    if cached.read_gbs is None:  # kept before the read-only peak was: measure again
+    if cached.read_gbs is None or cached.read_by_size is None:  # kept before: measure again
         return None
     return cached if cached.threads == threads and (quick or not cached.quick) else None
 

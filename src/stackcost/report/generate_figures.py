@@ -1,7 +1,7 @@
 """The generate study's two figures: TPOT against batch under the bandwidth roofline (decode
-reads every weight once per step, so its floor is bytes / read-bandwidth peak), and TTFT against
-prompt length. One pair per model, a line per rung and precision; numbers are the medians
-of generate_table.generate_rows."""
+reads every weight once per step, so its floor is bytes / the read bandwidth of a working
+set that size), and TTFT against prompt length. One pair per model, a line per rung and
+precision; numbers are the medians of generate_table.generate_rows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from stackcost.report.generate_table import generate_rows, stream_peak_gbs
+from stackcost.report.generate_table import generate_rows
 from stackcost.store.runs import RunResult
 
 
@@ -39,7 +39,8 @@ def _series(rows: list[dict], x: str) -> dict[str, dict[str, list[tuple[int, flo
 
 def tpot_figure(result: RunResult, model: str) -> Figure | None:
     """TPOT p50 against batch per rung, with the bandwidth floor of each rung's bytes per
-    step at the machine's measured read-only bandwidth peak (dashed): below it no rung can go."""
+    step at the read bandwidth measured for a working set of that size (dashed): below it
+    no rung can go."""
     rows = [r for r in generate_rows(result) if r["cell"].cell.model.name == model]
     series = _series(rows, "batch").get(model, {})
     if not series or max(len({b for b, _ in s}) for s in series.values()) < 2:
@@ -50,12 +51,12 @@ def tpot_figure(result: RunResult, model: str) -> Figure | None:
         points.sort()
         line = ax.plot(*zip(*points, strict=True), marker="o", label=label)[0]
         floors = sorted(
-            (r["cell"].cell.batch_size, r["gbs"] * r["tpot_p50_ms"] / peak)
+            (r["cell"].cell.batch_size, r["gbs"] * r["tpot_p50_ms"] / r["ceiling_gbs"])
             for r in rows
             if _label(r["cell"].cell, "batch") == label
             and r["gbs"]
             and r["tpot_p50_ms"]
-            and (peak := stream_peak_gbs(result, r["cell"].cell.threads, r["cell"].cell.device))
+            and r["ceiling_gbs"]
         )
         if floors:  # bytes per step / peak bandwidth, in ms: bytes/1e9/(GB/s)*1e3
             ax.plot(*zip(*floors, strict=True), linestyle="--", color=line.get_color(), alpha=0.6)

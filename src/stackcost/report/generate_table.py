@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+from pydantic import ValidationError
 from rich.table import Table
 from rich.text import Text
 
@@ -24,8 +25,10 @@ CAPTION = (
     "tokens/s count every row of the batch; decode tokens/s exclude prefill and the first "
     "token; KV = keys and values of every layer at prompt + new tokens, all rows; GB/s = "
     "(weights, but only the batch's rows of an untied input embedding, + KV at the mean "
-    "decode context) read per step / TPOT p50, % of the measured "
-    "read-only bandwidth peak at the cell's threads (`stackcost peaks`; a cuda cell: its GPU's copy bandwidth); rel err = teacher-forced logits vs eager fp32 "
+    "decode context) read per step / TPOT p50; % peak = of the read-only bandwidth measured "
+    "at the cell's threads for a working set of the step's bytes (`stackcost peaks`: a step "
+    "that fits in the last-level cache is held to the cache's bandwidth, a larger one to "
+    "memory's; a cuda cell: its GPU's copy bandwidth); rel err = teacher-forced logits vs eager fp32 "
     "(prefill + 8 decode steps); tokens = greedy tokens equal to eager's over those steps "
     "(information only: random weights make near-ties); numbers are medians over valid "
     "repetitions"
@@ -43,16 +46,26 @@ def median_of(gens: list[GenerationResult], get: Callable[[GenerationResult], fl
     return statistics.median(values) if values else None
 
 
-def stream_peak_gbs(result: RunResult, threads: int, device: str = "cpu") -> float | None:
-    """The bandwidth decode is held to: the read-only peak at the cell's threads, or the
-    STREAM triad's in a run measured before the read-only peak was kept; a cuda cell's,
-    its GPU's device-to-device copy bandwidth (`stackcost peaks --device cuda`)."""
+def read_ceiling_gbs(
+    result: RunResult, threads: int, nbytes: float, device: str = "cpu"
+) -> float | None:
+    """The bandwidth a decode step of `nbytes` is held to: on a CPU, the read-only
+    bandwidth of a working set that size at the cell's threads (Peaks.read_ceiling_gbs:
+    memory's for a step too large for the caches, the cache's for one that fits), or the
+    STREAM triad's in a run measured before the read-only peak was kept; a cuda cell's, its
+    GPU's device-to-device copy bandwidth (`stackcost peaks --device cuda`)."""
+    from stackcost.measure.peaks import Peaks
+
     peaks = (result.env.get("peaks") or {}).get(str(threads) if device == "cpu" else device)
     if not peaks:
         return None
     if device != "cpu":
         return peaks.get("copy_gbs")
-    return peaks.get("read_gbs") or peaks.get("stream_gbs")
+    try:
+        ceiling = Peaks.model_validate(peaks).read_ceiling_gbs(nbytes)
+    except ValidationError:  # a hand-made or partial record: its numbers as they are
+        ceiling = peaks.get("read_gbs")
+    return ceiling or peaks.get("stream_gbs")
 
 
 def generate_rows(result: RunResult) -> list[dict]:
@@ -67,7 +80,12 @@ def generate_rows(result: RunResult) -> list[dict]:
             return median_of(gens, get)
 
         gbs = med(lambda g: g.achieved_gbs)
-        peak = stream_peak_gbs(result, c.cell.threads, c.cell.device)
+        step_bytes = med(lambda g: g.bytes_per_step)
+        peak = (
+            read_ceiling_gbs(result, c.cell.threads, step_bytes, c.cell.device)
+            if step_bytes
+            else None
+        )
         reps = [r for r in c.repetitions if r.verification is not None]
         rows.append(
             {
@@ -79,6 +97,7 @@ def generate_rows(result: RunResult) -> list[dict]:
                 "decode_tps": med(lambda g: g.decode_tokens_per_s),
                 "kv_bytes": gens[-1].kv_cache_bytes if gens else None,
                 "gbs": gbs,
+                "ceiling_gbs": peak,
                 "peak_pct": 100 * gbs / peak if gbs and peak else None,
                 "rel_err": max(r.verification.max_rel_err for r in reps) if reps else None,
                 "tokens": med(lambda g: g.token_agreement),
