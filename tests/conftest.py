@@ -107,6 +107,24 @@ def tiny_task(
     )
 
 
+# The runs that keep peaks (generate, --profile) measure them in the parent, once per
+# environment. Under the other lane's load a measurement is busy and (rightly) not cached, so
+# each such run measured the full sizes again: 9 runs, 43 s of the lanes' time. The suite
+# checks how peaks are kept and used, not the ceilings: it measures at the quick sizes (the
+# record's methods name them), into a directory of the session's, not the user's ~/.cache.
+# tests/measure/test_peaks.py measures for real.
+@pytest.fixture(scope="session", autouse=True)
+def _small_peaks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    from stackcost.measure import peaks
+
+    cache = tmp_path_factory.mktemp("peaks")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(peaks, "GEMM_N", peaks.GEMM_N_QUICK)
+        mp.setattr(peaks, "STREAM_N", peaks.STREAM_N_QUICK)
+        mp.setattr(peaks, "default_cache_dir", lambda: cache)
+        yield
+
+
 # One build of each native program per test session, in one session-scoped cache directory
 # (or the one --native-cache names, which make test's two pytest runs share).
 # Each program compiles once per session (libtorch ~40 s, onednn ~15 s on a 2-core machine),
