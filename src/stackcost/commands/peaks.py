@@ -108,15 +108,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
             Text(source),
         )
     console.print(table)
-    curves = [p for p, _ in rows if p.read_by_size]
+    curves = {p.threads: dict(p.read_by_size) for p, _ in rows if p.read_by_size}
     if curves:  # what a decode step of each size is held to (generate's % peak)
         by_size = Table()
         by_size.add_column("read: working set", justify="right")
-        sizes = sorted({b for p in curves for b, _ in p.read_by_size or ()})
-        for p in curves:
-            by_size.add_column(f"{p.threads} thread(s), GB/s", justify="right")
-        for b in sizes:
-            gbs = [dict(p.read_by_size or ()).get(b) for p in curves]
+        for threads in curves:
+            by_size.add_column(f"{threads} thread(s), GB/s", justify="right")
+        for b in sorted({b for curve in curves.values() for b in curve}):
+            gbs = [curve.get(b) for curve in curves.values()]
             by_size.add_row(
                 f"{b / 2**20:,.0f} MiB", *("—" if g is None else f"{g:.1f}" for g in gbs)
             )

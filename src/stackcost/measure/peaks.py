@@ -245,8 +245,9 @@ def measure_peaks(threads: int, quick: bool = False) -> Peaks:
         read_method=(
             f"read-only: torch.sum of one float32 array of {elements:,} elements "
             f"({mib:,.0f} MiB); array bytes per call; best of {STREAM_RUNS} timed calls after "
-            f"{WARMUP} warmup; by working set: the same over its first 4 to 192 MiB, each run "
-            f"summing at least {READ_CALL_BYTES >> 20} MiB"
+            f"{WARMUP} warmup; by working set: the same over its first "
+            f"{', '.join(f'{b >> 20}' for b, _ in curve[:-1]) or 'no'} MiB, each run summing "
+            f"at least {READ_CALL_BYTES >> 20} MiB"
         ),
         measured_at=now(),
         seconds=seconds,
