@@ -326,6 +326,8 @@ def _stateful(model: torch.nn.Module) -> ov.Model:
     config = model.config
     layers = config.num_hidden_layers
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    # Multi-head attention (GPT-2) keeps a key and value per head: no num_key_value_heads.
+    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     # transformers 5.x renamed past_key_values to cache (the old name warns until 5.40).
     cache_arg = (
         "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
@@ -364,7 +366,7 @@ def _stateful(model: torch.nn.Module) -> ov.Model:
     # (its q_length == 1 and empty-cache shortcuts are the untaken branches).
     batch, past_len, new = 2, 3, 2
     past = tuple(
-        torch.zeros(batch, config.num_key_value_heads, past_len, head_dim)
+        torch.zeros(batch, kv_heads, past_len, head_dim)
         for _ in range(2 * layers)
     )
     example = {

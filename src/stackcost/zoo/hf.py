@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from stackcost.workload import Input, Workload
+from stackcost.zoo import tasks
 from stackcost.zoo.custom import ZooError
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ BUILDER = "stackcost.zoo.hf:build"
 EXAMPLES = "bert, gpt2, t5, vit, wav2vec2"
 DEFAULT_SEQ_LEN = 128
 # A decoder with its LM head: fed a prompt, it generates (mode generate).
-CAUSAL_LM = "causal-lm"
+CAUSAL_LM = tasks.CAUSAL_LM
 DEFAULT_PROMPT_LEN, DEFAULT_NEW_TOKENS = 128, 64
 DEFAULT_SAMPLES = 16000  # 1 s at 16 kHz
 DEFAULT_RESOLUTION = 224  # for image types whose config has no image_size
@@ -197,6 +198,8 @@ def _head_class(model_type: str, head: str | None) -> Any:
         if model_type not in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
             raise ZooError(f"hf:{model_type} has no causal language-model head in transformers")
         return transformers.AutoModelForCausalLM
+    if head in tasks.TASKS:  # a checkpoint's own head (zoo/tasks.py)
+        return tasks.head_class(tasks.TASKS[head], model_type)
     kind = modality(model_type)
     names, auto_class = {
         "image": (auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES, "ForImageClassification"),
@@ -215,10 +218,13 @@ def build(
     model_type: str,
     config: Mapping[str, Any],
     head: str | None = None,
+    task: str | None = None,
+    head_class: str | None = None,
 ) -> nn.Module:
     """The model with random weights from transformers' `_init_weights` (seeded by the
     caller), in eval mode. Images: the config's image_size is the cell's resolution.
-    `head` is the entry's own (a decoder's causal-lm); the user's --head wins."""
+    `head` is the entry's own (a decoder's causal-lm), or a checkpoint's task; the user's
+    --head wins. `task` and `head_class` are a checkpoint's, recorded for the run."""
     if ref.checkpoint_path:
         return _load_checkpoint(ref, model_type, head)
     cfg = make_config(ref, model_type, config, sizes)
@@ -239,17 +245,29 @@ def checkpoint_config(ref: ModelRef) -> Any:
         text = " ".join(str(exc).split())
         raise ZooError(f"checkpoint {ref.checkpoint_path}: config rejected: {text}") from None
     cfg.use_cache, cfg.return_dict = False, True
+    task = checkpoint_task(ref, cfg)
+    if task is not None and task.name == "sequence-classification" and cfg.pad_token_id is None:
+        # GPT-2-style heads pool at the last non-pad token and refuse a batch without one;
+        # the ids stackcost feeds hold no padding, so any id only names the last position.
+        cfg.pad_token_id = getattr(cfg, "eos_token_id", None) or 0
     return cfg
 
 
-def checkpoint_head(cfg: Any) -> str | None:
-    """A checkpoint saved from a causal LM keeps its head (it generates); any other is
-    measured as its base model."""
+def checkpoint_task(ref: ModelRef, cfg: Any) -> tasks.Task | None:
+    """The task of the head the checkpoint was saved with (zoo/tasks.py); None: its base
+    model."""
+    return tasks.task_of(cfg, f"checkpoint {ref.checkpoint_path}")
+
+
+def saved_class(cfg: Any) -> str:
+    """The class `save_pretrained` recorded, or the config's type's base model."""
     architectures = getattr(cfg, "architectures", None) or []
-    return CAUSAL_LM if any(a.endswith("ForCausalLM") for a in architectures) else None
+    return str(architectures[0]) if architectures else f"the base {type(cfg).__name__} model"
 
 
-def _weights_problem(model: nn.Module, prefix: str, found: Mapping[str, tuple]) -> str | None:
+def _weights_problem(
+    model: nn.Module, prefix: str, found: Mapping[str, tuple | None]
+) -> str | None:
     """Why the weights in the files do not fit the model the config builds (on the meta
     device): a tensor of another shape, one the model lacks, or one the files lack (a
     tied weight found under its twin's name is there). Names are compared without the
@@ -262,7 +280,7 @@ def _weights_problem(model: nn.Module, prefix: str, found: Mapping[str, tuple]) 
     params = model.state_dict(keep_vars=True)
     wanted = {bare(k): tuple(v.shape) for k, v in params.items()}
     for name, shape in wanted.items():
-        if name in files and tuple(files[name]) != shape:
+        if name in files and files[name] is not None and tuple(files[name]) != shape:
             return (
                 f"{name} is {'x'.join(map(str, files[name]))} in the weights but "
                 f"{'x'.join(map(str, shape))} in the model its config builds"
@@ -287,6 +305,32 @@ def _weights_problem(model: nn.Module, prefix: str, found: Mapping[str, tuple]) 
     return None
 
 
+def loaded_names(
+    model: nn.Module, found: Mapping[str, tuple[int, ...]]
+) -> dict[str, tuple[int, ...] | None]:
+    """The files' tensor names as transformers loads them into `model`: transformers 5
+    renames older layouts at load (ViT's `attention.attention.key` is `k_proj`), so the
+    saved names are passed through its own conversion mapping. A tensor a converter
+    builds from several (fused projections) has its shape from the converter: None."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import (
+            WeightConverter,
+            WeightRenaming,
+            rename_source_key,
+        )
+    except ImportError:  # transformers before 5 loads the names as saved
+        return dict(found)
+    transforms = get_model_conversion_mapping(model)
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+    converters = [t for t in transforms if isinstance(t, WeightConverter)]
+    out: dict[str, tuple[int, ...] | None] = {}
+    for name, shape in found.items():
+        renamed, converted = rename_source_key(name, renamings, converters)
+        out[renamed] = None if converted else shape
+    return out
+
+
 def check_checkpoint_weights(ref: ModelRef, model_type: str, cfg: Any, head: str | None) -> None:
     """ZooError (one line) when the folder's weights do not fit the model its config
     builds: checked in the probe from the safetensors headers, before anything runs."""
@@ -297,7 +341,7 @@ def check_checkpoint_weights(ref: ModelRef, model_type: str, cfg: Any, head: str
     with torch.device("meta"):
         model = _head_class(model_type, head).from_config(cfg)
     prefix = getattr(model, "base_model_prefix", "") or ""
-    found = shapes(ref.checkpoint_path, ref.trust_pickle)
+    found = loaded_names(model, shapes(ref.checkpoint_path, ref.trust_pickle))
     if problem := _weights_problem(model, prefix, found):
         raise ZooError(
             f"checkpoint {ref.checkpoint_path}: its config does not match its weights: {problem}"
@@ -338,9 +382,11 @@ def _receptive_field(kernels: Any, strides: Any) -> int:
 def _describe(ref: ModelRef, model_type: str, cfg: Any, entry: Workload | None) -> str:
     if ref.checkpoint_path:
         files = ", ".join(f"{n} sha256 {h[:12]}" for n, h in ref.checkpoint["files"].items())
+        task = checkpoint_task(ref, cfg)
         return (
             f"Hugging Face {type(cfg).__name__.removesuffix('Config')} ({model_type}) "
-            f"checkpoint {ref.checkpoint_path}: trained weights ({files})"
+            f"checkpoint {ref.checkpoint_path}, {saved_class(cfg)} "
+            f"({task.name if task else 'base model'}): its own weights ({files})"
         )
     if entry is not None:
         # The entry's parameter count holds for its own config only.
@@ -365,10 +411,10 @@ def _describe(ref: ModelRef, model_type: str, cfg: Any, entry: Workload | None) 
 
 def check_buildable(
     ref: ModelRef, model_type: str, cfg: Any, label: str, head: str | None = None
-) -> None:
+) -> nn.Module:
     """The model built on torch's meta device (shapes only, nothing allocated): a config
     it cannot be built from is refused here, in the probe, not as a failed cell, and its
-    weights must fit this machine's memory."""
+    weights must fit this machine's memory. Returns that shapes-only model."""
     import psutil
     import torch
 
@@ -387,6 +433,21 @@ def check_buildable(
             f"{label}: {count:.3g} parameters, {need / 2**30:.3g} GiB of fp32 weights, more "
             f"than this machine's {have / 2**30:.1f} GiB of memory"
         )
+    return model
+
+
+def position_limit(model: nn.Module, positions: int) -> int:
+    """The longest sequence the model's position table holds. RoBERTa-style embeddings
+    (roberta, xlm-roberta, camembert, ...) number positions from their padding id + 1, so
+    max_position_embeddings = 514 holds 512 tokens; they are the ones whose position
+    table has a padding index."""
+    from torch import nn
+
+    for name, module in model.named_modules():
+        if name.endswith("position_embeddings") and isinstance(module, nn.Embedding):
+            if module.padding_idx is not None:
+                return max(1, positions - module.padding_idx - 1)
+    return positions
 
 
 def experts(cfg: Any) -> str | None:
@@ -418,9 +479,11 @@ def hf_workload(ref: ModelRef) -> Workload:
     from stackcost.zoo import MODELS
 
     entry: Workload | None = None
+    task: tasks.Task | None = None
     if ref.checkpoint_path:
         cfg = checkpoint_config(ref)
-        model_type, base_config, head = cfg.model_type, {}, checkpoint_head(cfg)
+        task = checkpoint_task(ref, cfg)
+        model_type, base_config, head = cfg.model_type, {}, task.name if task else None
         check_type(model_type)
         check_checkpoint_weights(ref, model_type, cfg, head)
     else:
@@ -432,10 +495,12 @@ def hf_workload(ref: ModelRef) -> Workload:
         head = ref.head or (entry.params.get("head") if entry is not None else None)
         cfg = make_config(ref, model_type, base_config, None)
     _head_class(model_type, head)  # a head the type lacks is refused here, not in a cell
-    kind = modality(model_type)
+    kind = task.modality if task else modality(model_type)
     _one_modality(model_type, kind, cfg)
-    check_buildable(ref, model_type, cfg, _label(ref, model_type), head)
+    shapes_only = check_buildable(ref, model_type, cfg, _label(ref, model_type), head)
     num_classes = (ref.num_classes or 2) if ref.head == "classification" else 0
+    if task is not None and task.labelled:
+        num_classes = int(cfg.num_labels)
     minimum: dict[str, int] = {}
     maximum: dict[str, int] = {}
     if kind == "image":
@@ -487,6 +552,7 @@ def hf_workload(ref: ModelRef) -> Workload:
             sizes = {"prompt_len": DEFAULT_PROMPT_LEN, "new_tokens": DEFAULT_NEW_TOKENS}
         positions = getattr(cfg, "max_position_embeddings", None)  # n_positions via alias
         if isinstance(positions, int) and positions > 0:
+            positions = position_limit(shapes_only, positions)
             maximum[length] = positions
             if head == CAUSAL_LM:
                 maximum["new_tokens"] = positions
@@ -517,5 +583,11 @@ def hf_workload(ref: ModelRef) -> Workload:
             "config": base_config,
             **({"head": entry.params["head"]} if entry and "head" in entry.params else {}),
             **({"head": head} if ref.checkpoint_path and head else {}),
+            # What the checkpoint's head is, as the run records it.
+            **(
+                {"task": head or "base", "head_class": saved_class(cfg)}
+                if ref.checkpoint_path
+                else {}
+            ),
         },
     )
