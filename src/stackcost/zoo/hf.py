@@ -444,9 +444,9 @@ def position_limit(model: nn.Module, positions: int) -> int:
     from torch import nn
 
     for name, module in model.named_modules():
-        if name.endswith("position_embeddings") and isinstance(module, nn.Embedding):
-            if module.padding_idx is not None:
-                return max(1, positions - module.padding_idx - 1)
+        table = name.endswith("position_embeddings") and isinstance(module, nn.Embedding)
+        if table and module.padding_idx is not None:
+            return max(1, positions - module.padding_idx - 1)
     return positions
 
 
