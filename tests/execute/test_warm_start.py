@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +78,31 @@ def test_a_dead_starter_fails_one_repetition_and_is_replaced(tmp_path):
     # Found dead before the fork: a new starter serves the next ones; nothing is lost.
     assert all(r.status in MEASURED_STATUSES for r in rest), [r.reason for r in rest]
     assert all(r.details["worker_start"]["kind"] == "warm" for r in rest)
+
+
+def test_the_starter_imports_a_hugging_face_workers_modules_once_before_forking(tmp_path):
+    from stackcost.execute.local import preload
+    from stackcost.execute.warm_start import PRELOAD_HF, WarmStarter
+
+    task = tiny_task(tmp_path / "t")
+    assert preload(task) == ()
+    hf = task.cell.model_copy(
+        update={"model": task.cell.model.model_copy(update={"name": "hf:bert"})}
+    )
+    assert preload(task.model_copy(update={"cell": hf})) == PRELOAD_HF
+    # A worker module that writes whether `colorsys` was imported before it ran, and exits
+    # as a finished worker does (a forked child that returns is counted a failure).
+    (tmp_path / "seen_mod.py").write_text(
+        "import os, sys\nopen(sys.argv[1], 'w').write(str('colorsys' in sys.modules))\n"
+        "os._exit(0)\n"
+    )
+    starter = WarmStarter(sys.executable, {**os.environ, "PYTHONPATH": str(tmp_path)})
+    try:
+        for name, preloaded, want in (("a", (), "False"), ("b", ("colorsys",), "True"),
+                                      ("c", (), "True")):  # fmt: skip
+            out, log = tmp_path / name, str(tmp_path / f"{name}.log")
+            worker = starter.start("seen_mod", [str(out)], log, preload=preloaded)
+            assert worker.wait(60) == 0, Path(log).read_text()
+            assert out.read_text() == want, name  # c: the starter keeps what it imported
+    finally:
+        starter.close()

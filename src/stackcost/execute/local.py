@@ -26,7 +26,13 @@ from stackcost.env import now
 from stackcost.execute.cores import pin
 from stackcost.execute.environ import worker_environ
 from stackcost.execute.machine_lock import MachineLock
-from stackcost.execute.warm_start import ForkedWorker, StarterLost, WarmStarter, die_with_parent
+from stackcost.execute.warm_start import (
+    PRELOAD_HF,
+    ForkedWorker,
+    StarterLost,
+    WarmStarter,
+    die_with_parent,
+)
 from stackcost.result import RepetitionResult
 from stackcost.scenarios.task import RepetitionTask
 
@@ -63,6 +69,11 @@ def failed(
         finished_at=now(),
         log_tail=_tail(log_path) if log_path else "",
     )
+
+
+def preload(task: RepetitionTask) -> tuple[str, ...]:
+    """What the warm starter imports before forking this task's worker."""
+    return PRELOAD_HF if task.cell.model.is_hf else ()
 
 
 def _signal_name(code: int) -> str:
@@ -148,7 +159,7 @@ class LocalExecutor:
         with log_path.open("wb") as log:
             try:
                 proc = (
-                    starter.start(task.worker, argv, str(log_path), self.cpus)
+                    starter.start(task.worker, argv, str(log_path), self.cpus, preload(task))
                     if starter
                     else self._spawn(task.worker, argv, env, log)
                 )

@@ -49,6 +49,9 @@ PRELOAD = (
     "stackcost.verify",
     "stackcost.workload",
 )
+# What a worker of a Hugging Face model imports besides (its model's module is lazy and
+# cheap): about 2 s here, paid once by the starter that forks such workers, not by each.
+PRELOAD_HF = ("transformers", "transformers.modeling_utils")
 # A starter imports torch in about 3 s here; a machine swapping may take far longer.
 READY_TIMEOUT_S = 300.0
 
@@ -132,12 +135,21 @@ class WarmStarter:
         return json.loads(line)
 
     def start(
-        self, module: str, argv: list[str], log: str, cpus: frozenset[int] | None = None
+        self,
+        module: str,
+        argv: list[str],
+        log: str,
+        cpus: frozenset[int] | None = None,
+        preload: tuple[str, ...] = (),
     ) -> ForkedWorker:
         """Fork a worker running `module` with `argv`, its output in `log`, pinned to
-        `cpus` when given (a cluster node's held cores)."""
+        `cpus` when given (a cluster node's held cores); the starter first imports
+        `preload` (PRELOAD_HF), once, for this and every later worker."""
         assert self.proc.stdin is not None
-        request = {"module": module, "argv": argv, "log": log, "cpus": sorted(cpus or [])}
+        request = {
+            "module": module, "argv": argv, "log": log, "cpus": sorted(cpus or []),
+            "preload": list(preload),
+        }  # fmt: skip
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
@@ -206,6 +218,10 @@ def serve() -> None:
     answers.write(json.dumps({"ready": time.perf_counter() - t0}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
+        for module in request.get("preload", ()):
+            # A module that fails to import fails again in the worker, which reports it.
+            with contextlib.suppress(Exception):
+                importlib.import_module(module)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
