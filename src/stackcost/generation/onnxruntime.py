@@ -298,7 +298,12 @@ def _build(
                 None, str(checkpoint), str(out), precision, "cpu", str(scratch), **parsed
             )
     except NotImplementedError as error:  # an architecture the builder has no class for
-        raise Unsupported(f"onnxruntime-genai's model builder: {error}") from error
+        # Its message names the scratch folder it was given; the class is what the user knows.
+        saved = (getattr(decoder.model.config, "architectures", None) or ["this decoder"])[0]
+        raise Unsupported(
+            f"onnxruntime-genai's model builder has no path for {saved} "
+            f"({decoder.model.config.model_type})"
+        ) from error
     except Exception as error:
         raise RuntimeError(
             f"onnxruntime-genai's model builder failed: {error}\n{log.getvalue()[-4000:]}"
