@@ -1,0 +1,84 @@
+"""A checkpoint folder runs with its own head (issue 61, item 1): every architecture of the
+matrix (tests/zoo/architectures.py) is read with its task, `ok` and verified on eager,
+onnxruntime and openvino or `unsupported` with its reason, decoders under generate too; and
+docs/compatibility.md is the table this run renders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.zoo import architectures as matrix
+
+pytest.importorskip("transformers")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("openvino")
+
+TASKS = {
+    "llama": "causal-lm", "qwen2": "causal-lm", "gpt2": "causal-lm",
+    "bert-sequence": "sequence-classification", "gpt2-sequence": "sequence-classification",
+    "roberta-token": "token-classification", "distilbert-qa": "question-answering",
+    "bert-masked": "masked-lm", "vit": "image-classification",
+    "convnext": "image-classification", "wav2vec2": "audio-classification",
+    "t5": "seq2seq-lm", "bart": "seq2seq-lm",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> tuple[int, dict, dict[str, str]]:
+    root = tmp_path_factory.mktemp("matrix")
+    folders = matrix.save(root)
+    code = matrix.measure(folders, root / "matrix.db")
+    return code, matrix.stored(root / "matrix.db", folders), matrix.tasks(folders)
+
+
+def test_the_matrix_covers_a_dozen_architectures_across_the_tasks():
+    assert len(matrix.ARCHITECTURES) >= 12
+    assert set(TASKS.values()) == {
+        "causal-lm", "seq2seq-lm", "sequence-classification", "token-classification",
+        "question-answering", "masked-lm", "image-classification", "audio-classification",
+    }  # fmt: skip
+
+
+def test_each_checkpoint_is_read_with_its_own_task(measured):
+    _, _, tasks = measured
+    assert tasks == TASKS
+
+
+def test_every_cell_is_verified_or_unsupported_with_its_reason(measured):
+    code, cells, _ = measured
+    assert code == 0
+    for arch in matrix.ARCHITECTURES:
+        modes = ("infer", "generate") if arch.decoder else ("infer",)
+        for mode in modes:
+            for rung in matrix.RUNGS:
+                cell = cells[arch.folder, mode, rung]
+                assert cell.status in ("ok", "unsupported"), (arch.folder, mode, rung, cell)
+                if cell.status == "unsupported":
+                    assert rung in cell.reason or "builder" in cell.reason, cell.reason
+        # Eager is the reference: every architecture runs there, in every mode it has.
+        assert all(cells[arch.folder, m, "eager"].status == "ok" for m in modes)
+        # The forward pass runs on the three rungs, every output compared by name.
+        infer = [cells[arch.folder, "infer", r] for r in matrix.RUNGS]
+        assert [c.status for c in infer] == ["ok"] * 3, (arch.folder, infer)
+        assert infer[1].outputs and infer[1].outputs == infer[2].outputs
+
+
+def test_the_heads_answer_their_tasks_outputs(measured):
+    _, cells, _ = measured
+    outputs = {name: cells[name, "infer", "onnxruntime"].outputs for name in TASKS}
+    assert outputs["distilbert-qa"] == ("start_logits", "end_logits")
+    assert outputs["bert-sequence"][0] == outputs["vit"][0] == "logits"
+    assert "encoder_last_hidden_state" in outputs["t5"]
+
+
+def test_the_docs_table_is_this_runs(measured):
+    _, cells, tasks = measured
+    text = matrix.render(cells, tasks)
+    doc = matrix.DOC
+    assert doc.exists(), f"write it: .venv/bin/python -m tests.zoo.architectures {doc}"
+    assert Path(doc).read_text() == text, (
+        f"{doc} differs from this run's table; if the change is meant, write it again: "
+        f".venv/bin/python -m tests.zoo.architectures {doc}\n{text}"
+    )
