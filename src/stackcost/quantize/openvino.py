@@ -150,10 +150,15 @@ def quantize_model(
         if precision == "int8":
             if calibration is None or not calibration.examples:
                 raise ValueError("int8 needs calibration inputs (ctx.calibration)")
+            # NNCF's guidance: a transformer (attention: a Softmax in the graph) is quantized
+            # as ModelType.TRANSFORMER, which keeps its attention-mask and normalization
+            # arithmetic float; without it BERT-style graphs fail in bias correction.
+            transformer = any(op.get_type_name() == "Softmax" for op in model.get_ops())
             built = nncf.quantize(
                 model.clone(),
                 nncf.Dataset(calibration.examples, feed),
                 preset=nncf.QuantizationPreset.PERFORMANCE,
+                **({"model_type": nncf.ModelType.TRANSFORMER} if transformer else {}),
                 # NNCF counts dataset items, here batches: every calibration batch is used.
                 subset_size=len(calibration.examples),
                 advanced_parameters=nncf.AdvancedQuantizationParameters(
@@ -162,7 +167,7 @@ def quantize_model(
             )
             tool += (
                 " quantize (preset performance: symmetric; fast bias correction; "
-                f"overflow_fix={fix[0]})"
+                f"overflow_fix={fix[0]}{'; model_type transformer' if transformer else ''})"
             )
         else:
             mode = WEIGHT_MODES[precision]
