@@ -365,10 +365,7 @@ def _stateful(model: torch.nn.Module) -> ov.Model:
     # Traced with a past and more than one new token: the general path of the mask code
     # (its q_length == 1 and empty-cache shortcuts are the untaken branches).
     batch, past_len, new = 2, 3, 2
-    past = tuple(
-        torch.zeros(batch, kv_heads, past_len, head_dim)
-        for _ in range(2 * layers)
-    )
+    past = tuple(torch.zeros(batch, kv_heads, past_len, head_dim) for _ in range(2 * layers))
     example = {
         "input_ids": torch.zeros(batch, new, dtype=torch.int64),
         "attention_mask": torch.ones(batch, past_len + new, dtype=torch.int64),
