@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from stackcost.cell import Cell, ModelRef
     from stackcost.scenarios.decoder_heldout import DecoderHeldout
     from stackcost.scenarios.heldout import Heldout
+    from stackcost.scenarios.user_heldout import Windows
 
 RUNGS = "eager,inductor,export-aot,onnxruntime,openvino"
 PRECISIONS = ("fp32", *QUANTIZED)
@@ -51,7 +52,25 @@ def add_parser(sub: Any) -> None:
         help="held-out accuracy of trained weights, fp32 and quantized, on each rung",
     )
     p.add_argument(
-        "model", help="a model `stackcost train` takes (e.g. resnet18, or a decoder: llama-tiny)"
+        "model",
+        help="a model `stackcost train` takes (e.g. resnet18, or a decoder: llama-tiny), or "
+        "your own checkpoint folder, hf:./folder, scored on --data",
+    )
+    p.add_argument(
+        "--data",
+        help="a checkpoint's own examples: a causal LM's text (.txt, a folder of .txt, or "
+        ".jsonl with a text field); a classifier's labelled examples (.csv or .jsonl with "
+        "text [text_pair] and label, or an image folder with one subfolder per class)",
+    )
+    p.add_argument(
+        "--calibration",
+        help="a checkpoint's examples int8 calibrates on, in --data's format (default: a "
+        "share of --data, never scored)",
+    )
+    p.add_argument(
+        "--calibration-share",
+        help="the share of --data int8 calibrates on when no --calibration is given "
+        "(default 0.2; those examples are not scored)",
     )
     p.add_argument(
         "--dataset",
@@ -204,7 +223,17 @@ def rung_options(
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.commands import train
+    from stackcost.zoo.checkpoint import is_checkpoint_name
 
+    if args.model.startswith("hf:") and is_checkpoint_name(args.model.removeprefix("hf:")):
+        return checkpoint_run(args, console)
+    for flag, value in (("--data", args.data), ("--calibration", args.calibration),
+                        ("--calibration-share", args.calibration_share)):  # fmt: skip
+        if value is not None:
+            raise SpecError(
+                f"{flag} applies to a checkpoint folder (hf:./folder); {args.model} is "
+                "trained and scored on --dataset"
+            )
     targs = train_args(args)
     decoder = train.trains_text(targs)
     backends, precisions, batch, samples = check_args(args, decoder)
@@ -248,16 +277,69 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
     finally:
         scratch.remove(workdir)
-    # Judged together (each against eager fp32 and its rung's fp32): stored once judged.
+    dataset = cell.train.dataset if cell.train else ""
+    return show_rows(args, cell, rows, weights, dataset, console)
+
+
+def show_rows(
+    args: argparse.Namespace,
+    cell: Cell,
+    rows: list[Heldout],
+    weights: Path,
+    dataset: str,
+    console: Console,
+    record: dict[str, Any] | None = None,
+) -> int:
+    """Store the judged rows (each against eager fp32 and its rung's fp32), print their
+    table, write -o; the exit code (1 when a row is wrong or failed)."""
     kept = Kept(args, cell, weights, cell.model, "accuracy_drop_pt")
     for row in rows:
         kept.add(row.record(), row.drop_pt)
-    console.print(table(rows, args.model, cell.train.dataset if cell.train else "", weights))
-    err.print(Text(kept.where()))
+    console.print(table(rows, args.model, dataset, weights))
+    Console(stderr=True).print(Text(kept.where()))
     if args.output is not None:
-        record = {"model": args.model, "weights": str(weights)}
+        record = {"model": args.model, "weights": str(weights), **(record or {})}
         write_rows(Path(args.output), markdown(rows, args.model, weights), record, rows)
     return 1 if any(r.status in ("wrong", "failed") for r in rows) else 0
+
+
+def checkpoint_run(args: argparse.Namespace, console: Console) -> int:
+    """A user's checkpoint folder on the user's own --data (commands/heldout_checkpoint.py
+    checks and reads them): a decoder's perplexity table, or a classifier's accuracy one."""
+    from stackcost.commands import heldout_checkpoint as given
+
+    ck = given.checked(args)
+    backends, precisions, batch, _ = check_args(args, ck.decoder)
+    err = Console(stderr=True)
+    if ck.decoder:
+        cell, windows = given.decoder_inputs(args, ck, batch)
+        record = windows.record
+        err.print(Text(f"scoring {args.model} on {record['data']}: {record['windows']} windows"))
+    else:
+        inputs = given.classifier_inputs(args, ck, precisions, batch)
+        cell = inputs.cell
+        err.print(Text(f"scoring {args.model} on {inputs.dataset}"))
+    # Only once everything given is accepted: a refusal is not kept waiting on torch.
+    import torch
+
+    from stackcost.execute import scratch
+    from stackcost.scenarios.heldout import evaluate_split
+
+    torch.set_num_threads(cell.threads)
+    folder = Path(ck.folder)
+    if ck.decoder:
+        return decoder_run(
+            args, cell, folder, backends, precisions, batch, console, given.started(args), windows
+        )
+    workdir = scratch.make()
+    try:
+        rows = evaluate_split(
+            cell, None, inputs.test, inputs.calibration, backends, precisions, batch, workdir,
+            given.started(args),
+        )  # fmt: skip
+    finally:
+        scratch.remove(workdir)
+    return show_rows(args, cell, rows, folder, inputs.dataset, console, inputs.record)
 
 
 class Kept:
@@ -394,8 +476,10 @@ def decoder_run(
     batch: int,
     console: Console,
     started: Callable[[str, str], None],
+    text: Windows | None = None,
 ) -> int:
-    """The held-out text through every generating rung and precision (decoder_heldout)."""
+    """The held-out text through every generating rung and precision (decoder_heldout):
+    the recipe's, or the user's own `text`."""
     from stackcost.execute import scratch
     from stackcost.scenarios.decoder_heldout import evaluate
     from stackcost.spec.run import model_ref
@@ -416,14 +500,18 @@ def decoder_run(
             started,
             lambda r: kept.add(r.record(), r.ppl_increase_pct, r.options),
             options,
+            (text.ids, text.labels, text.half) if text is not None else None,
         )
     finally:
         scratch.remove(workdir)
-    console.print(decoder_table(rows, args.model, checkpoint))
+    data = f"{text.record['data']} ({text.record['how']})" if text is not None else None
+    console.print(decoder_table(rows, args.model, checkpoint, data))
     Console(stderr=True).print(Text(kept.where()))
     if args.output is not None:
         record = {"model": args.model, "checkpoint": str(checkpoint)}
-        md = decoder_markdown(rows, args.model, checkpoint)
+        if text is not None:
+            record["text"] = text.record
+        md = decoder_markdown(rows, args.model, checkpoint, data)
         write_rows(Path(args.output), md, record, rows)
     return 1 if any(r.status in ("wrong", "failed") for r in rows) else 0
 
@@ -445,7 +533,7 @@ def _decoder_cells(r: DecoderHeldout) -> list[str]:
         r.precision,
         r.status,
         num(r.perplexity, ".3f"),
-        "ref" if reference else num(r.ppl_increase_pct, "+.2f", "%"),
+        "ref" if reference else _increase(r),
         num(r.kl_mean, ".2e"),
         num(r.kl_p99, ".2e"),
         num(r.same_top, ".1%"),
@@ -454,19 +542,38 @@ def _decoder_cells(r: DecoderHeldout) -> list[str]:
     ]
 
 
-def _decoder_note(rows: list[DecoderHeldout], model: str, checkpoint: Path) -> list[str]:
+def _increase(r: DecoderHeldout) -> str:
+    """Δppl with its interval: '+0.42% [+0.10, +0.75]'."""
+    if r.ppl_increase_pct is None:
+        return "—"
+    text = f"{r.ppl_increase_pct:+.2f}%"
+    if r.ppl_increase_low_pct is not None and r.ppl_increase_high_pct is not None:
+        text += f" [{r.ppl_increase_low_pct:+.2f}, {r.ppl_increase_high_pct:+.2f}]"
+    return text
+
+
+def _decoder_note(
+    rows: list[DecoderHeldout], model: str, checkpoint: Path, data: str | None = None
+) -> list[str]:
+    from stackcost.scenarios.decoder_heldout import CONFIDENCE
+
+    windows = rows[0].windows if rows else 0
     notes = [
-        f"{model} from {checkpoint}, on its held-out stdlib-text windows: the second half of "
-        "each window scored through the rung's teacher-forced path (prefill, then decode "
-        "steps); perplexity = exp(mean next-token NLL); Δppl and KL(eager fp32 || rung) "
-        "against eager fp32's full forward; weights = the rung's own weight bytes"
+        f"{model} from {checkpoint}, on {data or 'its held-out stdlib-text windows'}: the "
+        "second half of each window scored through the rung's teacher-forced path (prefill, "
+        "then decode steps); perplexity = exp(mean next-token NLL); Δppl and KL(eager fp32 "
+        "|| rung) against eager fp32's full forward, [low, high] a t interval over the "
+        f"{windows} windows' paired NLL differences (each bound one-sided "
+        f"{(1 + CONFIDENCE) / 2:.0%}); weights = the rung's own weight bytes"
     ]
     notes += [f"{r.backend} {r.precision}: {r.reason}" for r in rows if r.reason]
     rules = sorted({f"{r.precision}: {r.rule}" for r in rows if r.rule})
     return notes + [f"rules: {'; '.join(rules)}"] if rules else notes
 
 
-def decoder_table(rows: list[DecoderHeldout], model: str, checkpoint: Path) -> FitTable:
+def decoder_table(
+    rows: list[DecoderHeldout], model: str, checkpoint: Path, data: str | None = None
+) -> FitTable:
     t = FitTable(title=Text(f"held-out text: {model}"))
     for h in DECODER_HEADER:
         t.add_column(h, justify="left" if h in DECODER_HEADER[:3] else "right")
@@ -474,11 +581,13 @@ def decoder_table(rows: list[DecoderHeldout], model: str, checkpoint: Path) -> F
         cells = [Text(c) for c in _decoder_cells(r)]
         cells[2] = Text(r.status, style=STYLE.get(r.status, ""))
         t.add_row(*cells)
-    t.caption = Text("; ".join(_decoder_note(rows, model, checkpoint)))
+    t.caption = Text("; ".join(_decoder_note(rows, model, checkpoint, data)))
     return t
 
 
-def decoder_markdown(rows: list[DecoderHeldout], model: str, checkpoint: Path) -> str:
+def decoder_markdown(
+    rows: list[DecoderHeldout], model: str, checkpoint: Path, data: str | None = None
+) -> str:
     lines = ["| " + " | ".join(DECODER_HEADER) + " |", "|" + "---|" * len(DECODER_HEADER)]
     lines += ["| " + " | ".join(_decoder_cells(r)) + " |" for r in rows]
-    return "\n".join([*lines, "", *_decoder_note(rows, model, checkpoint), ""])
+    return "\n".join([*lines, "", *_decoder_note(rows, model, checkpoint, data), ""])

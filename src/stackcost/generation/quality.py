@@ -54,3 +54,11 @@ def score(logits: np.ndarray, labels: np.ndarray, reference: np.ndarray | None =
     kl = (np.exp(ref) * (ref - logp)).sum(axis=-1)
     same = float((ref.argmax(-1) == logp.argmax(-1)).mean())
     return Quality(len(flat), nll, float(kl.mean()), float(np.percentile(kl, 99)), same)
+
+
+def window_nll(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The mean negative log-likelihood of each window's next tokens: `logits` (windows,
+    positions, vocab), `labels` (windows, positions); one value per window, in nats."""
+    logp = _log_softmax(logits)
+    picked = np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
+    return -picked.mean(axis=-1)

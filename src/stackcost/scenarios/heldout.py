@@ -109,14 +109,33 @@ def evaluate(
     import torch
 
     from stackcost import zoo
-    from stackcost.backends.artifacts import ArtifactCache
     from stackcost.data.splits import load_splits
 
     workload = zoo.workload_of(cell.model)
     splits = load_splits(cell, workload, data_dir)
     state = torch.load(weights, weights_only=True)
     calibration = training_batches(splits["train"], batch, calibration_samples, cell)
-    test = splits["test"]
+    return evaluate_split(
+        cell, state, splits["test"], calibration, backends, precisions, batch, workdir, on_start
+    )
+
+
+def evaluate_split(
+    cell: Cell,
+    state: dict[str, torch.Tensor] | None,
+    test: Split,
+    calibration: Calibration,
+    backends: list[str],
+    precisions: list[str],
+    batch: int,
+    workdir: Path,
+    on_start: Callable[[str, str], None] | None = None,
+) -> list[Heldout]:
+    """Every backend x precision of `cell`'s model on `test`, judged: the model built from
+    its reference with `state` loaded over it (None: the weights it is built with, a
+    checkpoint's own); a static precision calibrating on `calibration`."""
+    from stackcost.backends.artifacts import ArtifactCache
+
     order = [REFERENCE[0], *(b for b in backends if b != REFERENCE[0])]
     wanted = ["fp32", *(p for p in precisions if p != "fp32")]
     cache = ArtifactCache(workdir / "artifacts")  # one ONNX export for ORT and OpenVINO
@@ -175,7 +194,7 @@ def _answer(
     name: str,
     precision: str,
     cell: Cell,
-    state: dict[str, torch.Tensor],
+    state: dict[str, torch.Tensor] | None,
     calibration: Calibration,
     test: Split,
     batch: int,
@@ -216,7 +235,7 @@ def _answer(
 def _predict(
     backend: Backend,
     cell: Cell,
-    state: dict[str, torch.Tensor],
+    state: dict[str, torch.Tensor] | None,
     calibration: Calibration,
     test: Split,
     batch: int,
@@ -230,7 +249,8 @@ def _predict(
     from stackcost.verify import to_numpy
 
     model = zoo.build_model(cell.model, cell.sizes)  # fresh: a rung may change it in place
-    model.load_state_dict(state)
+    if state is not None:
+        model.load_state_dict(state)
     ctx = PrepareContext(
         workdir=workdir / f"{cell.backend}-{cell.precision}",
         cache=cache,
