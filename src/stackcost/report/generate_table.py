@@ -11,10 +11,12 @@ from pydantic import ValidationError
 from rich.table import Table
 from rich.text import Text
 
+from stackcost.cell import ModelRef
 from stackcost.report.fit import FitTable
 from stackcost.report.marks import cell_reason, status_text
 from stackcost.report.table import size_axes, size_heading, size_value
 from stackcost.report.units import ms, rate
+from stackcost.report.weights import tokens_note, weights_lines
 from stackcost.result import GenerationResult
 from stackcost.store.runs import CellResult, RunResult
 from stackcost.workload import SIZE_AXES
@@ -30,9 +32,16 @@ CAPTION = (
     "that fits in the last-level cache is held to the cache's bandwidth, a larger one to "
     "memory's; a cuda cell: its GPU's copy bandwidth); rel err = teacher-forced logits vs eager fp32 "
     "(prefill + 8 decode steps); tokens = greedy tokens equal to eager's over those steps "
-    "(information only: random weights make near-ties); numbers are medians over valid "
-    "repetitions"
+    "({tokens}); numbers are medians over valid repetitions"
 )
+
+
+def caption(models: list[ModelRef]) -> str:
+    """CAPTION for cells of `models`: what their greedy-token agreement can mean, and
+    whose weights each had (report/weights.py)."""
+    return "; ".join([CAPTION.format(tokens=tokens_note(models)), *weights_lines(models)])
+
+
 # What a narrow terminal hides first (report/fit.py): TTFT, TPOT p50 and the decode rate stay.
 DROP = ("cold", "tokens", "TPOT p90", "% peak", "rel err", "GB/s", "KV cache", "prefill tok/s")
 
@@ -206,7 +215,9 @@ def generate_table(result: RunResult) -> Table:
         }
         table.add_row(*(row[n] for n in names))
     timing = sorted({f"{r['cell'].cell.backend}: {r['timing']}" for r in rows if r["timing"]})
-    table.caption = Text("\n".join([CAPTION, *timing, *reasons]))
+    table.caption = Text(
+        "\n".join([caption([r["cell"].cell.model for r in rows]), *timing, *reasons])
+    )
     return table
 
 
@@ -255,4 +266,4 @@ def generate_markdown(result: RunResult) -> str:
         return ""
     lines = ["| " + " | ".join(HEADER) + " |", "|---|---:|---:|---:|---|---|---|" + "---:|" * 10]
     lines += ["| " + " | ".join(md_escape(v) for v in columns(r)) + " |" for r in rows]
-    return "\n".join(lines) + "\n\n" + CAPTION + "\n"
+    return "\n".join(lines) + "\n\n" + caption([r["cell"].cell.model for r in rows]) + "\n"

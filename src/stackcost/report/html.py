@@ -21,8 +21,8 @@ from stackcost.backends import BASELINE
 from stackcost.env import now
 from stackcost.report import costs, data, plots, quant, study, training
 from stackcost.report.generate_figures import generate_only
-from stackcost.report.generate_table import CAPTION as GENERATION_CAPTION
 from stackcost.report.generate_table import HEADER as GENERATION_HEADER
+from stackcost.report.generate_table import caption as generation_caption
 from stackcost.report.generate_table import columns, generate_rows
 from stackcost.report.marks import (
     CI_NOTE,
@@ -609,7 +609,9 @@ def render_html(
         "generation": generation,
         "generation_pareto": generation_pareto,
         "generation_header": GENERATION_HEADER,
-        "generation_caption": GENERATION_CAPTION,
+        "generation_caption": generation_caption(
+            [g["cell"].cell.model for r in runs for g in generate_rows(r)]
+        ),
         "serving": serving,
         "serving_header": SERVE_HEADER,
         "serving_caption": SERVE_CAPTION,

@@ -25,6 +25,7 @@ from stackcost.report.marks import (
 from stackcost.report.scenarios import CAPTION as SCENARIO_CAPTION
 from stackcost.report.scenarios import TIMED_LOOP_LABEL, scenario_view
 from stackcost.report.units import mib, ms, rate, sci
+from stackcost.report.weights import weights_lines
 from stackcost.store.runs import CellResult, RunResult
 from stackcost.workload import SIZE_AXES
 
@@ -303,6 +304,7 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         "compiles here); startup = backend prepare (export, AOT compile) + first call; "
         "rel err = max|out-ref|/max|ref| vs eager fp32"
     )
+    caption += "".join(f"\n{line}" for line in weights_lines(c.cell.model for c in cells))
     if quantized:
         caption += (
             f"\n{quant.SPEEDUP_NOTE}; weights in MB (10^6 bytes), beside the same weights "
