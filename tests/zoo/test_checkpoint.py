@@ -78,7 +78,8 @@ def test_it_is_built_with_exactly_its_weights_and_generates(checkpoint):
     folder, saved = checkpoint
     ref = model_ref(f"hf:{folder}")
     workload = workload_of(ref)
-    assert workload.domain == "generation" and "trained weights" in workload.description
+    assert workload.domain == "generation" and "its own weights" in workload.description
+    assert workload.params["task"] == "causal-lm" and workload.params["head_class"] == "LlamaForCausalLM"
     model = build_model(ref, workload.sizes, workload)
     got, want = model.state_dict(), saved.state_dict()
     assert list(got) == list(want)
