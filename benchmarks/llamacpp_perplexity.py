@@ -17,7 +17,11 @@ checkpoint's tokenizer are checked equal to llama.cpp's tokenization first: othe
 two would score different tokens.
 
     python benchmarks/llamacpp_perplexity.py --checkpoint DIR --tool PATH/llama-perplexity \
-        [--ctx 128] [--chunks 64] [--precision fp32,w8,w4] [--json PATH]
+        [--text FILE] [--ctx 128] [--chunks 64] [--precision fp32,w8,w4] [--json PATH]
+
+--text scores a text file of your own instead of stdlib-text's held-out files (a folder
+`stackcost heldout hf:DIR --data FILE` scores: any decoder with a GGUF conversion, GPT-2's
+included).
 
 Build the tool (about 10 minutes on 2 cores): unpack `pip download --no-binary :all:
 --no-deps llama-cpp-python==VERSION`, then in `vendor/llama.cpp`: `cmake -B build
@@ -107,6 +111,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--tool", type=Path, required=True, help="the llama-perplexity binary")
+    p.add_argument("--text", type=Path, help="a UTF-8 text file (default: stdlib-text held out)")
     p.add_argument("--ctx", type=int, default=128)
     p.add_argument("--chunks", type=int, default=64)
     p.add_argument("--precision", default="fp32,w8,w4")
@@ -117,7 +122,7 @@ def main(argv: list[str]) -> int:
     import llama_cpp
     from tokenizers import Tokenizer
 
-    text = held_out_text()
+    text = args.text.read_text(encoding="utf-8") if args.text else held_out_text()
     ids = np.asarray(
         Tokenizer.from_file(str(args.checkpoint / "tokenizer.json")).encode(text).ids,
         dtype=np.int64,
@@ -169,7 +174,9 @@ def main(argv: list[str]) -> int:
         "chunks": args.chunks,
         "tokens_scored_per_chunk": args.ctx - 1 - args.ctx // 2,
         "threads": args.threads,
-        "text": "stdlib-text held-out files, raw, joined by newlines",
+        "text": str(args.text)
+        if args.text
+        else "stdlib-text held-out files, raw, joined by newlines",
         "rows": rows,
     }
     if args.json:

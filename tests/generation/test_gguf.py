@@ -124,6 +124,51 @@ def test_qwen2_keeps_hf_layout_and_biases(tmp_path: Path) -> None:
     )
 
 
+def _tiny_gpt2():
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=272, n_embd=32, n_layer=2, n_head=2, n_positions=64)
+    return GPT2LMHeadModel(config).eval()
+
+
+def test_gpt2_is_written_as_the_converter_writes_it(tmp_path: Path) -> None:
+    from stackcost.generation.gguf import write_gguf
+
+    model = _tiny_gpt2()
+    record = write_gguf(model, tmp_path / "g.gguf")
+    fields, tensors = _read(tmp_path / "g.gguf")
+    state = model.state_dict()
+    assert record["arch"] == "gpt2" and fields["general.architecture"] == "gpt2"
+    assert fields["gpt2.context_length"] == 64 and fields["gpt2.feed_forward_length"] == 128
+    assert fields["gpt2.attention.layer_norm_epsilon"] == pytest.approx(1e-5)
+    assert "blk.0.attn_qkv.weight" in tensors and "position_embd.weight" in tensors
+    assert not any(name.endswith("attn.bias") for name in tensors)  # masks, not weights
+    # Conv1D keeps (in, out); llama.cpp's linear layers read (out, in)
+    np.testing.assert_array_equal(
+        tensors["blk.0.attn_qkv.weight"], state["transformer.h.0.attn.c_attn.weight"].T
+    )
+    np.testing.assert_array_equal(tensors["output.weight"], tensors["token_embd.weight"])
+
+
+def test_llama_cpp_computes_gpt2s_logits_from_the_file(tmp_path: Path) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    import torch
+
+    from stackcost.generation.gguf import write_gguf
+
+    model = _tiny_gpt2()
+    write_gguf(model, tmp_path / "g.gguf")
+    llm = llama_cpp.Llama(str(tmp_path / "g.gguf"), n_ctx=64, logits_all=True, verbose=False)
+    ids = [5, 17, 200, 3, 99, 42]
+    llm.eval(ids)
+    theirs = np.asarray(llm.scores[: len(ids)])
+    with torch.inference_mode():
+        ours = model(torch.tensor([ids])).logits[0].numpy()
+    np.testing.assert_allclose(theirs, ours, atol=1e-3 * np.abs(ours).max())
+
+
 def test_other_architectures_are_unsupported(tmp_path: Path) -> None:
     import torch
 

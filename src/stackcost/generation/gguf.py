@@ -45,7 +45,11 @@ ARCHS: dict[str, tuple[str, bool]] = {
     "LlamaForCausalLM": ("llama", True),
     "MistralForCausalLM": ("llama", True),  # convert_hf_to_gguf registers it as LlamaModel
     "Qwen2ForCausalLM": ("qwen2", False),
+    "GPT2LMHeadModel": ("gpt2", False),
 }
+# GPT-2's Conv1D layers keep their weights (in, out): the converter transposes them.
+GPT2_CONV1D = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
+GPT2_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal masks, not weights
 
 
 def permute(weights: torch.Tensor, n_head: int, n_head_kv: int | None) -> torch.Tensor:
@@ -64,7 +68,7 @@ def _arch(model: torch.nn.Module) -> tuple[str, bool]:
 
     name = type(model).__name__
     if name not in ARCHS:
-        raise Unsupported(f"no GGUF conversion for {name} (llama, mistral and qwen2 only)")
+        raise Unsupported(f"no GGUF conversion for {name} (llama, mistral, qwen2 and gpt2 only)")
     return ARCHS[name]
 
 
@@ -215,30 +219,22 @@ def write_gguf(model: torch.nn.Module, path: Path, tokenizer: Path | None = None
     writer.add_block_count(n_layer)
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
-    writer.add_feed_forward_length(config.intermediate_size)
     writer.add_head_count(n_head)
-    writer.add_head_count_kv(n_head_kv)
-    writer.add_key_length(head_dim)
-    writer.add_value_length(head_dim)
-    writer.add_rope_dimension_count(head_dim)
-    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_vocab_size(vocab)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-
-    rope = _rope(config)
-    writer.add_rope_freq_base(float(rope["rope_theta"]))
-    rope_type = (rope.get("rope_type") or rope.get("type") or "default").lower()
     extra: dict[str, np.ndarray] = {}
-    if rope_type == "linear":
-        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
-        writer.add_rope_scaling_factor(float(rope["factor"]))
-    elif rope_type == "llama3":
-        factors = _llama3_rope_factors(config, rope, head_dim)
-        extra[gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight"] = np.asarray(
-            factors, dtype=np.float32
-        )
-    elif rope_type != "default":
-        raise Unsupported(f"rope type {rope_type!r} is not converted to GGUF here")
+    if arch == "gpt2":  # convert_hf_to_gguf's GPT2Model: learned positions, LayerNorm
+        writer.add_feed_forward_length(getattr(config, "n_inner", None) or 4 * config.hidden_size)
+        writer.add_layer_norm_eps(config.layer_norm_epsilon)
+        rope_type = "none (learned positions)"
+    else:
+        writer.add_feed_forward_length(config.intermediate_size)
+        writer.add_head_count_kv(n_head_kv)
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
+        writer.add_rope_dimension_count(head_dim)
+        writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+        rope_type = _write_rope(writer, config, head_dim, extra)
 
     written = tokenizer is not None and _own_vocabulary(writer, vocab, tokenizer)
     if not written:
@@ -253,17 +249,22 @@ def write_gguf(model: torch.nn.Module, path: Path, tokenizer: Path | None = None
         for name, value in model.state_dict().items():
             if tied and name == "lm_head.weight":
                 continue  # llama.cpp falls back to token_embd for a missing output
-            if name.endswith("rotary_emb.inv_freq"):
+            if name.endswith("rotary_emb.inv_freq") or name.endswith(GPT2_BUFFERS):
                 continue
             data = value.detach().to(torch.float32).cpu()
             if undo_permute and name.endswith(("q_proj.weight", "q_proj.bias")):
                 data = permute(data, n_head, n_head)
             elif undo_permute and name.endswith(("k_proj.weight", "k_proj.bias")):
                 data = permute(data, n_head, n_head_kv)
+            elif arch == "gpt2" and name.endswith(GPT2_CONV1D):
+                data = data.T.contiguous()
             new = names.get_name(name, try_suffixes=(".weight", ".bias"))
             if new is None:
                 raise Unsupported(f"no GGUF tensor name for {name}")
             tensors[new] = data.numpy()
+    if arch == "gpt2" and tied:  # the converter writes GPT-2's tied head out as its own
+        output = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight"
+        tensors[output] = tensors[gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight"]
     tensors.update(extra)
     for new, data in tensors.items():
         writer.add_tensor(new, data)
@@ -280,6 +281,29 @@ def write_gguf(model: torch.nn.Module, path: Path, tokenizer: Path | None = None
         "tokenizer": written,
         "convert_s": time.perf_counter() - start,
     }
+
+
+def _write_rope(writer: Any, config: Any, head_dim: int, extra: dict[str, Any]) -> str:
+    """The rope hyperparameters (and llama3's factors into `extra`); the rope type."""
+    import gguf
+    import numpy as np
+
+    from stackcost.backends.base import Unsupported
+
+    rope = _rope(config)
+    writer.add_rope_freq_base(float(rope["rope_theta"]))
+    rope_type = (rope.get("rope_type") or rope.get("type") or "default").lower()
+    if rope_type == "linear":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(float(rope["factor"]))
+    elif rope_type == "llama3":
+        factors = _llama3_rope_factors(config, rope, head_dim)
+        extra[gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight"] = np.asarray(
+            factors, dtype=np.float32
+        )
+    elif rope_type != "default":
+        raise Unsupported(f"rope type {rope_type!r} is not converted to GGUF here")
+    return rope_type
 
 
 def quantize(src: Path, dst: Path, ftype: str, threads: int) -> dict[str, Any]:
