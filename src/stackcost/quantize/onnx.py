@@ -70,6 +70,8 @@ FLOAT_OPS = frozenset(
 )  # fmt: skip
 # Static int8: ops whose outputs stay float (OpTypesToExcludeOutputQuantization).
 FLOAT_OUTPUTS = ("Gemm", "MatMul")
+# What static int8 quantizes in a transformer's graph (_static): its matrix products.
+TRANSFORMER_OPS = ("MatMul", "Gemm")
 # Where the weight and its zero point sit among a QOperator node's inputs.
 WEIGHT_INPUTS = {
     "ConvInteger": (1, 3),
@@ -199,6 +201,7 @@ def _static(
     scheme: str,
     notes: list[str],
 ) -> str:
+    import onnx
     from onnxruntime.quantization import (
         CalibrationMethod,
         QuantFormat,
@@ -206,7 +209,22 @@ def _static(
         quantize_static,
     )
 
-    pre = _pre_processed(src, work, external, notes)
+    # A transformer (attention: a Softmax in its graph) adds its attention mask as the
+    # float minimum (-3.4e38), a tensor whose MinMax range swallows every other value: with
+    # every op quantized, a BERT classifier agreed with fp32 on 52% of 675 examples. ORT's
+    # guidance for transformers is to quantize their matrix products; the rest stays float.
+    # Its pre-processing is skipped there: that optimized graph, quantized so, fails ORT's
+    # session initialization (graph_utils AddInitializerWithOrtValue).
+    graph = onnx.load(str(src), load_external_data=False).graph
+    transformer = any(n.op_type == "Softmax" for n in graph.node)
+    if transformer:
+        pre = src
+        notes.append(
+            f"a transformer (Softmax in the graph): only {'/'.join(TRANSFORMER_OPS)} quantized; "
+            "quant_pre_process skipped"
+        )
+    else:
+        pre = _pre_processed(src, work, external, notes)
     # S8S8 in QDQ: ORT's recommended first choice on x86 CPUs (7-bit weights with
     # reduce-range); U8U8 where VNNI is missing and the guide's other remedy is chosen.
     # Asymmetric activations use the whole range on one-sided (post-ReLU) tensors. Gemm and
@@ -230,14 +248,16 @@ def _static(
             "WeightSymmetric": True,
             "OpTypesToExcludeOutputQuantization": list(FLOAT_OUTPUTS),
         },
+        **({"op_types_to_quantize": list(TRANSFORMER_OPS)} if transformer else {}),
     )
     _drop(pre, src)
     notes.append(f"outputs of {', '.join(FLOAT_OUTPUTS)} left float (their inputs are int8)")
     notes.append(_session_ops(dst))
     pair = "U8U8" if scheme == "u8u8" else "S8S8"
+    only = f", op_types_to_quantize={'/'.join(TRANSFORMER_OPS)}" if transformer else ""
     return (
         f"quantize_static (QDQ, per_channel=True, {pair}, reduce_range={reduce}, "
-        "MinMax calibration)"
+        f"MinMax calibration{only})"
     )
 
 
