@@ -5,6 +5,8 @@ docs/compatibility.md is the table this run renders."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -26,11 +28,24 @@ TASKS = {
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory) -> tuple[int, dict, dict[str, str]]:
+def measured(tmp_path_factory) -> tuple[int, dict, dict[str, str], Path]:
     root = tmp_path_factory.mktemp("matrix")
     folders = matrix.save(root)
     code = matrix.measure(folders, root / "matrix.db")
-    return code, matrix.stored(root / "matrix.db", folders), matrix.tasks(folders)
+    return code, matrix.stored(root / "matrix.db", folders), matrix.tasks(folders), root
+
+
+def test_each_run_records_the_task_and_the_saved_class(measured):
+    *_, root = measured
+    with sqlite3.connect(root / "matrix.db") as con:
+        specs = [json.loads(s) for (s,) in con.execute("SELECT spec_json FROM runs")]
+    described = {
+        Path(name.removeprefix("hf:")).name: facts["description"]
+        for spec in specs
+        for name, facts in spec["learned"].items()
+    }
+    for arch in matrix.ARCHITECTURES:
+        assert f"{arch.head_class} ({TASKS[arch.folder]})" in described[arch.folder]
 
 
 def test_the_matrix_covers_a_dozen_architectures_across_the_tasks():
@@ -42,12 +57,12 @@ def test_the_matrix_covers_a_dozen_architectures_across_the_tasks():
 
 
 def test_each_checkpoint_is_read_with_its_own_task(measured):
-    _, _, tasks = measured
+    _, _, tasks, _ = measured
     assert tasks == TASKS
 
 
 def test_every_cell_is_verified_or_unsupported_with_its_reason(measured):
-    code, cells, _ = measured
+    code, cells, _, _ = measured
     assert code == 0
     for arch in matrix.ARCHITECTURES:
         modes = ("infer", "generate") if arch.decoder else ("infer",)
@@ -66,7 +81,7 @@ def test_every_cell_is_verified_or_unsupported_with_its_reason(measured):
 
 
 def test_the_heads_answer_their_tasks_outputs(measured):
-    _, cells, _ = measured
+    _, cells, _, _ = measured
     outputs = {name: cells[name, "infer", "onnxruntime"].outputs for name in TASKS}
     assert outputs["distilbert-qa"] == ("start_logits", "end_logits")
     assert outputs["bert-sequence"][0] == outputs["vit"][0] == "logits"
@@ -74,7 +89,7 @@ def test_the_heads_answer_their_tasks_outputs(measured):
 
 
 def test_the_docs_table_is_this_runs(measured):
-    _, cells, tasks = measured
+    _, cells, tasks, _ = measured
     text = matrix.render(cells, tasks)
     doc = matrix.DOC
     assert doc.exists(), f"write it: .venv/bin/python -m tests.zoo.architectures {doc}"
