@@ -27,7 +27,6 @@ in 5.0-6.9% of simulated splits of 360, tests/scenarios/test_heldout_rule.py).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -245,7 +244,7 @@ def _predict(
     """The argmax of the first output over the test split, padded rows dropped."""
     from stackcost import zoo
     from stackcost.backends import PrepareContext
-    from stackcost.quantize import is_quantized
+    from stackcost.quantize import is_quantized, quiet
     from stackcost.verify import to_numpy
 
     model = zoo.build_model(cell.model, cell.sizes)  # fresh: a rung may change it in place
@@ -259,10 +258,10 @@ def _predict(
     )
     ctx.workdir.mkdir(parents=True, exist_ok=True)
     predictions = []
-    # Every rung runs in this process: the compilers' deprecation and caching warnings
-    # (a worker's stderr in `stackcost run`) would otherwise land among the table's lines.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    # Every rung runs in this process: the compilers' deprecation and caching warnings, and
+    # the ONNX exporter's constant-folding log (a worker's stderr in `stackcost run`), would
+    # otherwise land among the table's lines.
+    with quiet("onnxscript"):
         # The example a rung is built on is a training batch: the test split feeds infer.
         prepared = backend.prepare(model, calibration.examples[0], cell, ctx)
         if prepared.infer is None:
