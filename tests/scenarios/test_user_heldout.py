@@ -138,6 +138,9 @@ def test_a_fine_tuned_classifier_is_scored_on_its_own_test_split(classifier, tmp
             assert row["top1_low"] is not None and row["drop_high_pt"] is not None
     for rung in ("onnxruntime", "openvino"):  # the same function: it decides as eager does
         assert rows[rung, "fp32"]["status"] == "ok" and rows[rung, "fp32"]["top1"] >= 0.99
+    with sqlite3.connect(db) as con:
+        (spec,) = con.execute("SELECT spec_json FROM runs").fetchone()
+    assert json.loads(spec)["data"]["calibration"].startswith(f"{calibrated} of the {total}")
     written = json.loads(out.read_text())
     assert written["how"].startswith(f"{total} texts tokenized by the checkpoint's tokenizer")
     assert f"{calibrated} of the {total} examples of --data (20%" in written["calibration"]

@@ -108,7 +108,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--lr", help="learning rate (default: stackcost train's)")
     p.add_argument("--optimizer", help="sgd or adam (default: stackcost train's)")
     p.add_argument("--seed", help="seed for weights and shuffling (default 0)")
-    p.add_argument("--limit", help="use the first N samples of each split")
+    p.add_argument(
+        "--limit",
+        help="use the first N samples of each split (a checkpoint: score at most N examples, "
+        "or N windows of a decoder's text)",
+    )
     p.add_argument("--threads", default=str(cores()), help=f"intra-op threads (default {cores()})")
     p.add_argument(
         "--weights-dir",
@@ -292,7 +296,7 @@ def show_rows(
 ) -> int:
     """Store the judged rows (each against eager fp32 and its rung's fp32), print their
     table, write -o; the exit code (1 when a row is wrong or failed)."""
-    kept = Kept(args, cell, weights, cell.model, "accuracy_drop_pt")
+    kept = Kept(args, cell, weights, cell.model, "accuracy_drop_pt", record)
     for row in rows:
         kept.add(row.record(), row.drop_pt)
     console.print(table(rows, args.model, dataset, weights))
@@ -344,7 +348,8 @@ def checkpoint_run(args: argparse.Namespace, console: Console) -> int:
 
 class Kept:
     """The held-out rows of this command in --db, under a run of their own (its command,
-    recipe and environment): a row is committed as soon as it is judged, and the report's
+    recipe, the user's data where given, and environment): a row is committed as soon as it
+    is judged, and the report's
     Pareto figure reads it for timing cells of the same weights (store/heldout.py)."""
 
     def __init__(
@@ -354,6 +359,7 @@ class Kept:
         weights: Path,
         model: ModelRef,
         metric: str,
+        data: dict[str, Any] | None = None,
     ) -> None:
         from stackcost.commands.run import this_command
         from stackcost.env import collect
@@ -368,6 +374,8 @@ class Kept:
             "weights": str(weights),
             "recipe": cell.model_dump(mode="json"),
             "metric": metric,
+            # A checkpoint's own examples: what they were and how they were fed.
+            **({"data": data} if data else {}),
         }
         self.env = collect([cell.threads])
         self.command = this_command()
@@ -487,7 +495,9 @@ def decoder_run(
     ref = model_ref(f"hf:{checkpoint}")
     options = rung_options(args, backends, True)
     # As a timing cell of this checkpoint names it: hf:/abs/path and its files' sha256.
-    kept = Kept(args, cell, checkpoint, ref, "ppl_increase_pct")
+    kept = Kept(
+        args, cell, checkpoint, ref, "ppl_increase_pct", text.record if text is not None else None
+    )
     workdir = scratch.make()
     try:
         rows = evaluate(
