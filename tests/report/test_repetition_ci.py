@@ -144,3 +144,18 @@ def test_json_names_the_method_and_csv_labels_the_within_process_ci(run):
 def test_html_shows_the_interval_over_repeats(run):
     html = render_html([run])
     assert "95% CI over repeats (ms)" in html and "t-interval of the mean" in html
+
+
+def test_the_table_says_where_the_time_varies_within_and_between_processes(run):
+    console = Console(record=True, width=300)
+    console.print(results_table(run))
+    text = console.export_text()
+    assert "spread in/between" in text and "its memory layout" in text
+    # SPREAD's processes differ by 15%, their windows by ~0.1%: the processes' own bias
+    assert _row(text, 1).rstrip(" │").endswith("!")
+    spread = [c for c in run.cells() if c.cell.batch_size == 1][0].spreads
+    assert spread.between > 0.1 and spread.within < 0.01
+    # AGREE's processes differ by 0.5%, about what their own noise explains
+    agree = [c for c in run.cells() if c.cell.batch_size == 2][0].spreads
+    assert agree.between < 0.01
+    assert [c for c in run.cells() if c.cell.batch_size == 4][0].spreads is None

@@ -8,7 +8,9 @@ rule reads, not the cell's uncertainty.
 
 Across repetitions (each its own process, the unit of evidence), repetition_interval gives
 the cell's interval from the repetition medians, and spread_reason says when they disagree
-beyond the protocol's target (the cell is then `unstable`).
+beyond the protocol's target (the cell is then `unstable`). `spreads` says where the
+variation lives: between windows of one process, or between processes (where the buffers
+landed: a process's memory layout sets its speed, Mytkowicz et al. 2009).
 """
 
 from __future__ import annotations
@@ -220,4 +222,56 @@ def spread_reason(medians_ms: Sequence[float], target_ci: float, confidence: flo
     return (
         f"repetition medians disagree: {n} span {min(medians_ms):.4g}–{max(medians_ms):.4g} "
         f"ms, {spread:.1%} of their median (limit {limit:.1%} for target ±{target_ci:.1%})"
+    )
+
+
+# A repetition's timed loop is cut into this many consecutive windows for `spreads`.
+WINDOWS = 4
+MIN_WINDOW_SAMPLES = 2  # a window's median needs at least this many iterations
+
+
+class Spreads(BaseModel):
+    """Where a cell's timing varies, each as a relative standard deviation (SD / mean):
+    `within`, between consecutive windows of one process (the mean over its processes);
+    `between`, between the processes' medians. Processes that differed only by the noise
+    within them would scatter by about within / sqrt(windows): a `between` well above that
+    is a per-process bias (its layout), which only more processes average away."""
+
+    model_config = ConfigDict(frozen=True)
+
+    within: float | None  # None: no repetition had WINDOWS x MIN_WINDOW_SAMPLES samples
+    between: float | None  # None: fewer than two repetitions
+    processes: int
+    windows: int = WINDOWS
+
+    @property
+    def between_dominates(self) -> bool:
+        """Whether the processes differ by more than twice what their own noise explains."""
+        if self.within is None or self.between is None:
+            return False
+        return self.between > 2 * self.within / math.sqrt(self.windows)
+
+
+def _relative_sd(values: Sequence[float]) -> float:
+    x = np.asarray(values, dtype=np.float64)
+    return float(np.std(x, ddof=1) / np.mean(x))
+
+
+def spreads(samples_by_process: Sequence[Sequence[int]], windows: int = WINDOWS) -> Spreads:
+    """The within- and between-process spreads of a cell's repetitions, from each one's
+    samples in the order they were timed (the store keeps that order)."""
+    within = []
+    medians = []
+    for samples in samples_by_process:
+        x = np.asarray(samples, dtype=np.float64)
+        if x.size == 0:
+            continue
+        medians.append(float(np.median(x)))
+        if x.size >= windows * MIN_WINDOW_SAMPLES:
+            within.append(_relative_sd([float(np.median(w)) for w in np.array_split(x, windows)]))
+    return Spreads(
+        within=float(np.mean(within)) if within else None,
+        between=_relative_sd(medians) if len(medians) >= 2 else None,
+        processes=len(medians),
+        windows=windows,
     )

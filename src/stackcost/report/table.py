@@ -10,6 +10,7 @@ from rich.text import Text
 
 from stackcost.backends import BASELINE
 from stackcost.cell import Cell
+from stackcost.measure.stats import WINDOWS
 from stackcost.report import quant
 from stackcost.report.fit import FitTable
 from stackcost.report.marks import (
@@ -32,7 +33,16 @@ from stackcost.workload import SIZE_AXES
 WORKLOAD = ("backend", "scenario")  # a row's group for ordering: the workload alone
 # What a narrow terminal hides first (report/fit.py): the row's identity, its latency and
 # ratio stay; memory last.
+SPREAD = "spread in/between"
+# Where a cell's time varies (measure.stats.Spreads), shown when a cell has 2+ repetitions.
+SPREAD_NOTE = (
+    "spread in/between = relative SD of a process's timed loop cut into {windows} windows "
+    "(the mean over its processes) / relative SD of the processes' medians; a between "
+    "spread above twice in/sqrt({windows}) (marked !) is each process's own bias, its "
+    "memory layout: more --repeats average it, a longer --min-time does not"
+)
 DROP = (
+    SPREAD,
     "startup",
     "first call",
     "reps",
@@ -228,6 +238,7 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
     # LoadGen scenario cells (stackcost.scenarios) add their columns; a timed-loop run's
     # table stays as it was.
     scenarios = any(c.cell.scenario is not None for c in cells)
+    spread = any(c.spreads is not None for c in cells)
     columns = [
         *varying,
         "batch",
@@ -244,6 +255,7 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         "first call",
         "startup",
         "rel err",
+        *([SPREAD] if spread else []),
         *(["vs fp32", "weights", "top-1 agree", "KL"] if quantized else []),
     ]
     for name in columns:
@@ -292,6 +304,7 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
             first,
             startup,
             sci(rel_err),
+            *([_spread(c)] if spread else []),
             *(_quant_columns(c, over_fp32.get(i)) if quantized else []),
         )
     caption = (
@@ -311,6 +324,8 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
             f"in fp32; {quant.ACCURACY_NOTE}"
         )
         caption += "".join(f"\n{line}" for line in quant.isa_lines([(result.run_id, result.env)]))
+    if spread:
+        caption += "\n" + SPREAD_NOTE.format(windows=WINDOWS)
     if scenarios:
         caption += "\n" + SCENARIO_CAPTION
     if any(r.base_status != "ok" for r in speed.values()):
@@ -321,6 +336,20 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         caption += "\n" + TIME_CAP_NOTE
     table.caption = Text(caption)
     return table
+
+
+def _spread(c: CellResult) -> str:
+    """'1.2% / 7.4% !': within / between (measure.stats.Spreads); '!' where the processes
+    differ by more than their own noise explains."""
+    found = c.spreads
+    if found is None:
+        return "—"
+
+    def pct(value: float | None) -> str:
+        return "—" if value is None else f"{value:.1%}"
+
+    mark = " !" if found.between_dominates else ""
+    return f"{pct(found.within)} / {pct(found.between)}{mark}"
 
 
 def _verdict_style(view: object) -> str:

@@ -13,9 +13,11 @@ from stackcost.errors import SpecError
 from stackcost.measure.leak import confirmed, suspected
 from stackcost.measure.stats import (
     RepetitionInterval,
+    Spreads,
     Stats,
     repetition_interval,
     spread_reason,
+    spreads,
     summarize,
 )
 from stackcost.result import (
@@ -106,6 +108,13 @@ class CellResult:
         """The cell's CI: a t-interval over its valid repetitions' medians; None with fewer
         than two (one repetition's CI is within-process only: its `stats`)."""
         return repetition_interval(self.repetition_medians, self.confidence)
+
+    @property
+    def spreads(self) -> Spreads | None:
+        """Where the valid repetitions' timings vary: between windows of one process, and
+        between processes (measure.stats.spreads); None with fewer than two."""
+        valid = [r.samples_ns for r in self.repetitions if r.valid and r.samples_ns]
+        return spreads(valid) if len(valid) >= 2 else None
 
     @property
     def stats(self) -> Stats | None:
