@@ -257,21 +257,29 @@ def _relative_sd(values: Sequence[float]) -> float:
     return float(np.std(x, ddof=1) / np.mean(x))
 
 
+def window_spread(samples: Sequence[int], windows: int = WINDOWS) -> float | None:
+    """The relative SD of one process's window medians: its samples, in timed order, cut
+    into `windows` consecutive windows; None with fewer than MIN_WINDOW_SAMPLES a window."""
+    x = np.asarray(samples, dtype=np.float64)
+    if x.size < windows * MIN_WINDOW_SAMPLES:
+        return None
+    return _relative_sd([float(np.median(w)) for w in np.array_split(x, windows)])
+
+
+def between_spread(medians: Sequence[float]) -> float | None:
+    """The relative SD of the processes' medians; None below two."""
+    x = [m for m in medians if math.isfinite(m)]
+    return _relative_sd(x) if len(x) >= 2 else None
+
+
 def spreads(samples_by_process: Sequence[Sequence[int]], windows: int = WINDOWS) -> Spreads:
     """The within- and between-process spreads of a cell's repetitions, from each one's
     samples in the order they were timed (the store keeps that order)."""
-    within = []
-    medians = []
-    for samples in samples_by_process:
-        x = np.asarray(samples, dtype=np.float64)
-        if x.size == 0:
-            continue
-        medians.append(float(np.median(x)))
-        if x.size >= windows * MIN_WINDOW_SAMPLES:
-            within.append(_relative_sd([float(np.median(w)) for w in np.array_split(x, windows)]))
+    processes = [s for s in samples_by_process if len(s)]
+    within = [w for s in processes if (w := window_spread(s, windows)) is not None]
     return Spreads(
         within=float(np.mean(within)) if within else None,
-        between=_relative_sd(medians) if len(medians) >= 2 else None,
-        processes=len(medians),
+        between=between_spread([float(np.median(s)) for s in processes]),
+        processes=len(processes),
         windows=windows,
     )
