@@ -6,16 +6,25 @@ docs/compatibility.md is the table this run renders."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from stackcost.env import onednn_cap
 from tests.zoo import architectures as matrix
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("openvino")
+
+# oneDNN narrowed to another machine's ISA (DESIGN.md) is an emulation: OpenVINO's CPU plugin
+# dies (SIGSEGV) on wav2vec2's convolutions under ONEDNN_MAX_CPU_ISA=AVX2 on an AMX Xeon,
+# base model and classifier alike, and runs them without the cap. The docs table is the
+# machine's own ISA's.
+CAPPED = onednn_cap(os.environ) is not None
+CAPPED_CRASH = {("wav2vec2", "infer", "openvino")}
 
 TASKS = {
     "llama": "causal-lm", "qwen2": "causal-lm", "gpt2": "causal-lm",
@@ -63,12 +72,17 @@ def test_each_checkpoint_is_read_with_its_own_task(measured):
 
 def test_every_cell_is_verified_or_unsupported_with_its_reason(measured):
     code, cells, _, _ = measured
-    assert code == 0
+    crashed = {
+        k for k, c in cells.items() if CAPPED and k in CAPPED_CRASH and c.status == "crashed"
+    }
+    assert code == 0 or crashed
     for arch in matrix.ARCHITECTURES:
         modes = ("infer", "generate") if arch.decoder else ("infer",)
         for mode in modes:
             for rung in matrix.RUNGS:
                 cell = cells[arch.folder, mode, rung]
+                if (arch.folder, mode, rung) in crashed:
+                    continue
                 assert cell.status in ("ok", "unsupported"), (arch.folder, mode, rung, cell)
                 if cell.status == "unsupported":
                     assert rung in cell.reason or "builder" in cell.reason, cell.reason
@@ -76,8 +90,11 @@ def test_every_cell_is_verified_or_unsupported_with_its_reason(measured):
         assert all(cells[arch.folder, m, "eager"].status == "ok" for m in modes)
         # The forward pass runs on the three rungs, every output compared by name.
         infer = [cells[arch.folder, "infer", r] for r in matrix.RUNGS]
-        assert [c.status for c in infer] == ["ok"] * 3, (arch.folder, infer)
-        assert infer[1].outputs and infer[1].outputs == infer[2].outputs
+        allowed = [("crashed", "ok") if (arch.folder, "infer", r) in crashed else ("ok",)
+                   for r in matrix.RUNGS]  # fmt: skip
+        assert all(c.status in a for c, a in zip(infer, allowed, strict=True)), infer
+        assert infer[1].outputs
+        assert infer[2].status != "ok" or infer[1].outputs == infer[2].outputs
 
 
 def test_the_heads_answer_their_tasks_outputs(measured):
@@ -88,6 +105,7 @@ def test_the_heads_answer_their_tasks_outputs(measured):
     assert "encoder_last_hidden_state" in outputs["t5"]
 
 
+@pytest.mark.skipif(CAPPED, reason="oneDNN capped (ONEDNN_MAX_CPU_ISA): the table is the own ISA's")
 def test_the_docs_table_is_this_runs(measured):
     _, cells, tasks, _ = measured
     text = matrix.render(cells, tasks)
