@@ -109,3 +109,23 @@ def test_the_design_line_says_threads_were_bound_only_for_cells_that_were():
     assert "bound" not in line(_bursts("eager", 1))
     mixed = line(_bursts("eager", 2), _bursts("onnxruntime", 2))
     assert "bound one per core in mlp" in mixed and "onnxruntime" not in mixed.split("bound")[1]
+
+
+def test_the_gate_says_where_a_noisy_cells_noise_is():
+    """Bursts that agree inside each block, blocks that do not: the processes' own bias."""
+    cell = Cell(model=model_ref("mlp"), backend="eager", batch_size=1, threads=1)
+    blocks = [([b, b * 1.001, b * 0.999], [b * r] * 3) for b, r in zip(
+        (1.0, 1.15, 0.9, 1.1), SPREAD, strict=True)]  # fmt: skip
+    logs = [math.log(r) for r in SPREAD]
+    noisy = CellPair(cell, cell, blocks=blocks, estimates=logs, design="bursts")
+    noisy.result = decide(logs, **DESIGN.rule(), last=True)
+    spread = noisy.spreads("base")
+    assert spread.within < 0.002 and spread.between > 0.1 and spread.between_dominates
+    assert "its processes differ more than their bursts" in noisy.note()
+    ab = ab_of(noisy)
+    assert "quieter machine" not in markdown(ab) and "--max-blocks" in markdown(ab)
+    data = json.loads(as_json(ab))["cells"][0]["spreads"]["base"]
+    assert data["between"] == pytest.approx(spread.between)
+    # The processes design has one value a process: nothing within, the blocks between.
+    whole = pair(1, CLEAR).spreads("cand")
+    assert whole.within is None and whole.between is not None

@@ -102,7 +102,7 @@ def table(ab: ABResult) -> Table:
         caption_justify="left",
     )
     columns = ("cell", "verdict", "base (ms)", "cand (ms)", "change [interval]", "blocks")
-    for col in (*columns, "design", "note"):
+    for col in (*columns, "spread in/between", "design", "note"):
         # Text: "[interval]" is a heading, not markup.
         t.add_column(Text(col), justify="right" if col in NUMBERS else "left")
     for c in ab.cells:
@@ -113,10 +113,22 @@ def table(ab: ABResult) -> Table:
             _ms(c.median_ms("cand")),
             _ratio(c),
             str(len(c.blocks)),
+            _spread(c),
             c.design,
             Text(c.note()),
         )
     return t
+
+
+def _spread(c: CellPair) -> str:
+    """The base side's spreads (measure.stats.process_spreads): '0.8% / 6.1% !'; '!' where
+    its processes differ by more than their own bursts explain."""
+    found = c.spreads("base")
+
+    def pct(value: float | None) -> str:
+        return "—" if value is None else f"{value:.1%}"
+
+    return f"{pct(found.within)} / {pct(found.between)}" + (" !" if found.between_dominates else "")
 
 
 def _counts(ab: ABResult) -> dict[str, int]:
@@ -140,8 +152,10 @@ def summary_line(ab: ABResult) -> str:
 
 UNDECIDED_ADVICE = (
     "A `noisy` cell's interval still straddles the threshold at the block cap: this run "
-    "neither passes nor fails it. Rerun with more `--max-blocks`, on a quieter machine, or "
-    "let the job choose with `--on-undecided pass|fail`."
+    "neither passes nor fails it. Its spread says where the noise is: between processes "
+    "(marked !, each fresh process's own layout), which more `--max-blocks` average; or "
+    "within one, which a longer `--block-time` averages. Or let the job choose with "
+    "`--on-undecided pass|fail`."
 )
 # The markdown's first words, by the gate's outcome.
 HEAD = {

@@ -61,6 +61,7 @@ from stackcost.measure.paired import (
     block_log_ratio,
     decide,
 )
+from stackcost.measure.stats import Spreads, process_spreads
 from stackcost.result import FAILED_STATUSES, VALID_STATUSES, RepetitionResult
 from stackcost.scenarios.task import RepetitionTask
 
@@ -214,6 +215,15 @@ class CellPair:
         values = [v for block in self.blocks for v in block[side == "cand"]]
         return statistics.median(values) if values else None
 
+    def spreads(self, side: str) -> Spreads:
+        """Where `side`'s time varied: within a block's process (its bursts; none in the
+        processes design, whose values are whole repetitions), and between the blocks'
+        processes (measure.stats.process_spreads)."""
+        values = [block[side == "cand"] for block in self.blocks]
+        if self.design != "bursts":  # one value per process: nothing within
+            values = [[v] for block in values for v in block]
+        return process_spreads(values)
+
     def note(self) -> str:
         parts = [f"{side} {why}" for side, why in self.failed.items()]
         if self.design_note:
@@ -222,6 +232,9 @@ class CellPair:
             parts.append(f"{self.dropped_pairs} burst pair(s) dropped: other work on the cores")
         if self.lost:
             parts.append(f"{self.lost} block(s) lost to invalid repetitions")
+        if self.verdict == "noisy" and self.spreads("base").between_dominates:
+            # Each fresh process carries its own bias (its layout): only more of them help.
+            parts.append("its processes differ more than their bursts: more blocks average it")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
@@ -235,6 +248,12 @@ class CellPair:
             "note": self.note(),
             "base_median_ms": self.median_ms("base"),
             "cand_median_ms": self.median_ms("cand"),
+            # Relative SDs: within a block's process, between the blocks' processes.
+            "spreads": {
+                side: {"within": sp.within, "between": sp.between}
+                for side in ("base", "cand")
+                for sp in (self.spreads(side),)
+            },
             "blocks": [
                 {"base": b, "cand": c, "log_ratio": e}
                 | (self.burst_blocks[i] if i < len(self.burst_blocks) else {})

@@ -283,3 +283,19 @@ def spreads(samples_by_process: Sequence[Sequence[int]], windows: int = WINDOWS)
         processes=len(processes),
         windows=windows,
     )
+
+
+def process_spreads(values_by_process: Sequence[Sequence[float]]) -> Spreads:
+    """`spreads` of processes that each report a few values already (an A/B block's bursts,
+    one side's warm worker): `within` is the relative SD of one process's values (the mean
+    over processes with two or more), `between` the relative SD of their medians, and
+    `windows` the typical count a process reported."""
+    processes = [list(v) for v in values_by_process if len(v)]
+    within = [_relative_sd(v) for v in processes if len(v) >= 2]
+    counts = [len(v) for v in processes]
+    return Spreads(
+        within=float(np.mean(within)) if within else None,
+        between=between_spread([float(np.median(v)) for v in processes]),
+        processes=len(processes),
+        windows=max(1, int(np.median(counts))) if counts else 1,
+    )
