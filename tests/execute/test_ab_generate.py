@@ -102,7 +102,11 @@ def test_real_workers_alternate_whole_generations_in_bursts(tmp_path):
     assert f"(in a generate cell: whole generations, at least one, and {least}+ pairs" in design
     cells = {c["metric"]: c for c in verdict["cells"]}
     for c in cells.values():
-        assert c["design"] == "bursts" and not c["note"], c["note"]
+        # Cut into bursts, none dropped: a note may only say where a noisy cell's spread is.
+        note = c["note"].replace(
+            "its processes differ more than their bursts: more blocks average it", ""
+        )
+        assert c["design"] == "bursts" and not note, c["note"]
         assert len(c["blocks"]) == 2
         assert all(len(b["base"]) == len(b["cand"]) >= least for b in c["blocks"])
     assert cells["ttft"]["base_median_ms"] > cells["tpot"]["base_median_ms"] > 0
