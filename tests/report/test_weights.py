@@ -19,8 +19,7 @@ def test_each_model_is_named_with_its_weights_once():
     lines = weights_lines([RANDOM, CHECKPOINT, RANDOM])
     assert lines == [
         "weights of llama-tiny: seeded random (seed 3, torch-default init)",
-        "weights of hf:/models/qwen2: its checkpoint's own (model.safetensors sha256 "
-        "abababababab)",
+        "weights of hf:/models/qwen2: its checkpoint's own (model.safetensors sha256 abababababab)",
     ]
 
 

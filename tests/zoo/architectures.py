@@ -206,7 +206,7 @@ def tasks(folders: dict[str, Path]) -> dict[str, str]:
     from stackcost.zoo import workload_of
 
     return {
-        name: str(workload_of(model_ref(f"hf:{path}")).params["task"])
+        name: str(workload_of(model_ref(f"hf:{path}")).params.get("head", "base"))
         for name, path in folders.items()
     }
 

@@ -79,7 +79,8 @@ def test_it_is_built_with_exactly_its_weights_and_generates(checkpoint):
     ref = model_ref(f"hf:{folder}")
     workload = workload_of(ref)
     assert workload.domain == "generation" and "its own weights" in workload.description
-    assert workload.params["task"] == "causal-lm" and workload.params["head_class"] == "LlamaForCausalLM"
+    assert workload.params["head"] == "causal-lm"
+    assert "LlamaForCausalLM (causal-lm)" in workload.description
     model = build_model(ref, workload.sizes, workload)
     got, want = model.state_dict(), saved.state_dict()
     assert list(got) == list(want)

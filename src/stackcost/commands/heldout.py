@@ -567,7 +567,7 @@ def _decoder_note(
 ) -> list[str]:
     from stackcost.scenarios.decoder_heldout import CONFIDENCE
 
-    windows = rows[0].windows if rows else 0
+    windows = max((r.windows for r in rows), default=0)  # an unsupported row scored none
     notes = [
         f"{model} from {checkpoint}, on {data or 'its held-out stdlib-text windows'}: the "
         "second half of each window scored through the rung's teacher-forced path (prefill, "

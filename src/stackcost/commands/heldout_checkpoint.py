@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,12 +61,19 @@ class Checkpoint:
         assert self.ref.checkpoint_path is not None
         return self.ref.checkpoint_path
 
+    @cached_property
+    def tokenizer(self) -> Any:
+        """The folder's own tokenizer, loaded once (SpecError when it does not load)."""
+        from stackcost.scenarios.user_heldout import tokenizer_of
+
+        return tokenizer_of(self.folder)
+
 
 def checked(args: argparse.Namespace) -> Checkpoint:
     """The folder named by args.model; SpecError on any flag or file that does not fit it."""
     from stackcost import zoo
     from stackcost.spec.run import model_ref
-    from stackcost.zoo.hf import checkpoint_config, checkpoint_task
+    from stackcost.zoo.hf import checkpoint_config, checkpoint_task, saved_class
 
     for flag, name in TRAINING_FLAGS:
         if getattr(args, name):
@@ -89,8 +97,7 @@ def checked(args: argparse.Namespace) -> Checkpoint:
     if name not in SCORED:
         allowed = "; ".join(f"{t} on {what}" for t, what in SCORED.items())
         raise SpecError(
-            f"checkpoint {args.model} is a {name} ({workload.params.get('head_class')}); "
-            f"heldout scores {allowed}"
+            f"checkpoint {args.model} is a {name} ({saved_class(cfg)}); heldout scores {allowed}"
         )
     return Checkpoint(ref, cfg, name, workload)
 
@@ -99,11 +106,11 @@ def decoder_inputs(args: argparse.Namespace, ck: Checkpoint, batch: int) -> tupl
     """The cell a decoder is scored as, and the windows of the user's text."""
     from stackcost.cell import Cell
     from stackcost.data.user import read_corpus
-    from stackcost.scenarios.user_heldout import text_windows, tokenizer_of
+    from stackcost.scenarios.user_heldout import text_windows
 
     _no_calibration(args, "a causal LM's w8 and w4 need none")
     context = _prompt_len(args, ck.workload)
-    windows = text_windows(read_corpus(args.data), tokenizer_of(ck.folder), context, _limit(args))
+    windows = text_windows(read_corpus(args.data), ck.tokenizer, context, _limit(args))
     cell = Cell(
         model=ck.ref, backend="eager", mode="generate", batch_size=batch,
         sizes={"prompt_len": context // 2, "new_tokens": context - context // 2},
@@ -188,7 +195,6 @@ def _examples(path: str, ck: Checkpoint) -> Examples:
         image_examples,
         image_settings,
         text_examples,
-        tokenizer_of,
     )
 
     folder, cfg, workload = ck.folder, ck.cfg, ck.workload
@@ -208,11 +214,13 @@ def _examples(path: str, ck: Checkpoint) -> Examples:
     labelled = read_labelled(path, id2label, "text")
     maximum = workload.maximum.get("seq_len", 10**9)
     # A pair's segments reach the model only where its forward takes token type ids (BERT).
-    head = getattr(transformers, str(workload.params["head_class"]), None)
+    from stackcost.zoo.hf import saved_class
+
+    head = getattr(transformers, saved_class(cfg), None)
     takes_types = (
         head is not None and "token_type_ids" in inspect.signature(head.forward).parameters
     )
-    return text_examples(labelled, tokenizer_of(folder), maximum, takes_types, path)
+    return text_examples(labelled, ck.tokenizer, maximum, takes_types, path)
 
 
 def _sizes(examples: Examples, task: str) -> dict[str, int]:

@@ -50,7 +50,7 @@ PRELOAD = (
     "stackcost.workload",
 )
 # What a worker of a Hugging Face model imports besides (its model's module is lazy and
-# cheap): about 2 s here, paid once by the starter that forks such workers, not by each.
+# cheap): seconds of imports, paid once by the starter that forks such workers, not by each.
 PRELOAD_HF = ("transformers", "transformers.modeling_utils")
 # A starter imports torch in about 3 s here; a machine swapping may take far longer.
 READY_TIMEOUT_S = 300.0

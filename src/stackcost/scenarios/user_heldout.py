@@ -35,6 +35,7 @@ from stackcost.errors import SpecError
 if TYPE_CHECKING:
     import torch
 
+    from stackcost.data.splits import Split
     from stackcost.data.user import Corpus, Labelled
     from stackcost.quantize import Calibration
     from stackcost.workload import Example
@@ -121,14 +122,15 @@ def text_windows(corpus: Corpus, tokenizer: Any, context: int, limit: int | None
         "windows": count,
         "context": context,
         "how": (
-            "documents tokenized by the checkpoint's tokenizer, joined by its end-of-text "
-            f"id ({separator}), cut into windows of {context + 1} tokens (stride {context}); "
-            f"the second half of each scored"
-            if separator is not None
-            else f"documents tokenized by the checkpoint's tokenizer and joined (it has no "
-            f"end-of-text id), cut into windows of {context + 1} tokens (stride {context}); "
-            "the second half of each scored"
-        ),
+            "documents tokenized by the checkpoint's tokenizer, joined "
+            + (
+                f"by its end-of-text id ({separator})"
+                if separator is not None
+                else "(it has no end-of-text id)"
+            )
+            + f", cut into windows of {context + 1} tokens (stride {context}); the second "
+            "half of each scored"
+        ),  # fmt: skip
     }
     return Windows(blocks[:, :-1], blocks[:, 1:], context // 2, record)
 
@@ -255,7 +257,7 @@ def calibration_batches(examples: Examples, batch: int, source: str) -> Calibrat
     return Calibration(batches, source)
 
 
-def as_split(examples: Examples, source: str) -> Any:
+def as_split(examples: Examples, source: str) -> Split:
     """The scored examples as scenarios/heldout.py's evaluation reads a test split."""
     from stackcost.data.splits import Split
 

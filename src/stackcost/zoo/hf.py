@@ -218,13 +218,11 @@ def build(
     model_type: str,
     config: Mapping[str, Any],
     head: str | None = None,
-    task: str | None = None,
-    head_class: str | None = None,
 ) -> nn.Module:
     """The model with random weights from transformers' `_init_weights` (seeded by the
     caller), in eval mode. Images: the config's image_size is the cell's resolution.
     `head` is the entry's own (a decoder's causal-lm), or a checkpoint's task; the user's
-    --head wins. `task` and `head_class` are a checkpoint's, recorded for the run."""
+    --head wins."""
     if ref.checkpoint_path:
         return _load_checkpoint(ref, model_type, head)
     cfg = make_config(ref, model_type, config, sizes)
@@ -331,15 +329,12 @@ def loaded_names(
     return out
 
 
-def check_checkpoint_weights(ref: ModelRef, model_type: str, cfg: Any, head: str | None) -> None:
-    """ZooError (one line) when the folder's weights do not fit the model its config
-    builds: checked in the probe from the safetensors headers, before anything runs."""
-    import torch
-
+def check_checkpoint_weights(ref: ModelRef, model: nn.Module) -> None:
+    """ZooError (one line) when the folder's weights do not fit `model`, the model its
+    config builds on the meta device (check_buildable): checked in the probe from the
+    safetensors headers, before anything runs."""
     from stackcost.zoo.checkpoint import shapes
 
-    with torch.device("meta"):
-        model = _head_class(model_type, head).from_config(cfg)
     prefix = getattr(model, "base_model_prefix", "") or ""
     found = loaded_names(model, shapes(ref.checkpoint_path, ref.trust_pickle))
     if problem := _weights_problem(model, prefix, found):
@@ -485,7 +480,6 @@ def hf_workload(ref: ModelRef) -> Workload:
         task = checkpoint_task(ref, cfg)
         model_type, base_config, head = cfg.model_type, {}, task.name if task else None
         check_type(model_type)
-        check_checkpoint_weights(ref, model_type, cfg, head)
     else:
         if ref.is_hf:
             model_type, base_config = ref.name.removeprefix("hf:"), {}
@@ -498,6 +492,8 @@ def hf_workload(ref: ModelRef) -> Workload:
     kind = task.modality if task else modality(model_type)
     _one_modality(model_type, kind, cfg)
     shapes_only = check_buildable(ref, model_type, cfg, _label(ref, model_type), head)
+    if ref.checkpoint_path:
+        check_checkpoint_weights(ref, shapes_only)
     num_classes = (ref.num_classes or 2) if ref.head == "classification" else 0
     if task is not None and task.labelled:
         num_classes = int(cfg.num_labels)
@@ -583,11 +579,5 @@ def hf_workload(ref: ModelRef) -> Workload:
             "config": base_config,
             **({"head": entry.params["head"]} if entry and "head" in entry.params else {}),
             **({"head": head} if ref.checkpoint_path and head else {}),
-            # What the checkpoint's head is, as the run records it.
-            **(
-                {"task": head or "base", "head_class": saved_class(cfg)}
-                if ref.checkpoint_path
-                else {}
-            ),
         },
     )
