@@ -150,7 +150,7 @@ def test_the_table_says_where_the_time_varies_within_and_between_processes(run):
     console = Console(record=True, width=300)
     console.print(results_table(run))
     text = console.export_text()
-    assert "spread in/between" in text and "its memory layout" in text
+    assert "spread in/between" in text and "where its memory landed" in text
     # SPREAD's processes differ by 15%, their windows by ~0.1%: the processes' own bias
     assert _row(text, 1).rstrip(" │").endswith("!")
     spread = [c for c in run.cells() if c.cell.batch_size == 1][0].spreads

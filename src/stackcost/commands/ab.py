@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from stackcost.allocators import GATE_ALLOCATOR
 from stackcost.commands.axes import add_axis_args, axis_fields, number
 from stackcost.commands.run import (
     IMPORT_TIMEOUT_S,
@@ -205,6 +206,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
     design = _design(args)
     fields = axis_fields(args)
+    # The gate's workers reuse the pages they touched: a process's draw of glibc's moving
+    # thresholds must not decide a verdict (stackcost.allocators).
+    fields.setdefault("allocator", GATE_ALLOCATOR)
     if fields.get("repeats", 1) != 1:
         raise SpecError(
             f"--repeats {args.repeats} does not apply to ab: it measures blocks of 4 "

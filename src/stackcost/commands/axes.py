@@ -9,6 +9,7 @@ import argparse
 import math
 from typing import Any
 
+from stackcost.allocators import ALLOCATORS, DEFAULT_ALLOCATOR, GATE_ALLOCATOR, allocator_problem
 from stackcost.axes import GRID_AXES, PRECISIONS
 from stackcost.env import cores
 from stackcost.errors import SpecError
@@ -95,6 +96,13 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         action="append",
         metavar="NAME",
         help="pass this environment variable to workers (repeatable; recorded with the run)",
+    )
+    p.add_argument(
+        "--allocator",
+        metavar="|".join(ALLOCATORS),
+        help="the workers' memory allocator: "
+        + "; ".join(f"{name}, {a.what}" for name, a in ALLOCATORS.items())
+        + f" (default {DEFAULT_ALLOCATOR}; ab and bisect: {GATE_ALLOCATOR})",
     )
     add_scenario_args(p, defaults)
     p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
@@ -309,5 +317,9 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["max_batch"] = parse_positive_ints(args.max_batch, "max-batch")[0]
     if args.inherit_env:
         fields["inherit_env"] = args.inherit_env
+    if args.allocator is not None:
+        if problem := allocator_problem(args.allocator):
+            raise SpecError(problem)
+        fields["allocator"] = args.allocator
     fields.update(scenario_fields(args))
     return fields

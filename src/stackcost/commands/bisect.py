@@ -199,6 +199,7 @@ def cell_pairs(args: argparse.Namespace, repo: Path, err: Console):
 
     from rich.text import Text
 
+    from stackcost.allocators import GATE_ALLOCATOR
     from stackcost.commands.ab import BLOCK_S, BURST_MS, measure_sides
     from stackcost.commands.axes import axis_fields
     from stackcost.commands.run import machine_lock, model_from_args, this_command
@@ -208,6 +209,7 @@ def cell_pairs(args: argparse.Namespace, repo: Path, err: Console):
     from stackcost.spec.run import db_problem, validate
 
     fields = axis_fields(args)
+    fields.setdefault("allocator", GATE_ALLOCATOR)  # as ab's (stackcost.allocators)
     spec = validate({**fields, "models": [model_from_args(args.model_opt, args)]})
     if len(spec.cells()) != 1:
         raise SpecError(

@@ -224,6 +224,15 @@ class CellPair:
             values = [[v] for block in values for v in block]
         return process_spreads(values)
 
+    def page_faults(self) -> list[float]:
+        """Every bursts worker's page faults per step, both sides: [] where not counted."""
+        return [
+            f
+            for block in self.burst_blocks
+            for f in (block.get("page_faults_per_step") or {}).values()
+            if f is not None
+        ]
+
     def note(self) -> str:
         parts = [f"{side} {why}" for side, why in self.failed.items()]
         if self.design_note:
@@ -234,7 +243,10 @@ class CellPair:
             parts.append(f"{self.lost} block(s) lost to invalid repetitions")
         if self.verdict == "noisy" and self.spreads("base").between_dominates:
             # Each fresh process carries its own bias (its layout): only more of them help.
-            parts.append("its processes differ more than their bursts: more blocks average it")
+            why = "its processes differ more than their bursts"
+            if faults := self.page_faults():
+                why += f" (page faults a step: {min(faults):.0f}–{max(faults):.0f})"
+            parts.append(f"{why}: more blocks average it")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
@@ -513,6 +525,11 @@ def _burst_block(
                 "first": first[0],
                 "burst_steps": steps,
                 "ready_ms": {side: ns / 1e6 for side, ns in steps_ns.items() if ns},
+                # Pages each worker's allocator handed out afresh, a step: a process that
+                # faults where the next does not carries its own speed (allocators.py).
+                "page_faults_per_step": {
+                    side: r.details.get("page_faults_per_step") for side, r in results.items()
+                },
             }
         )
         pair.blocks.append((values["base"], values["cand"]))

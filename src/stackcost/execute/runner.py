@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackcost.allocators import DEFAULT_ALLOCATOR
 from stackcost.backends.base import BackendFacts
 from stackcost.cell import Cell
 from stackcost.env import collect, fingerprint, now
@@ -179,6 +180,8 @@ class Runner:
         self.on_disturbed = on_disturbed
         self.stopped = ""  # why the run stopped early (--on-disturbed fail)
         self.plan = Plan(self.spec)
+        # A training spec has no allocator setting: its workers get glibc's as it is.
+        self.allocator: str = getattr(self.spec, "allocator", DEFAULT_ALLOCATOR)
         self.cell_ids: dict[str, int] = {}
         self.facts = prepared.facts
         self.done = 0
@@ -242,7 +245,9 @@ class Runner:
         if self.on_start:
             self.on_start(cell, rep)
         task = self.make_task(cell, rep, str(workdir))
-        return task.model_copy(update={"inherit_env": self.spec.inherit_env})
+        return task.model_copy(
+            update={"inherit_env": self.spec.inherit_env, "allocator": self.allocator}
+        )
 
     def _blocked(self, run_id: str, cell: Cell, rep: int) -> RepetitionResult | None:
         """The stored result of a repetition that cannot run; None when it can."""

@@ -28,6 +28,7 @@ by pair; their summary is returned for the repetition's details.
 from __future__ import annotations
 
 import json
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -107,20 +108,26 @@ def paced_loop(
     sizing: list[int] = []
     timer.run(step, SIZING_STEPS, sizing)
     samples = m.samples_ns
+    ran = 0  # steps in bursts, the untimed wake steps included: what the faults are over
 
     def burst(steps: int) -> dict[str, Any]:
+        nonlocal ran
         ns: list[int] = []
         for _ in range(WAKE_STEPS):
             step()
         timer.run(step, steps, ns)
+        ran += WAKE_STEPS + steps
         samples.extend(ns)
         m.rss_trace_bytes.append(rss_bytes())
         m.rss_trace_iters.append(len(samples))
         return {"ns": ns}
 
     start = time.perf_counter()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     summary = serve_bursts(burst, statistics.median(sizing), commands, replies)
     m.timed_s = time.perf_counter() - start
+    if ran:
+        m.page_faults_per_step = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / ran
     m.stop_reason = STOP_REASON
     m.stats = summarize(samples or sizing, confidence)
     return summary

@@ -226,6 +226,7 @@ class Edge:
     steal_s: float | None = None  # the hypervisor's steal over the same CPUs
     involuntary_switches: int | None = None  # this process's, all its threads
     cpu_mhz: float | None = None  # those CPUs' mean current frequency, where readable
+    page_faults: int | None = None  # this process's minor faults (pages touched afresh)
 
     @classmethod
     def now(cls, cpus: frozenset[int] | None = None) -> Edge:
@@ -235,7 +236,8 @@ class Edge:
         t_ns, cpu_s, switches = time.monotonic_ns(), family_cpu_s(), involuntary_switches()
         times = system_times(counted)
         busy, steal = (None, None) if times is None else times
-        return cls(t_ns, cpu_s, busy, steal, switches, cpu_mhz(counted))
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        return cls(t_ns, cpu_s, busy, steal, switches, cpu_mhz(counted), faults)
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,7 @@ class Window:
     involuntary_switches: int | None = None
     cpu_mhz_start: float | None = None
     cpu_mhz_end: float | None = None
+    page_faults: int | None = None  # the measured process's minor faults inside it
 
     @classmethod
     def between(cls, start: Edge, end: Edge) -> Window:
@@ -263,6 +266,7 @@ class Window:
             _delta(start.involuntary_switches, end.involuntary_switches),
             start.cpu_mhz,
             end.cpu_mhz,
+            _delta(start.page_faults, end.page_faults),
         )
 
 

@@ -50,6 +50,9 @@ class Measurement:
     rss_trace_iters: list[int] = field(default_factory=list)
     # The timed loop's edges with its CPU counters (exact utilization; see counters.py).
     window: Window | None = None
+    # Minor page faults per timed step: pages the allocator handed out afresh (see
+    # stackcost.allocators); None where not counted (a native program's loop).
+    page_faults_per_step: float | None = None
 
     @property
     def unstable(self) -> bool:
@@ -122,6 +125,8 @@ def timed_loop(step: Step, timer: CpuTimer | CudaTimer, p: Protocol, m: Measurem
     m.timed_s = time.perf_counter() - start
     m.window = Window.between(first, Edge.now())
     m.stats = summarize(samples, p.confidence)
+    if m.window.page_faults is not None and samples:
+        m.page_faults_per_step = m.window.page_faults / len(samples)
 
 
 def measure(step: Step, timer: CpuTimer | CudaTimer, p: Protocol) -> Measurement:

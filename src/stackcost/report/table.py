@@ -38,8 +38,9 @@ SPREAD = "spread in/between"
 SPREAD_NOTE = (
     "spread in/between = relative SD of a process's timed loop cut into {windows} windows "
     "(the mean over its processes) / relative SD of the processes' medians; a between "
-    "spread above twice in/sqrt({windows}) (marked !) is each process's own bias, its "
-    "memory layout: more --repeats average it, a longer --min-time does not"
+    "spread above twice in/sqrt({windows}) (marked !) is each process's own bias, where its "
+    "memory landed: more --repeats average it, a longer --min-time does not; where the "
+    "repetitions' page faults a step differ too, --allocator steady removes it"
 )
 DROP = (
     SPREAD,

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
+from stackcost.allocators import ALLOCATORS, DEFAULT_ALLOCATOR
 from stackcost.cell import Cell
 from stackcost.measure.protocol import Protocol
 
@@ -41,6 +42,9 @@ class RepetitionTask(BaseModel):
     # ab's burst design: bind torch's OpenMP threads one per core (OMP_BINDING), where the
     # rung's step runs on that pool (backends.omp_bindable).
     bind_threads: bool = False
+    # The worker's memory allocator (stackcost.allocators): its variables are set first,
+    # so a backend's own or a thread setting wins a clash.
+    allocator: str = DEFAULT_ALLOCATOR
 
     def thread_env(self) -> dict[str, str]:
         """Variables that must exist before any import: what the backend asks for
@@ -52,6 +56,7 @@ class RepetitionTask(BaseModel):
         n = str(self.cell.threads)
         bound = OMP_BINDING if self.bind_threads and omp_bindable(self.cell) else {}
         return {
+            **ALLOCATORS[self.allocator].env,
             **environment_of(self.cell),
             **bound,
             "OMP_NUM_THREADS": n,

@@ -71,6 +71,8 @@ class TimedLoop(Scenario):
             "reference": subject.reference_from,
             "inputs": subject.example.record(),
         }
+        if m.page_faults_per_step is not None:
+            details["page_faults_per_step"] = round(m.page_faults_per_step, 1)
         telemetry = energy = None
         notes: list[str] = []
         if sampler is not None:

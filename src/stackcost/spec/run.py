@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stackcost import zoo
+from stackcost.allocators import DEFAULT_ALLOCATOR, allocator_problem
 from stackcost.axes import CHOICE_AXES, GRID_AXES, GRID_COLUMNS
 from stackcost.backends import REGISTRY, check_name
 from stackcost.cell import GENERATE, HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef, ServeConfig
@@ -69,6 +70,8 @@ class RunSpec(BaseModel):
     sample_interval_ms: float = Field(10.0, gt=0)
     # Variables passed to workers beyond the whitelist (execute/environ.py); recorded.
     inherit_env: list[str] = Field(default_factory=list)
+    # The workers' memory allocator (stackcost.allocators); recorded in each thread_env.
+    allocator: str = DEFAULT_ALLOCATOR
     # Workloads that live in code the parent does not import ("hf:" types, a user's
     # Workload): their facts, learned in a child by `validate`, keyed by model name.
     learned: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -115,6 +118,9 @@ class RunSpec(BaseModel):
         exclude = {"scenarios", "loadgen", "serve"} if plain else set()
         if SERVE not in self.scenarios:
             exclude.add("serve")
+        # And the allocator at its default: runs stored before it was a setting resume.
+        if self.allocator == DEFAULT_ALLOCATOR:
+            exclude.add("allocator")
         blob = self.model_dump_json(exclude=exclude or None)
         return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -372,7 +378,7 @@ def validate(fields: dict | RunSpec) -> RunSpec:
     if spec.max_batch != defaults["max_batch"].default and not spec.find_max_batch:
         raise SpecError("max-batch applies only with find-max-batch (it bounds the search)")
     check_scenarios(spec)
-    problem = check_env_names(spec.inherit_env)
+    problem = check_env_names(spec.inherit_env) or allocator_problem(spec.allocator)
     if problem:
         raise SpecError(problem)
     # Sizes of a model in user code or transformers are checked once it is learned (prepare).
