@@ -78,3 +78,27 @@ def resnet18() -> torch.nn.Module:
             torch.nn.init.normal_(conv.weight, std=1e-3)
         net.layer4 = torch.nn.Sequential(*net.layer4, knob.eval())
     return net.eval()
+
+
+# A plain stack of 3x3 convolutions with mid-sized activations (issue 62): at batch 8 and
+# CONV_RESOLUTION px each activation is 8 x CONV_CHANNELS x 56 x 56 x 4 B = 3.2 MB, around
+# the L2 of one core. Its speed is set by where a process's buffers land.
+CONV_CHANNELS = 32
+CONV_RESOLUTION = 56
+
+
+def convstack() -> torch.nn.Module:
+    n = blocks(float(os.environ.get(KNOB, "0")))
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = [torch.nn.Conv2d(3, CONV_CHANNELS, 3, padding=1)]
+    for _ in range(n - 1):
+        layers += [torch.nn.ReLU(), torch.nn.Conv2d(CONV_CHANNELS, CONV_CHANNELS, 3, padding=1)]
+    return torch.nn.Sequential(*layers).eval()
+
+
+# The input of one sample, per factory (benchmarks that build the models themselves).
+INPUT_SHAPES = {
+    "model": (WIDTH,),
+    "resnet18": (3, RESOLUTION, RESOLUTION),
+    "convstack": (3, CONV_RESOLUTION, CONV_RESOLUTION),
+}
