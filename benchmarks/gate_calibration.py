@@ -16,7 +16,7 @@ between-run spread that compare/stats.py's BETWEEN_RUN_SPREAD must exceed.
 
     python benchmarks/gate_calibration.py [--tries 20] [--power-tries 5] \
         [--stored-tries 10] [--backends eager,torchscript,onnxruntime] \
-        [--model knob|resnet18|llama-150m] \
+        [--model knob|resnet18|convstack|llama-150m] [--allocator glibc|steady] \
         [--pacing bursts,processes] [--json PATH]
 
 `--model llama-150m` is token generation (`--scenario generate`, 64-token prompt, 16 new
@@ -67,10 +67,11 @@ TARGETS = {
 MODELS = {
     "knob": ["--model", "knob_model:model", "--input-shape", "256"],
     "resnet18": ["--model", "knob_model:resnet18", "--input-shape", "3,64,64"],
+    "convstack": ["--model", "knob_model:convstack", "--input-shape", "3,56,56"],
     "llama-150m": ["llama-150m", "--scenario", "generate", "--prompt-len", "64"]
     + ["--new-tokens", "16"],
 }
-KNOBBED = ("knob", "resnet18")
+KNOBBED = ("knob", "resnet18", "convstack")
 
 
 def model_args(args: argparse.Namespace) -> list[str]:
@@ -104,6 +105,8 @@ def interleaved(args, work: Path, pacing: str, slowdown: float, i: int) -> dict[
     argv += ["--seed-order", str(args.first_seed + i), "--pacing", pacing]
     if args.max_blocks:
         argv += ["--max-blocks", str(args.max_blocks)]
+    if args.allocator:
+        argv += ["--allocator", args.allocator]
     if slowdown:
         argv += ["--cand-env", f"{KNOB}={slowdown}"]
     t0 = time.perf_counter()
@@ -264,6 +267,7 @@ def main() -> None:
         choices=sorted(MODELS),
         help="knob: 20 Linear blocks (+5%%: one more); resnet18: at 64 px, with a conv "
         "block after layer4 sized to add about 5%% of the step's time (knob_model.py); "
+        "convstack: 20 3x3 convolutions (+5%%: one more); "
         "llama-150m: token generation, A/A only (no knob)",
     )
     p.add_argument("--backends", default="eager,torchscript,onnxruntime")
@@ -284,6 +288,9 @@ def main() -> None:
         default=0,
         help="ab's --seed-order for the first try (then +1 a try): a run that adds tries to "
         "an earlier one gives them orders of their own",
+    )
+    p.add_argument(
+        "--allocator", help="the workers' allocator (stackcost.allocators; default: ab's own)"
     )
     p.add_argument("--json", type=Path, help="write every try and the summary here")
     args = p.parse_args()

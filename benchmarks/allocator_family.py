@@ -1,0 +1,158 @@
+"""Each allocator's spreads over a family of cells: within a process and between processes.
+
+The family (FAMILY) mixes convolutions, matrix multiplies and attention; activations below,
+around and above one core's L2; 1 and 2 threads; eager, inductor, onnxruntime and openvino.
+Per round, each allocator (stackcost.allocators) in a shuffled order runs every cell once
+with `stackcost run --repeats 1 --allocator NAME`: a fresh process per cell, so after
+--rounds rounds each cell has that many processes per allocator, taken interleaved. The
+table gives each cell's spreads under each allocator (measure/stats.spreads over the
+processes' samples), its process medians and the page faults a step they took.
+
+    python benchmarks/allocator_family.py [--rounds 4] [--allocators glibc,steady]
+        [--min-time 1] [--json PATH]
+
+Nothing else may run on the machine meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from stackcost.allocators import ALLOCATORS
+from stackcost.env import cpu_info
+from stackcost.store.runs import load_runs
+
+HERE = Path(__file__).resolve().parent
+CONV = ["--model", "knob_model:convstack", "--input-shape", "3,56,56"]
+# One `stackcost run` each: (what it covers, its arguments).
+FAMILY = [
+    (
+        "conv 3x3 stack, 3.2 MB activations, 4 rungs",
+        [*CONV, "--batch-size", "8", "--threads", "2"]
+        + ["--backends", "eager,inductor,onnxruntime,openvino"],
+    ),
+    (
+        "conv 3x3 stack, 12.8 MB activations",
+        [*CONV, "--batch-size", "32", "--threads", "1", "--backends", "eager"],
+    ),
+    ("matmul: MLP, activations of KBs", ["mlp", "--batch-size", "32", "--threads", "1"]),
+    ("attention: BERT-base, 128 tokens", ["bert-base", "--batch-size", "1", "--threads", "2"]),
+    ("conv: ResNet-18 at 64 px", ["resnet18", "--resolution", "64", "--batch-size", "8"]),
+]
+
+
+def run(argv: list[str], allocator: str, db: Path, min_time: float) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    full = [sys.executable, "-m", "stackcost.cli", "run", *argv, "--repeats", "1"]
+    full += ["--allocator", allocator, "--min-time", str(min_time), "--quiet", "--db", str(db)]
+    if "--backends" not in argv:
+        full += ["--backends", "eager"]
+    if "--threads" not in argv:
+        full += ["--threads", "2"]
+    proc = subprocess.run(full, env=env, capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(full)}: {(proc.stderr or proc.stdout).strip()[-600:]}")
+
+
+def cells(db: Path) -> dict[str, dict[str, Any]]:
+    """Per cell label: every valid repetition's samples and page faults, over all runs."""
+    from stackcost.measure.stats import spreads
+
+    found: dict[str, dict[str, Any]] = {}
+    for result in load_runs(db, [], every=True):
+        for cell in result.cells():
+            entry = found.setdefault(cell.cell.label(), {"samples": [], "faults": []})
+            for r in cell.repetitions:
+                if r.valid and r.samples_ns:
+                    entry["samples"].append(r.samples_ns)
+                    entry["faults"].append(r.details.get("page_faults_per_step"))
+    out = {}
+    for label, entry in found.items():
+        s = spreads(entry["samples"])
+        out[label] = {
+            "within": s.within,
+            "between": s.between,
+            "processes": s.processes,
+            "medians_ms": [statistics.median(x) / 1e6 for x in entry["samples"]],
+            "page_faults_per_step": entry["faults"],
+        }
+    return out
+
+
+def pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1%}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--allocators", default=",".join(ALLOCATORS))
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    allocators = args.allocators.split(",")
+    for name in allocators:
+        if name not in ALLOCATORS:
+            raise SystemExit(f"--allocators: {name!r} is not one of {', '.join(ALLOCATORS)}")
+    rng = random.Random(args.seed)
+    console = Console()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="stackcost-family-") as tmp:
+        dbs = {name: Path(tmp) / f"{name}.db" for name in allocators}
+        for i in range(args.rounds):
+            for name in rng.sample(allocators, len(allocators)):
+                for _, argv in FAMILY:
+                    run(argv, name, dbs[name], args.min_time)
+            console.print(f"round {i + 1}/{args.rounds} ({time.perf_counter() - started:.0f} s)")
+        by_allocator = {name: cells(db) for name, db in dbs.items()}
+    table = Table(title="spread within / between processes, by allocator (this machine)")
+    table.add_column("cell")
+    for name in allocators:
+        table.add_column(f"{name}: in / between", justify="right")
+        table.add_column(f"{name}: medians ms", justify="right")
+        table.add_column(f"{name}: faults a step", justify="right")
+    labels = sorted({label for found in by_allocator.values() for label in found})
+    for label in labels:
+        row = [label]
+        for name in allocators:
+            c = by_allocator[name].get(label)
+            if c is None:
+                row += ["—", "—", "—"]
+                continue
+            row.append(f"{pct(c['within'])} / {pct(c['between'])}")
+            row.append(" ".join(f"{m:.3g}" for m in c["medians_ms"]))
+            faults = [f for f in c["page_faults_per_step"] if f is not None]
+            row.append(f"{min(faults):.0f}–{max(faults):.0f}" if faults else "—")
+        table.add_row(*row)
+    console.print(table)
+    if args.json:
+        record = {
+            "date": time.strftime("%Y-%m-%d"),
+            "cpu": cpu_info(),
+            "settings": {k: v for k, v in vars(args).items() if k != "json"},
+            "family": [what for what, _ in FAMILY],
+            "cells": by_allocator,
+            "wall_s": time.perf_counter() - started,
+        }
+        args.json.write_text(json.dumps(record, indent=1, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
