@@ -32,7 +32,9 @@ def test_a_task_puts_its_allocator_in_the_workers_environment_under_the_thread_s
     task = RepetitionTask(cell=tiny_cell(), workdir="w", allocator="steady")
     env = task.thread_env()
     assert env["MALLOC_MMAP_THRESHOLD_"] == ALLOCATORS["steady"].env["MALLOC_MMAP_THRESHOLD_"]
-    assert "MALLOC_MMAP_THRESHOLD_" not in RepetitionTask(cell=tiny_cell(), workdir="w").thread_env()
+    assert (
+        "MALLOC_MMAP_THRESHOLD_" not in RepetitionTask(cell=tiny_cell(), workdir="w").thread_env()
+    )
 
 
 def test_the_default_allocator_leaves_a_specs_identity_as_it_was():
@@ -79,7 +81,9 @@ def test_every_allocator_computes_the_same_bits():
 
 
 @pytest.mark.parametrize("allocator", list(ALLOCATORS))
-def test_a_run_records_its_allocator_and_page_faults_and_still_verifies(capsys, tmp_path, allocator):
+def test_a_run_records_its_allocator_and_page_faults_and_still_verifies(
+    capsys, tmp_path, allocator
+):
     db = tmp_path / "s.db"
     argv = ["run", "mlp", "--backends", "eager,onnxruntime", "--allocator", allocator]
     assert main([*argv, *QUICK, "--db", str(db)]) == 0

@@ -275,3 +275,57 @@ def test_a_burst_without_a_decode_step_gives_tpot_no_value():
     assert alt.values("tpot") == {"base": [], "cand": []}  # a new token of one: no pair
     assert interleave.burst_value_ms(full, "tpot") == 2.0  # the decode steps' median
     assert interleave.burst_value_ms(full, "latency") == 9.0
+
+
+# -- replan: the rest of an undecided cell's blocks shaped by where its time varied ------
+
+
+def _pair(blocks: list[tuple[list[float], list[float]]]) -> interleave.CellPair:
+    from tests.conftest import tiny_cell
+
+    cell = tiny_cell()
+    return interleave.CellPair(cell, cell, blocks=blocks, design="bursts")
+
+
+def test_replan_gives_a_cell_whose_processes_differ_cheaper_blocks_and_more_of_them():
+    # Each block's worker pair sits at its own level (+-15%), steady within: a process bias.
+    levels = [1.0, 1.3, 0.9, 1.2, 1.05, 0.85]
+    pair = _pair([([x, x * 1.001, x * 0.999], [x, x * 1.002, x]) for x in levels])
+    design = interleave.Design(max_blocks=20, block_s=2.0)
+    interleave.replan([pair], design)
+    assert pair.cap == 30 and pair.block_s == 1.0
+    assert "its processes differed by" in pair.plan_note and pair.plan_note in pair.note()
+
+
+def test_replan_gives_a_cell_whose_bursts_vary_longer_blocks_and_the_same_cap():
+    rng = random.Random(3)
+    noisy = [([rng.uniform(0.7, 1.3) for _ in range(8)], [rng.uniform(0.7, 1.3) for _ in range(8)])]
+    pair = _pair(noisy * 6)  # the same bursts in every block: nothing between processes
+    interleave.replan([pair], interleave.Design(max_blocks=20, block_s=2.0))
+    assert pair.cap == 20 and pair.block_s == 4.0 and "its bursts varied by" in pair.plan_note
+
+
+def test_replan_leaves_processes_cells_and_a_design_without_it_alone():
+    pair = _pair([([1.0, 1.0], [1.0, 1.0]), ([1.5, 1.5], [1.5, 1.5])])
+    interleave.replan([pair], interleave.Design(replan=False))
+    assert pair.cap is None and pair.block_s is None and not pair.plan_note
+    pair.design = "processes"
+    interleave.replan([pair], interleave.Design())
+    assert pair.cap is None
+
+
+class BiasedWorker(SyntheticWorker):
+    """A synthetic worker that draws its own speed when it starts (+-20%), steady after."""
+
+    def __init__(self, python: str, env: dict[str, str], task) -> None:
+        super().__init__(python, env, task)
+        self.factor *= self.machine.rng.lognormvariate(0, 0.2)
+
+
+def test_an_undecided_cell_with_biased_processes_runs_past_the_designs_cap(tmp_path, monkeypatch):
+    argv = ["--min-blocks", "4", "--max-blocks", "6"]
+    verdict = run_ab(tmp_path, monkeypatch, Machine(seed=5), 6, *argv, worker=BiasedWorker)
+    (cell,) = verdict["cells"]
+    assert cell["plan"]["cap"] == 9 and "processes differed" in cell["plan"]["why"], cell["plan"]
+    assert cell["verdict"] in ("noisy", "unchanged") and len(cell["blocks"]) > 6
+    assert verdict["design"]["replan"] is True

@@ -114,6 +114,14 @@ def add_parser(sub: Any) -> None:
         "own OMP_PROC_BIND wins (default: bind)",
     )
     p.add_argument(
+        "--replan",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="bursts: at the first look, an undecided cell whose processes differ more than "
+        "their bursts gets blocks of half the time and 1.5x the cap; otherwise blocks of "
+        "twice the time (default: replan)",
+    )
+    p.add_argument(
         "--min-blocks",
         help="blocks before the first look (default "
         + ", ".join(f"{k} {v[0]}" for k, v in BLOCKS.items())
@@ -184,6 +192,7 @@ def _design(args: argparse.Namespace):
         block_s=block_s,
         burst_ms=burst_ms,
         bind_threads=args.bind_threads,
+        replan=args.replan,
     )
 
 
@@ -271,7 +280,8 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         else:
             value = f"{r.stats.median_ms:.4g} ms " if r.stats else ""
         label = pair.cand.label()  # the cell, whichever of its metrics is judged
-        err.print(Text(f"block {block + 1}/{design.max_blocks} {label} {side}: {value}{r.status}"))
+        cap = pair.cap or design.max_blocks  # a replanned cell's own cap
+        err.print(Text(f"block {block + 1}/{cap} {label} {side}: {value}{r.status}"))
 
     ab = measure_sides(
         specs,

@@ -123,6 +123,7 @@ class Design:
     block_s: float = 2.0  # bursts: the time each block alternates bursts for
     burst_ms: float = 20.0  # bursts: a burst's length (at least one step)
     bind_threads: bool = True  # bursts: torch's OpenMP threads one per core (omp_bindable)
+    replan: bool = True  # bursts: reshape an undecided cell's blocks at the first look (replan)
 
     def rule(self) -> dict[str, Any]:
         return {
@@ -140,6 +141,7 @@ class Design:
                 "block_s": self.block_s,
                 "burst_ms": self.burst_ms,
                 "bind_threads": self.bind_threads,
+                "replan": self.replan,
             }
             if self.pacing == "bursts"
             else {"pacing": "processes", "order": "ABBA/BAAB"}
@@ -190,6 +192,11 @@ class CellPair:
     # step (ms) as its worker reported it when it got ready (what sized bursts before)
     burst_blocks: list[dict[str, Any]] = field(default_factory=list)
     metric: str = LATENCY  # what is judged (METRICS): a generate cell has one pair per metric
+    # The cell's own block plan (replan): its cap on blocks and, in bursts, each block's
+    # time; None: the design's. `plan_note` says what changed and why.
+    cap: int | None = None
+    block_s: float | None = None
+    plan_note: str = ""
 
     @property
     def label(self) -> str:
@@ -237,6 +244,8 @@ class CellPair:
         parts = [f"{side} {why}" for side, why in self.failed.items()]
         if self.design_note:
             parts.append(self.design_note)
+        if self.plan_note:
+            parts.append(self.plan_note)
         if self.dropped_pairs:
             parts.append(f"{self.dropped_pairs} burst pair(s) dropped: other work on the cores")
         if self.lost:
@@ -257,6 +266,7 @@ class CellPair:
             "metric": self.metric,
             "verdict": self.verdict,
             "design": self.design,
+            "plan": {"cap": self.cap, "block_s": self.block_s, "why": self.plan_note},
             "note": self.note(),
             "base_median_ms": self.median_ms("base"),
             "cand_median_ms": self.median_ms("cand"),
@@ -334,6 +344,45 @@ class ABResult:
         }
 
 
+# replan: an undecided burst cell whose processes differ more than their bursts gets
+# cheaper blocks, and more of them; one whose bursts vary more gets longer blocks.
+REPLAN_CAP = 1.5  # x the design's cap on blocks
+REPLAN_BLOCK = 2.0  # block time / or x this
+MIN_BLOCK_S = 0.5  # s: a block still holds its fewest burst pairs
+
+
+def replan(group: list[CellPair], design: Design) -> None:
+    """At the first look, reshape the rest of an undecided burst cell's blocks by where its
+    time varied (issue 62): between its processes more than their own bursts explain
+    (Spreads.between_dominates, either side), so only more processes average it: cheaper
+    blocks (half the time) and REPLAN_CAP x the cap; else within them: blocks twice as
+    long, the same cap. The looks stay three, each at alpha / 3, wherever they fall; what
+    moves them is the noise's shape, which says nothing of the ratio's direction."""
+    head = group[0]
+    if not design.replan or head.design != "bursts" or head.plan_note:
+        return
+    spreads = {side: head.spreads(side) for side in ("base", "cand")}
+    if any(s.within is None or s.between is None for s in spreads.values()):
+        return
+    between = max(s.between or 0.0 for s in spreads.values())
+    within = max(s.within or 0.0 for s in spreads.values())
+    if any(s.between_dominates for s in spreads.values()):
+        cap = max(design.max_blocks, round(design.max_blocks * REPLAN_CAP))
+        block_s = max(MIN_BLOCK_S, design.block_s / REPLAN_BLOCK)
+        why = (
+            f"its processes differed by {between:.1%} against {within:.1%} between their "
+            f"bursts: blocks cut to {block_s:g} s, up to {cap} of them"
+        )
+    else:
+        cap, block_s = design.max_blocks, design.block_s * REPLAN_BLOCK
+        why = (
+            f"its bursts varied by {within:.1%} against {between:.1%} between processes: "
+            f"blocks of {block_s:g} s"
+        )
+    for pair in group:
+        pair.cap, pair.block_s, pair.plan_note = cap, block_s, why
+
+
 # Called after each repetition: (block, cell pair, side, result).
 OnRepetition = Callable[[int, CellPair, str, RepetitionResult], None]
 
@@ -374,10 +423,11 @@ def interleave(
     artifacts = {name: scratch.make() for name in runners}
     scratch.clean_orphans()
     try:
-        for block in range(design.max_blocks):
+        block = 0
+        while any(block < (p.cap or design.max_blocks) for p in cells if not p.done):
             result.blocks = block + 1
             for group in groups:
-                live = [p for p in group if not p.done]
+                live = [p for p in group if not p.done and block < (p.cap or design.max_blocks)]
                 if not live:
                     continue
                 paced = live[0].design == "bursts" and _burst_block(
@@ -394,15 +444,20 @@ def interleave(
                         reps,
                         on_repetition,
                     )
-                last = block + 1 == design.max_blocks
                 for pair in live:
+                    cap = pair.cap or design.max_blocks
+                    last = block + 1 == cap
                     if not pair.failed and (pair.blocks or last):
-                        pair.result = decide(pair.log_ratios, **design.rule(), last=last)
+                        rule = design.rule() | {"max_blocks": cap}
+                        pair.result = decide(pair.log_ratios, **rule, last=last)
+                if len(live[0].blocks) == design.min_blocks and not live[0].done:
+                    replan(live, design)
             store.finish_pair(pair_id, result.as_dict())
             if on_block:
                 on_block(result)
             if all(p.done for p in cells):
                 break
+            block += 1
     finally:
         for name in runners:
             scratch.remove(artifacts[name])
@@ -491,7 +546,7 @@ def _burst_block(
         if all(steps_ns.values()):
             steps = burst_steps(workers, design.burst_ms, rng, shape.sizing)
         if steps:
-            alt = alternate(workers, steps, design.block_s, rng, shape.min_pairs)
+            alt = alternate(workers, steps, head.block_s or design.block_s, rng, shape.min_pairs)
         results = {}
         for side in first:
             w = workers[side]
