@@ -13,6 +13,7 @@ import pytest
 
 from stackcost.cell import Cell
 from stackcost.commands.ab import EXIT_UNDECIDED, exit_code
+from stackcost.compare import ab_render
 from stackcost.compare.ab_render import as_json, design_line, markdown, summary_line
 from stackcost.execute.interleave import ABResult, CellPair, Design
 from stackcost.execute.sides import Side
@@ -121,11 +122,16 @@ def test_the_gate_says_where_a_noisy_cells_noise_is():
     noisy.result = decide(logs, **DESIGN.rule(), last=True)
     spread = noisy.spreads("base")
     assert spread.within < 0.002 and spread.between > 0.1 and spread.between_dominates
+    # The ratio's own: its pairs agree inside each block, its blocks do not.
+    pairs = noisy.pair_spreads()
+    assert pairs is not None and pairs.within < 0.002 and pairs.between_dominates
     assert "its processes differ more than their bursts" in noisy.note()
     ab = ab_of(noisy)
     assert "quieter machine" not in markdown(ab) and "--max-blocks" in markdown(ab)
-    data = json.loads(as_json(ab))["cells"][0]["spreads"]["base"]
-    assert data["between"] == pytest.approx(spread.between)
+    assert ab_render._spread(noisy).endswith(f"{pairs.between:.1%} !")  # the table's column
+    data = json.loads(as_json(ab))["cells"][0]["spreads"]
+    assert data["base"]["between"] == pytest.approx(spread.between)
+    assert data["pairs"]["between"] == pytest.approx(pairs.between)
     # The processes design has one value a process: nothing within, the blocks between.
     whole = pair(1, CLEAR).spreads("cand")
     assert whole.within is None and whole.between is not None

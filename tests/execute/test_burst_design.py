@@ -288,13 +288,14 @@ def _pair(blocks: list[tuple[list[float], list[float]]]) -> interleave.CellPair:
 
 
 def test_replan_gives_a_cell_whose_processes_differ_cheaper_blocks_and_more_of_them():
-    # Each block's worker pair sits at its own level (+-15%), steady within: a process bias.
+    # Each block's candidate worker sits at its own level against its base (+-15%), its
+    # bursts steady: a bias of the process pair, which its burst pairs cannot cancel.
     levels = [1.0, 1.3, 0.9, 1.2, 1.05, 0.85]
-    pair = _pair([([x, x * 1.001, x * 0.999], [x, x * 1.002, x]) for x in levels])
+    pair = _pair([([1.0, 1.001, 0.999], [x, x * 1.002, x]) for x in levels])
     design = interleave.Design(max_blocks=20, block_s=2.0)
     interleave.replan([pair], design)
     assert pair.cap == 30 and pair.block_s == 1.0
-    assert "its processes differed by" in pair.plan_note and pair.plan_note in pair.note()
+    assert "where their burst pairs explain" in pair.plan_note and pair.plan_note in pair.note()
 
 
 def test_replan_gives_a_cell_whose_bursts_vary_longer_blocks_and_the_same_cap():
@@ -302,7 +303,7 @@ def test_replan_gives_a_cell_whose_bursts_vary_longer_blocks_and_the_same_cap():
     noisy = [([rng.uniform(0.7, 1.3) for _ in range(8)], [rng.uniform(0.7, 1.3) for _ in range(8)])]
     pair = _pair(noisy * 6)  # the same bursts in every block: nothing between processes
     interleave.replan([pair], interleave.Design(max_blocks=20, block_s=2.0))
-    assert pair.cap == 20 and pair.block_s == 4.0 and "its bursts varied by" in pair.plan_note
+    assert pair.cap == 20 and pair.block_s == 4.0 and "as their burst pairs explain" in pair.plan_note
 
 
 def test_replan_leaves_processes_cells_and_a_design_without_it_alone():
@@ -326,6 +327,6 @@ def test_an_undecided_cell_with_biased_processes_runs_past_the_designs_cap(tmp_p
     argv = ["--min-blocks", "4", "--max-blocks", "6"]
     verdict = run_ab(tmp_path, monkeypatch, Machine(seed=5), 6, *argv, worker=BiasedWorker)
     (cell,) = verdict["cells"]
-    assert cell["plan"]["cap"] == 9 and "processes differed" in cell["plan"]["why"], cell["plan"]
+    assert cell["plan"]["cap"] == 9 and "where their burst pairs explain" in cell["plan"]["why"], cell["plan"]
     assert cell["verdict"] in ("noisy", "unchanged") and len(cell["blocks"]) > 6
     assert verdict["design"]["replan"] is True

@@ -121,9 +121,11 @@ def table(ab: ABResult) -> Table:
 
 
 def _spread(c: CellPair) -> str:
-    """The base side's spreads (measure.stats.process_spreads): '0.8% / 6.1% !'; '!' where
-    its processes differ by more than their own bursts explain."""
-    found = c.spreads("base")
+    """Where the cell's noise is, '0.8% / 6.1% !': in bursts, the ratio's, within a block's
+    burst pairs and between blocks (measure.paired.paired_spreads); in processes, the base
+    side's repetitions (nothing within). '!' where the blocks' processes carry more of their
+    own than the rest explains: only more blocks average that."""
+    found = c.pair_spreads() or c.spreads("base")
 
     def pct(value: float | None) -> str:
         return "—" if value is None else f"{value:.1%}"
@@ -152,10 +154,11 @@ def summary_line(ab: ABResult) -> str:
 
 UNDECIDED_ADVICE = (
     "A `noisy` cell's interval still straddles the threshold at the block cap: this run "
-    "neither passes nor fails it. Its spread says where the noise is: between processes "
-    "(marked !, each fresh process's own layout), which more `--max-blocks` average; or "
-    "within one, which a longer `--block-time` averages. Or let the job choose with "
-    "`--on-undecided pass|fail`."
+    "neither passes nor fails it, though ab already replanned its blocks at the first look "
+    "(its note says how). Its spread says where the noise is: between blocks (marked !, "
+    "each fresh process pair's own, where it landed in memory), which more `--max-blocks` "
+    "average; or within a block's burst pairs, which a longer `--block-time` averages. Or "
+    "let the job choose with `--on-undecided pass|fail`."
 )
 # The markdown's first words, by the gate's outcome.
 HEAD = {

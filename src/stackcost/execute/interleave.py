@@ -38,6 +38,7 @@ gives both metrics their paired values: the bursts' TTFT and their decode steps'
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
@@ -60,6 +61,7 @@ from stackcost.measure.paired import (
     PairedResult,
     block_log_ratio,
     decide,
+    paired_spreads,
 )
 from stackcost.measure.stats import Spreads, process_spreads
 from stackcost.result import FAILED_STATUSES, VALID_STATUSES, RepetitionResult
@@ -231,6 +233,16 @@ class CellPair:
             values = [[v] for block in values for v in block]
         return process_spreads(values)
 
+    def pair_spreads(self) -> Spreads | None:
+        """Bursts: where the ratio itself varied, within a block's pairs and between its
+        blocks (measure.paired.paired_spreads); None in the processes design."""
+        return paired_spreads(self.blocks) if self.design == "bursts" else None
+
+    def processes_differ(self) -> bool:
+        """Whether the blocks' processes carry more of their own than the rest explains:
+        the ratio's spreads in bursts, the base side's in processes."""
+        return (self.pair_spreads() or self.spreads("base")).between_dominates
+
     def page_faults(self) -> list[float]:
         """Every bursts worker's page faults per step, both sides: [] where not counted."""
         return [
@@ -250,7 +262,7 @@ class CellPair:
             parts.append(f"{self.dropped_pairs} burst pair(s) dropped: other work on the cores")
         if self.lost:
             parts.append(f"{self.lost} block(s) lost to invalid repetitions")
-        if self.verdict == "noisy" and self.spreads("base").between_dominates:
+        if self.verdict == "noisy" and self.processes_differ():
             # Each fresh process carries its own bias (its layout): only more of them help.
             why = "its processes differ more than their bursts"
             if faults := self.page_faults():
@@ -270,11 +282,16 @@ class CellPair:
             "note": self.note(),
             "base_median_ms": self.median_ms("base"),
             "cand_median_ms": self.median_ms("cand"),
-            # Relative SDs: within a block's process, between the blocks' processes.
+            # Relative SDs: within a block's process, between the blocks' processes; and
+            # for bursts, the ratio's own: within a block's pairs, between its blocks.
             "spreads": {
                 side: {"within": sp.within, "between": sp.between}
-                for side in ("base", "cand")
-                for sp in (self.spreads(side),)
+                for side, sp in (
+                    ("base", self.spreads("base")),
+                    ("cand", self.spreads("cand")),
+                    ("pairs", self.pair_spreads()),
+                )
+                if sp is not None
             },
             "blocks": [
                 {"base": b, "cand": c, "log_ratio": e}
@@ -353,31 +370,31 @@ MIN_BLOCK_S = 0.5  # s: a block still holds its fewest burst pairs
 
 def replan(group: list[CellPair], design: Design) -> None:
     """At the first look, reshape the rest of an undecided burst cell's blocks by where its
-    time varied (issue 62): between its processes more than their own bursts explain
-    (Spreads.between_dominates, either side), so only more processes average it: cheaper
-    blocks (half the time) and REPLAN_CAP x the cap; else within them: blocks twice as
-    long, the same cap. The looks stay three, each at alpha / 3, wherever they fall; what
+    ratio varied (issue 62, measure.paired.paired_spreads): its blocks' estimates differ
+    more than their burst pairs explain, so each process pair carries its own and only
+    more of them average it: cheaper blocks (half the time) and REPLAN_CAP x the cap; else
+    the pairs' own noise is what is left: blocks twice as long, the same cap. The looks stay three, each at alpha / 3, wherever they fall; what
     moves them is the noise's shape, which says nothing of the ratio's direction."""
     head = group[0]
     if not design.replan or head.design != "bursts" or head.plan_note:
         return
-    spreads = {side: head.spreads(side) for side in ("base", "cand")}
-    if any(s.within is None or s.between is None for s in spreads.values()):
+    spreads = head.pair_spreads()
+    if spreads is None or spreads.within is None or spreads.between is None:
         return
-    between = max(s.between or 0.0 for s in spreads.values())
-    within = max(s.within or 0.0 for s in spreads.values())
-    if any(s.between_dominates for s in spreads.values()):
+    # What the blocks' estimates would scatter by if their pairs were all there was.
+    expected = spreads.within / math.sqrt(spreads.windows)
+    if spreads.between_dominates:
         cap = max(design.max_blocks, round(design.max_blocks * REPLAN_CAP))
         block_s = max(MIN_BLOCK_S, design.block_s / REPLAN_BLOCK)
         why = (
-            f"its processes differed by {between:.1%} against {within:.1%} between their "
-            f"bursts: blocks cut to {block_s:g} s, up to {cap} of them"
+            f"its blocks' ratios differed by {spreads.between:.1%} where their burst pairs "
+            f"explain {expected:.1%}: blocks cut to {block_s:g} s, up to {cap} of them"
         )
     else:
         cap, block_s = design.max_blocks, design.block_s * REPLAN_BLOCK
         why = (
-            f"its bursts varied by {within:.1%} against {between:.1%} between processes: "
-            f"blocks of {block_s:g} s"
+            f"its blocks' ratios differed by {spreads.between:.1%}, as their burst pairs "
+            f"explain ({expected:.1%}): blocks of {block_s:g} s"
         )
     for pair in group:
         pair.cap, pair.block_s, pair.plan_note = cap, block_s, why

@@ -34,6 +34,8 @@ import numpy as np
 # scipy.special's Student t quantile: scipy.stats would add ~0.65 s to every CLI start.
 from scipy.special import stdtrit
 
+from stackcost.measure.stats import Spreads
+
 PairedVerdict = Literal["regressed", "improved", "unchanged", "noisy", "undecided"]
 
 DEFAULT_THRESHOLD = 0.03
@@ -173,3 +175,26 @@ __all__ = [
     "ratio_interval",
     "sequential",
 ]
+
+
+def paired_spreads(blocks: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Spreads:
+    """Where a bursts A/B's ratio varied: `within`, the SD of the pairs' log ratios inside
+    a block (the mean over blocks with two or more pairs); `between`, the SD of the blocks'
+    estimates (their mean log ratios); `windows`, the typical pairs a block. A block's
+    estimate would scatter by within / sqrt(pairs) if its process pair added nothing of its
+    own: `between_dominates` says it does, and only more blocks (processes) average it. The
+    machine's modes, which the pairs cancel, are in neither: a side's own bursts
+    (stats.process_spreads) would count them as noise within."""
+    ratios = [
+        [math.log(c / b) for b, c in zip(base, cand, strict=False) if b > 0 and c > 0]
+        for base, cand in blocks
+    ]
+    ratios = [r for r in ratios if r]
+    within = [float(np.std(r, ddof=1)) for r in ratios if len(r) >= 2]
+    estimates = [float(np.mean(r)) for r in ratios]
+    return Spreads(
+        within=float(np.mean(within)) if within else None,
+        between=float(np.std(estimates, ddof=1)) if len(estimates) >= 2 else None,
+        processes=len(ratios),
+        windows=max(1, int(np.median([len(r) for r in ratios]))) if ratios else 1,
+    )
