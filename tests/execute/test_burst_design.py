@@ -303,7 +303,9 @@ def test_replan_gives_a_cell_whose_bursts_vary_longer_blocks_and_the_same_cap():
     noisy = [([rng.uniform(0.7, 1.3) for _ in range(8)], [rng.uniform(0.7, 1.3) for _ in range(8)])]
     pair = _pair(noisy * 6)  # the same bursts in every block: nothing between processes
     interleave.replan([pair], interleave.Design(max_blocks=20, block_s=2.0))
-    assert pair.cap == 20 and pair.block_s == 4.0 and "as their burst pairs explain" in pair.plan_note
+    assert (
+        pair.cap == 20 and pair.block_s == 4.0 and "as their burst pairs explain" in pair.plan_note
+    )
 
 
 def test_replan_leaves_processes_cells_and_a_design_without_it_alone():
@@ -327,6 +329,35 @@ def test_an_undecided_cell_with_biased_processes_runs_past_the_designs_cap(tmp_p
     argv = ["--min-blocks", "4", "--max-blocks", "6"]
     verdict = run_ab(tmp_path, monkeypatch, Machine(seed=5), 6, *argv, worker=BiasedWorker)
     (cell,) = verdict["cells"]
-    assert cell["plan"]["cap"] == 9 and "where their burst pairs explain" in cell["plan"]["why"], cell["plan"]
+    assert cell["plan"]["cap"] == 9 and "where their burst pairs explain" in cell["plan"]["why"], (
+        cell["plan"]
+    )
     assert cell["verdict"] in ("noisy", "unchanged") and len(cell["blocks"]) > 6
     assert verdict["design"]["replan"] is True
+
+
+class EnvWorker(SyntheticWorker):
+    """A synthetic worker that keeps the environment it was started with."""
+
+    envs: list[dict[str, str]] = []
+
+    def __init__(self, python: str, env: dict[str, str], task) -> None:
+        super().__init__(python, env, task)
+        self.envs.append(env)
+
+
+@pytest.mark.parametrize("asked, allocator", [([], "steady"), (["--allocator", "glibc"], "glibc")])
+def test_ab_runs_both_sides_on_the_gates_allocator_unless_told(
+    tmp_path, monkeypatch, asked, allocator
+):
+    monkeypatch.setattr(EnvWorker, "envs", [])
+    verdict = run_ab(tmp_path, monkeypatch, Machine(), 2, *asked, worker=EnvWorker)
+    assert verdict["design"]["allocator"] == allocator
+    from stackcost.allocators import ALLOCATORS
+
+    wanted = ALLOCATORS[allocator].env
+    assert EnvWorker.envs and all(
+        {k: env.get(k) for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
+        == {k: wanted.get(k) for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
+        for env in EnvWorker.envs
+    )

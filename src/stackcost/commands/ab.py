@@ -193,6 +193,7 @@ def _design(args: argparse.Namespace):
         burst_ms=burst_ms,
         bind_threads=args.bind_threads,
         replan=args.replan,
+        allocator=args.allocator or GATE_ALLOCATOR,
     )
 
 
@@ -217,7 +218,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     fields = axis_fields(args)
     # The gate's workers reuse the pages they touched: a process's draw of glibc's moving
     # thresholds must not decide a verdict (stackcost.allocators).
-    fields.setdefault("allocator", GATE_ALLOCATOR)
+    fields.setdefault("allocator", design.allocator)
     if fields.get("repeats", 1) != 1:
         raise SpecError(
             f"--repeats {args.repeats} does not apply to ab: it measures blocks of 4 "

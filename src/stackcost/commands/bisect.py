@@ -243,7 +243,7 @@ def cell_pairs(args: argparse.Namespace, repo: Path, err: Console):
             err.print(Text(f"{point[:12]}: {exc}"))
             return None
         design = Design(min_blocks=2, max_blocks=2, seed=next(seeds), block_s=BLOCK_S,
-                        burst_ms=BURST_MS)  # fmt: skip
+                        burst_ms=BURST_MS, allocator=spec.allocator)  # fmt: skip
         ab = measure_sides(specs, sides, design, Path(args.db), lock, err, command=this_command())
         cell = ab.cells[0]
         if cell.failed or not cell.blocks:

@@ -88,7 +88,7 @@ def design_line(ab: ABResult) -> str:
     else:
         how = f"{bursts}; cells whose design is processes: {processes}"
     return (
-        f"{ab.blocks} block(s): {how}; a cell regresses when the ratio's interval lies above "
+        f"{ab.blocks} block(s): {how}; workers on the {d.allocator} allocator; a cell regresses when the ratio's interval lies above "
         f"1 and the change is beyond ±{d.threshold:.0%}; looks at {', '.join(map(str, looks))} "
         f"blocks share α = {d.alpha:g} (Bonferroni: {1 - d.alpha / len(looks):.2%} intervals)"
     )

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackcost.allocators import GATE_ALLOCATOR
 from stackcost.cell import GENERATE, Cell
 from stackcost.execute import scratch
 from stackcost.execute.paced import BurstChannel, PacedWorker, Refused
@@ -126,6 +127,7 @@ class Design:
     burst_ms: float = 20.0  # bursts: a burst's length (at least one step)
     bind_threads: bool = True  # bursts: torch's OpenMP threads one per core (omp_bindable)
     replan: bool = True  # bursts: reshape an undecided cell's blocks at the first look (replan)
+    allocator: str = GATE_ALLOCATOR  # both sides' workers' (stackcost.allocators)
 
     def rule(self) -> dict[str, Any]:
         return {
@@ -148,7 +150,7 @@ class Design:
             if self.pacing == "bursts"
             else {"pacing": "processes", "order": "ABBA/BAAB"}
         )
-        return self.rule() | {"seed": self.seed} | pacing
+        return self.rule() | {"seed": self.seed, "allocator": self.allocator} | pacing
 
 
 def pacable(cell: Cell) -> bool:
