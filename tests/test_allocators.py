@@ -89,7 +89,8 @@ def test_a_run_records_its_allocator_and_page_faults_and_still_verifies(
     assert main([*argv, *QUICK, "--db", str(db)]) == 0
     capsys.readouterr()
     rows = sqlite3.connect(db).execute("SELECT status, result_json FROM repetitions").fetchall()
-    assert [status for status, _ in rows] == ["ok", "ok"], rows
+    # Verified (not wrong); a loaded machine may leave a 0.2 s loop short of its CI target.
+    assert [status in ("ok", "unstable") for status, _ in rows] == [True, True], rows
     for _, blob in rows:
         details = json.loads(blob)["details"]
         env = details["thread_env"]

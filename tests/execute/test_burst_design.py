@@ -318,21 +318,23 @@ def test_replan_leaves_processes_cells_and_a_design_without_it_alone():
 
 
 class BiasedWorker(SyntheticWorker):
-    """A synthetic worker that draws its own speed when it starts (+-20%), steady after."""
+    """A synthetic worker whose candidate side carries its process's own speed, steady
+    within it: 1.4x in one block's process, 0.7x in the next (SYNTHETIC_BIAS)."""
 
     def __init__(self, python: str, env: dict[str, str], task) -> None:
         super().__init__(python, env, task)
-        self.factor *= self.machine.rng.lognormvariate(0, 0.2)
+        if env.get("SYNTHETIC_BIAS"):
+            block = (self.machine.started - 1) // 2  # two workers a block
+            self.factor *= 1.4 if block % 2 else 0.7
 
 
 def test_an_undecided_cell_with_biased_processes_runs_past_the_designs_cap(tmp_path, monkeypatch):
-    argv = ["--min-blocks", "4", "--max-blocks", "6"]
-    verdict = run_ab(tmp_path, monkeypatch, Machine(seed=5), 6, *argv, worker=BiasedWorker)
+    argv = ["--min-blocks", "4", "--max-blocks", "6", "--cand-env", "SYNTHETIC_BIAS=1"]
+    verdict = run_ab(tmp_path, monkeypatch, Machine(), 6, *argv, worker=BiasedWorker)
     (cell,) = verdict["cells"]
-    assert cell["plan"]["cap"] == 9 and "where their burst pairs explain" in cell["plan"]["why"], (
-        cell["plan"]
-    )
-    assert cell["verdict"] in ("noisy", "unchanged") and len(cell["blocks"]) > 6
+    assert cell["plan"]["cap"] == 9, cell["plan"]
+    assert "where their burst pairs explain" in cell["plan"]["why"]
+    assert cell["verdict"] == "noisy" and len(cell["blocks"]) == 9
     assert verdict["design"]["replan"] is True
 
 
