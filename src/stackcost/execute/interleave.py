@@ -23,8 +23,12 @@ fresh process otherwise draws its own thread placement, which doubled the A/A sp
 a 2-thread eager resnet18 here. A burst pair taken tens of milliseconds apart
 sees the same mode, which cancels in its ratio; the block's estimate is the mean log
 ratio of its pairs, and the verdict comes from independent blocks, as above: more,
-shorter blocks average the per-process bias. A pair where either burst saw other work on
-the cores is dropped and counted. Each worker is one repetition in its side's run. Cells
+shorter blocks average the per-process bias. At the first look an undecided cell is
+replanned by where its ratio varied (replan): more, cheaper blocks when its blocks differ
+more than their pairs explain, longer ones otherwise. Both sides' workers run on the
+design's allocator (stackcost.allocators: ab's default fixes glibc's thresholds, whose
+per-process draw of page faults was the largest such bias seen). A pair where either burst
+saw other work on the cores is dropped and counted. Each worker is one repetition in its side's run. Cells
 that cannot be cut into bursts (LoadGen scenarios, serving, training, a native program
 that runs the whole repetition) keep the processes design, and the result says which
 design decided each cell.

@@ -9,8 +9,10 @@ all its threads, ns resolution) and the busy time of the CPUs it may run on (/pr
 
 Beside them, read at the same instants: the hypervisor's steal time of those CPUs (the same
 /proc/stat lines, 8th column), the process's involuntary context switches (getrusage, one
-syscall, ~2 us) and the CPUs' current frequency where the machine measures it (cpufreq in
-sysfs, else /proc/cpuinfo's sampled "cpu MHz"; None on VMs, which show a fixed one).
+syscall, ~2 us), its minor page faults (getrusage's ru_minflt: pages its allocator handed
+out afresh, see stackcost.allocators) and the CPUs' current frequency where the machine
+measures it (cpufreq in sysfs, else /proc/cpuinfo's sampled "cpu MHz"; None on VMs,
+which show a fixed one).
 
 A process pinned to some cores (a repetition on a Ray node, execute/cores.py) counts only
 those cores' lines: a measurement pinned to the next cores is not its disturbance. An

@@ -162,21 +162,6 @@ def sequential(
     return result
 
 
-__all__ = [
-    "DEFAULT_ALPHA",
-    "DEFAULT_MAX_BLOCKS",
-    "DEFAULT_MIN_BLOCKS",
-    "DEFAULT_THRESHOLD",
-    "PairedResult",
-    "block_log_ratio",
-    "decide",
-    "look_points",
-    "mean_interval",
-    "ratio_interval",
-    "sequential",
-]
-
-
 def paired_spreads(blocks: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Spreads:
     """Where a bursts A/B's ratio varied: `within`, the SD of the pairs' log ratios inside
     a block (the mean over blocks with two or more pairs); `between`, the SD of the blocks'
@@ -198,3 +183,19 @@ def paired_spreads(blocks: Sequence[tuple[Sequence[float], Sequence[float]]]) ->
         processes=len(ratios),
         windows=max(1, int(np.median([len(r) for r in ratios]))) if ratios else 1,
     )
+
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_MAX_BLOCKS",
+    "DEFAULT_MIN_BLOCKS",
+    "DEFAULT_THRESHOLD",
+    "PairedResult",
+    "block_log_ratio",
+    "decide",
+    "look_points",
+    "mean_interval",
+    "paired_spreads",
+    "ratio_interval",
+    "sequential",
+]
