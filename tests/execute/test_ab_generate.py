@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 from stackcost.cli import main
 from stackcost.execute.runner import Runner
@@ -97,14 +98,21 @@ def test_real_workers_alternate_whole_generations_in_bursts(tmp_path):
     md = tmp_path / "ab.md"
     code = main([*argv, "--db", str(tmp_path / "ab.db"), "--json", str(js), "--markdown", str(md)])
     verdict = json.loads(js.read_text())
-    assert code in (0, 3), verdict["headline"]  # an A/A: never regressed
+    # An A/A: nothing newly failing. A `regressed` is a false alarm the error budget allows
+    # (up to alpha / 2 a metric, and a 2-block interval has one degree of freedom): what
+    # this test checks is the bursts' mechanics, not the rate (gate_calibration.py does).
+    assert code in (0, 1, 3), verdict["headline"]
+    assert not any(c["verdict"] in ("newly failing", "failing", "fixed") for c in verdict["cells"])
     design = " ".join(md.read_text().split())
     assert f"(in a generate cell: whole generations, at least one, and {least}+ pairs" in design
     cells = {c["metric"]: c for c in verdict["cells"]}
     for c in cells.values():
         # Cut into bursts, none dropped: a note may only say where a noisy cell's spread is.
-        note = c["note"].replace(
-            "its processes differ more than their bursts: more blocks average it", ""
+        note = re.sub(
+            r"its processes differ more than their bursts( \(page faults a step: [^)]*\))?: "
+            "more blocks average it",
+            "",
+            c["note"],
         )
         assert c["design"] == "bursts" and not note, c["note"]
         assert len(c["blocks"]) == 2
