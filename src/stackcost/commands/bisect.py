@@ -176,7 +176,8 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
             f"first bad (unsure): {result.first_bad}; "
             f"judged by the mean at the cap of {j.max_pairs} pairs, its interval still on the "
             f"middle: {', '.join(u[:12] if args.git else u for u in result.unsure)}; rerun "
-            "with a larger --max-pairs, or on a quieter machine",
+            "with a larger --max-pairs: each pair is a fresh pair of processes, and more of "
+            "them average what each carries of its own",
             markup=False,
         )
         return EXIT_UNSURE
