@@ -281,7 +281,7 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         else:
             value = f"{r.stats.median_ms:.4g} ms " if r.stats else ""
         label = pair.cand.label()  # the cell, whichever of its metrics is judged
-        cap = pair.cap or design.max_blocks  # a replanned cell's own cap
+        cap = pair.cap_in(design)  # a replanned cell's own cap
         err.print(Text(f"block {block + 1}/{cap} {label} {side}: {value}{r.status}"))
 
     ab = measure_sides(

@@ -28,10 +28,10 @@ replanned by where its ratio varied (replan): more, cheaper blocks when its bloc
 more than their pairs explain, longer ones otherwise. Both sides' workers run on the
 design's allocator (stackcost.allocators: ab's default fixes glibc's thresholds, whose
 per-process draw of page faults was the largest such bias seen). A pair where either burst
-saw other work on the cores is dropped and counted. Each worker is one repetition in its side's run. Cells
-that cannot be cut into bursts (LoadGen scenarios, serving, training, a native program
-that runs the whole repetition) keep the processes design, and the result says which
-design decided each cell.
+saw other work on the cores is dropped and counted. Each worker is one repetition in its
+side's run. Cells that cannot be cut into bursts (LoadGen scenarios, serving, training, a
+native program that runs the whole repetition) keep the processes design, and the result
+says which design decided each cell.
 
 A generate cell is judged twice from the same measurements: its time to first token and
 its time per output token each get their own verdict (METRICS), since a change to the
@@ -239,6 +239,10 @@ class CellPair:
             values = [[v] for block in values for v in block]
         return process_spreads(values)
 
+    def cap_in(self, design: Design) -> int:
+        """The cell's cap on blocks: its own once replanned, else the design's."""
+        return self.cap or design.max_blocks
+
     def pair_spreads(self) -> Spreads | None:
         """Bursts: where the ratio itself varied, within a block's pairs and between its
         blocks (measure.paired.paired_spreads); None in the processes design."""
@@ -379,8 +383,9 @@ def replan(group: list[CellPair], design: Design) -> None:
     ratio varied (issue 62, measure.paired.paired_spreads): its blocks' estimates differ
     more than their burst pairs explain, so each process pair carries its own and only
     more of them average it: cheaper blocks (half the time) and REPLAN_CAP x the cap; else
-    the pairs' own noise is what is left: blocks twice as long, the same cap. The looks stay three, each at alpha / 3, wherever they fall; what
-    moves them is the noise's shape, which says nothing of the ratio's direction."""
+    the pairs' own noise is what is left: blocks twice as long, the same cap. The looks stay
+    three, each at alpha / 3, wherever they fall; what moves them is the noise's shape,
+    which says nothing of the ratio's direction."""
     head = group[0]
     if not design.replan or head.design != "bursts" or head.plan_note:
         return
@@ -447,10 +452,10 @@ def interleave(
     scratch.clean_orphans()
     try:
         block = 0
-        while any(block < (p.cap or design.max_blocks) for p in cells if not p.done):
+        while any(block < p.cap_in(design) for p in cells if not p.done):
             result.blocks = block + 1
             for group in groups:
-                live = [p for p in group if not p.done and block < (p.cap or design.max_blocks)]
+                live = [p for p in group if not p.done and block < p.cap_in(design)]
                 if not live:
                     continue
                 paced = live[0].design == "bursts" and _burst_block(
@@ -468,7 +473,7 @@ def interleave(
                         on_repetition,
                     )
                 for pair in live:
-                    cap = pair.cap or design.max_blocks
+                    cap = pair.cap_in(design)
                     last = block + 1 == cap
                     if not pair.failed and (pair.blocks or last):
                         rule = design.rule() | {"max_blocks": cap}
