@@ -58,6 +58,12 @@ CASES = [
     (["run", "hf:Bert!"], "is not of the form hf:<model_type>"),
     (["run", "--model", "tests.factories:tiny"], "give its input shape"),
     (run("--max-batch", "64"), "max-batch applies only with find-max-batch"),
+    # the stop rule over processes
+    (run("--max-repeats", "5"), "max-repeats applies only with cell-ci"),
+    (run("--cell-ci", "2"), "cell-ci '2': allowed a fraction in (0, 1)"),
+    (run("--cell-ci", "0.02", "--max-repeats", "2"), "max-repeats 2 is below the 3 processes"),
+    (run("--cell-ci", "0.02", "--find-max-batch"), "cell-ci does not combine with find-max-batch"),
+    (["ab", "mlp", "--base", "python", "--cand", "python", "--cell-ci", "0.02"], "are run's stop rule"),
     # serve: durations need units, counts and forms are checked, its knobs need it
     (["run", "llama-tiny", "--scenario", "serve", "--serve-time", "5"], "serve-time '5' needs a unit"),
     (["run", "llama-tiny", "--scenario", "serve", "--serve-budget", "nan s"], "serve-budget"),

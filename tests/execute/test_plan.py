@@ -97,3 +97,54 @@ def test_doubling_stops_at_oom_and_at_max_batch():
     plan = Plan(spec(backends=["eager"], find_max_batch=True, max_batch=4))
     seen = drain(plan, lambda c: ok(c.batch_size * 10))
     assert [b for _, b, _ in seen] == [1, 2, 4]
+
+
+def timed(median_ms: float, wobble: float = 0.0, n: int = 40) -> RepetitionResult:
+    """A valid repetition whose samples sit at median_ms, its windows apart by `wobble`."""
+    samples = [int(median_ms * 1e6 * (1 + wobble * (i * 4 // n % 2))) for i in range(n)]
+    return RepetitionResult(status="ok", throughput=1.0, samples_ns=samples)
+
+
+def rule_spec(**kw) -> RunSpec:
+    return spec(backends=["eager"], cell_ci=0.02, max_repeats=6, **kw)
+
+
+def test_the_stop_rule_ends_a_cell_whose_processes_agree_after_the_first_round():
+    plan = Plan(rule_spec())
+    seen = drain(plan, lambda c: timed(10.0))
+    assert [rep for *_, rep in seen] == [0, 1, 2]  # max(repeats, 3), and no more
+
+
+def test_the_stop_rule_repeats_a_cell_whose_processes_differ_up_to_max_repeats():
+    medians = iter([10.0, 13.0] * 10)
+    plan = Plan(rule_spec())
+    seen = drain(plan, lambda c: timed(next(medians)))
+    assert [rep for *_, rep in seen] == [0, 1, 2, 3, 4, 5]
+    (cell,) = plan.grid()
+    assert plan.interval_width(cell) > 0.02
+
+
+def test_the_stop_rule_adds_cheaper_processes_when_they_differ_and_longer_when_noise_does():
+    cell = Plan(rule_spec()).grid()[0]
+    biased = Plan(rule_spec(protocol={"min_time_s": 1.0}))
+    for median in (10.0, 13.0, 10.0):  # steady within, far apart between: a bias
+        biased.observe(cell, timed(median))
+    assert biased.protocol_for(cell, 2) is None  # the first round keeps the run's own
+    assert biased.protocol_for(cell, 3).min_time_s == 0.5
+    noisy = Plan(rule_spec(protocol={"min_time_s": 1.0}))
+    for median in (10.0, 10.4, 10.0):  # windows 30% apart inside each process
+        noisy.observe(cell, timed(median, wobble=0.3))
+    assert noisy.protocol_for(cell, 3).min_time_s == 2.0
+
+
+def test_the_stop_rule_stops_at_a_repetition_more_processes_would_not_mend():
+    results = iter([timed(10.0), RepetitionResult(status="wrong"), timed(13.0)] + [timed(10.0)] * 9)
+    plan = Plan(rule_spec())
+    seen = drain(plan, lambda c: next(results))
+    assert len(seen) == 3
+
+
+def test_without_the_rule_the_first_round_is_exactly_repeats():
+    plan = Plan(spec(backends=["eager"], repeats=2))
+    medians = iter([10.0, 13.0])
+    assert len(drain(plan, lambda c: timed(next(medians)))) == 2

@@ -29,3 +29,23 @@ def test_a_planted_per_process_bias_is_reported_between_processes(capsys, tmp_pa
     assert spreads.between > 0.1 and spreads.between_dominates, spreads
     assert spreads.within < 0.05, spreads
     assert "!" in out and "where its memory landed" in out
+
+
+def test_the_stop_rule_adds_cheaper_processes_to_a_biased_cell(capsys, tmp_path, monkeypatch):
+    path = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{path}" if path else str(ROOT))
+    monkeypatch.setenv(BIAS_FILE, str(tmp_path / "pids"))
+    db = tmp_path / "s.db"
+    argv = ["run", "--model", "tests.factories:biased", "--input-shape", "4"]
+    argv += ["--backends", "eager", "--threads", "1", "--min-time", "0.4"]
+    argv += ["--cell-ci", "0.02", "--max-repeats", "5", "--inherit-env", BIAS_FILE]
+    code = main([*argv, "--db", str(db)])
+    out, _ = capsys.readouterr()
+    assert code == 0, out
+    (run,) = load_runs(db, [])
+    (cell,) = run.cells()
+    # 2 ms against 3 ms never agree to ±2%: the rule runs to its bound, and the processes
+    # it added time for the cheaper 0.25 s, since only more of them average the bias.
+    added = {r.repetition: r.details.get("min_time_s") for r in cell.repetitions}
+    assert added == {0: None, 1: None, 2: None, 3: 0.25, 4: 0.25}, added
+    assert "reached 5 first" in out

@@ -224,6 +224,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"--repeats {args.repeats} does not apply to ab: it measures blocks of 4 "
             "repetitions until the verdict is clear (--min-blocks, --max-blocks)"
         )
+    if "cell_ci" in fields or "max_repeats" in fields:
+        raise SpecError(
+            "--cell-ci and --max-repeats are run's stop rule; ab measures blocks until the "
+            "verdict is clear (--min-blocks, --max-blocks)"
+        )
     if fields["backends"] == "all":
         fields["backends"] = list(REGISTRY)
     for flag in ("markdown", "json"):

@@ -62,6 +62,13 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
     )
     p.add_argument("--repeats", default=d("1"), help="independent processes per cell")
     p.add_argument(
+        "--cell-ci",
+        metavar="FRACTION",
+        help="repeat each cell until its latency's 95%% CI over processes is within "
+        "±this, e.g. 0.02, from max(--repeats, 3) processes up to --max-repeats",
+    )
+    p.add_argument("--max-repeats", metavar="N", help="upper bound of --cell-ci (default 12)")
+    p.add_argument(
         "-o",
         "--option",
         action="append",
@@ -289,6 +296,12 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["modes"] = parse_choices(args.mode, "mode", ("infer",))
     if args.repeats is not None:
         fields["repeats"] = parse_positive_ints(args.repeats, "repeats")[0]
+    if args.cell_ci is not None:
+        fields["cell_ci"] = number(args.cell_ci, "cell-ci")
+        if not 0 < fields["cell_ci"] < 1:
+            raise SpecError(f"cell-ci {args.cell_ci!r}: allowed a fraction in (0, 1), e.g. 0.02")
+    if args.max_repeats is not None:
+        fields["max_repeats"] = parse_positive_ints(args.max_repeats, "max-repeats")[0]
     if args.timeout is not None:
         fields["timeout_s"] = number(args.timeout, "timeout")
     protocol = {

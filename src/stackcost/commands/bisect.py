@@ -211,6 +211,8 @@ def cell_pairs(args: argparse.Namespace, repo: Path, err: Console):
 
     fields = axis_fields(args)
     fields.setdefault("allocator", GATE_ALLOCATOR)  # as ab's (stackcost.allocators)
+    if "cell_ci" in fields or "max_repeats" in fields:
+        raise SpecError("--cell-ci and --max-repeats are run's stop rule, not bisect's")
     spec = validate({**fields, "models": [model_from_args(args.model_opt, args)]})
     if len(spec.cells()) != 1:
         raise SpecError(

@@ -245,9 +245,10 @@ class Runner:
         if self.on_start:
             self.on_start(cell, rep)
         task = self.make_task(cell, rep, str(workdir))
-        return task.model_copy(
-            update={"inherit_env": self.spec.inherit_env, "allocator": self.allocator}
-        )
+        update: dict = {"inherit_env": self.spec.inherit_env, "allocator": self.allocator}
+        if protocol := self.plan.protocol_for(cell, rep):
+            update["protocol"] = protocol  # a repetition the stop rule over processes added
+        return task.model_copy(update=update)
 
     def _blocked(self, run_id: str, cell: Cell, rep: int) -> RepetitionResult | None:
         """The stored result of a repetition that cannot run; None when it can."""
@@ -350,6 +351,8 @@ class Runner:
             for task, result in self.executor.map(self._tasks(run_id, artifacts)):
                 if self.on_disturbed == "retry":
                     result = self._retried(run_id, task, result)
+                if self.plan.cell_ci is not None and task.protocol != self.spec.protocol:
+                    result.details["min_time_s"] = task.protocol.min_time_s  # the rule's time
                 self._record(run_id, task.cell, result)
                 scratch.remove(task.workdir)  # exported models: up to 100s of MB each
                 if result.status == "interrupted":

@@ -327,6 +327,8 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         caption += "".join(f"\n{line}" for line in quant.isa_lines([(result.run_id, result.env)]))
     if spread:
         caption += "\n" + SPREAD_NOTE.format(windows=WINDOWS)
+    if (cell_ci := result.spec.get("cell_ci")) is not None:
+        caption += "\n" + rule_note(cells, cell_ci, result.spec.get("max_repeats", 0))
     if scenarios:
         caption += "\n" + SCENARIO_CAPTION
     if any(r.base_status != "ok" for r in speed.values()):
@@ -337,6 +339,23 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         caption += "\n" + TIME_CAP_NOTE
     table.caption = Text(caption)
     return table
+
+
+def rule_note(cells: list[CellResult], cell_ci: float, max_repeats: int) -> str:
+    """What --cell-ci did: the rule, and the cells that reached --max-repeats without it."""
+    note = (
+        f"reps: each cell repeated until its latency CI was within ±{cell_ci:.1%}, up to "
+        f"{max_repeats} processes; those added ran at half --min-time where the processes "
+        "differed by more than their own noise (more of them average that), else at twice it"
+    )
+    short = [
+        c.cell.label()
+        for c in cells
+        if (i := c.interval) is not None and i.half_width_rel > cell_ci and i.n >= max_repeats
+    ]
+    if short:
+        note += f"; {len(short)} reached {max_repeats} first: " + ", ".join(short)
+    return note
 
 
 def _spread(c: CellResult) -> str:

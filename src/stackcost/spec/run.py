@@ -56,6 +56,11 @@ class RunSpec(BaseModel):
     threads: list[int] = Field(default_factory=lambda: [1])
     devices: list[str] = Field(default_factory=lambda: ["cpu"])
     repeats: int = Field(1, ge=1, le=MAX_REPEATS)
+    # The stop rule over processes (issue 62): with cell_ci, a cell repeats until its
+    # latency CI over repetitions is within +/-cell_ci, from max(repeats, RULE_START)
+    # processes up to max_repeats (execute/plan.py). None: exactly `repeats`.
+    cell_ci: float | None = Field(None, gt=0, lt=1)
+    max_repeats: int = Field(12, ge=2, le=MAX_REPEATS)
     protocol: Protocol = Field(default_factory=Protocol)
     timeout_s: float = Field(600.0, gt=0)
     tolerance: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
@@ -121,6 +126,9 @@ class RunSpec(BaseModel):
         # And the allocator at its default: runs stored before it was a setting resume.
         if self.allocator == DEFAULT_ALLOCATOR:
             exclude.add("allocator")
+        # And without the stop rule over processes, its settings.
+        if self.cell_ci is None:
+            exclude |= {"cell_ci", "max_repeats"}
         blob = self.model_dump_json(exclude=exclude or None)
         return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -377,6 +385,7 @@ def validate(fields: dict | RunSpec) -> RunSpec:
         raise SpecError("sample-interval applies only with profile (it is the sampler's rate)")
     if spec.max_batch != defaults["max_batch"].default and not spec.find_max_batch:
         raise SpecError("max-batch applies only with find-max-batch (it bounds the search)")
+    check_repeat_rule(spec)
     check_scenarios(spec)
     problem = check_env_names(spec.inherit_env) or allocator_problem(spec.allocator)
     if problem:
@@ -390,6 +399,26 @@ def validate(fields: dict | RunSpec) -> RunSpec:
             if problem:
                 raise SpecError(problem)
     return spec
+
+
+# The stop rule over processes starts from this many: a t-interval over 2 is 12.7 SDs wide.
+RULE_START = 3
+
+
+def check_repeat_rule(spec: RunSpec) -> None:
+    """--cell-ci and --max-repeats: the rule's settings agree with each other and the run."""
+    if spec.cell_ci is None:
+        if spec.max_repeats != RunSpec.model_fields["max_repeats"].default:
+            raise SpecError("max-repeats applies only with cell-ci (it bounds that rule)")
+        return
+    if spec.find_max_batch:
+        raise SpecError("cell-ci does not combine with find-max-batch (a search, not a grid)")
+    start = max(spec.repeats, RULE_START)
+    if spec.max_repeats < start:
+        raise SpecError(
+            f"max-repeats {spec.max_repeats} is below the {start} processes cell-ci starts "
+            f"from (max(repeats, {RULE_START})): allowed {start}..{MAX_REPEATS}"
+        )
 
 
 # LoadGen knobs and the scenarios that read them (from settings.KINDS): a knob given
