@@ -3,7 +3,10 @@ reports and compares byte for byte as it did then.
 
 fixtures/main-f73be3d.db holds a timed-loop run of the tiny mlp (eager and ONNX Runtime, two
 repetitions, twice), a LoadGen run (single-stream and offline) and a training run; the
-golden files beside it are what that main printed (fixtures/golden.sh made them)."""
+golden files beside it are what that main printed (fixtures/golden.sh made them), plus the
+columns added since, each on purpose: the spreads within and between processes (issue 62:
+the csv's window_spread, the cells' spread_within and spread_between, the markdown's spread
+in/between)."""
 
 from __future__ import annotations
 

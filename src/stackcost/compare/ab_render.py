@@ -125,12 +125,7 @@ def _spread(c: CellPair) -> str:
     burst pairs and between blocks (measure.paired.paired_spreads); in processes, the base
     side's repetitions (nothing within). '!' where the blocks' processes carry more of their
     own than the rest explains: only more blocks average that."""
-    found = c.pair_spreads() or c.spreads("base")
-
-    def pct(value: float | None) -> str:
-        return "—" if value is None else f"{value:.1%}"
-
-    return f"{pct(found.within)} / {pct(found.between)}" + (" !" if found.between_dominates else "")
+    return (c.pair_spreads() or c.spreads("base")).shown()
 
 
 def _counts(ab: ABResult) -> dict[str, int]:

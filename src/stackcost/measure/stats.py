@@ -251,6 +251,16 @@ class Spreads(BaseModel):
             return False
         return self.between > 2 * self.within / math.sqrt(self.windows)
 
+    def shown(self) -> str:
+        """'1.2% / 7.4% !': within / between as every view shows them, '!' where the
+        processes differ by more than their own noise explains (between_dominates)."""
+
+        def pct(value: float | None) -> str:
+            return "—" if value is None else f"{value:.1%}"
+
+        mark = " !" if self.between_dominates else ""
+        return f"{pct(self.within)} / {pct(self.between)}{mark}"
+
 
 def _relative_sd(values: Sequence[float]) -> float:
     x = np.asarray(values, dtype=np.float64)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from stackcost.axes import GRID_AXES, GRID_COLUMNS
 from stackcost.backends import BASELINE
-from stackcost.measure.stats import repetition_interval, spread_reason
+from stackcost.measure.stats import between_spread, repetition_interval, spread_reason
 from stackcost.report import quant
 from stackcost.result import MEASURED_STATUSES, TRUSTED_STATUSES, VALID_STATUSES
 from stackcost.store.runs import RunResult
@@ -136,6 +136,8 @@ CELL_COLUMNS = (
     "n_valid",
     *CELL_TIMINGS,
     "ci_method",
+    "spread_within",
+    "spread_between",
     *MARKED_TIMINGS,
     "peak_rss_bytes",
     "allocator_peak_bytes",
@@ -292,11 +294,18 @@ def _across_repetitions(group: pd.DataFrame) -> pd.Series:
     target = group["target_ci"].dropna()
     scenario = "scenario" in group and group["scenario"].notna().any()
     spread = "" if target.empty or scenario else spread_reason(medians, float(target.iloc[0]))
+    # Where the time varies (measure.stats.spreads), from two valid repetitions on.
+    windows = (
+        group.loc[group["valid"], "window_spread"].dropna() if "window_spread" in group else []
+    )
+    two = len(medians) >= 2
     return pd.Series(
         {
             "ci_low_ms": interval.low_ms if interval else math.nan,
             "ci_high_ms": interval.high_ms if interval else math.nan,
             "ci_method": interval.method if interval else "",
+            "spread_within": float(windows.mean()) if two and len(windows) else math.nan,
+            "spread_between": (between_spread(medians) if two else None) or math.nan,
             "spread_reason": spread,
         }
     )
@@ -348,7 +357,7 @@ def cells(data: list[RunResult] | pd.DataFrame) -> pd.DataFrame:
     spread = (out["status"] == "ok") & (out["spread_reason"] != "")
     out.loc[spread, "status"] = "unstable"
     out.loc[spread, "reason"] = out.loc[spread, "spread_reason"]
-    for col in ("ci_low_ms", "ci_high_ms"):
+    for col in ("ci_low_ms", "ci_high_ms", "spread_within", "spread_between"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     out["valid"] = out["status"].map(is_valid)
     out["trusted"] = out["status"].map(is_trusted)

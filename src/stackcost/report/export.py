@@ -14,9 +14,12 @@ from stackcost.report.markdown import md_escape
 from stackcost.report.marks import (
     CI_NOTE,
     DISTURBED_NOTE,
+    SPREAD,
+    SPREAD_NOTE,
     ci_over_repeats,
     ratio_cell,
     ratio_note,
+    spread_cell,
     timing_cell,
 )
 from stackcost.report.units import num
@@ -40,6 +43,7 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
     multi_run = summ["run_id"].nunique() > 1
     sizes = data.size_columns(summ)  # a column per size axis, by name and unit
     quantized = "speedup_vs_fp32" in summ  # data.summary adds it where a cell is quantized
+    spread = bool(summ["spread_between"].notna().any())  # a cell with 2+ valid repetitions
     header = [
         *(["run"] if multi_run else []),
         "model",
@@ -62,6 +66,7 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
         "cold start (ms)",
         "startup (ms)",
         "max rel err",
+        *([SPREAD] if spread else []),
         *(quant.QUANT_HEADER if quantized else []),
         "reason",
     ]
@@ -92,6 +97,7 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
             num(r.cold_start_ms),
             num(r.startup_ms),
             _err(r.max_rel_err),
+            *([spread_cell(r)] if spread else []),
         ]
         # A slower quantized cell's speedup in bold: escaped first, the ** added after.
         quant_cols = [md_escape(v) for v in quant.quant_cells(r)] if quantized else []
@@ -106,6 +112,8 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
         notes.append(ratio_note(baseline))
     if (summ["status"] == "disturbed").any():
         notes.append(DISTURBED_NOTE)
+    if spread:
+        notes.append(SPREAD_NOTE)
     if quantized:
         notes += [quant.SPEEDUP_NOTE, quant.ACCURACY_NOTE, "weights in MB = 10^6 bytes"]
     footer = "".join(f"\n{md_escape(n)}\n" for n in notes)
@@ -205,6 +213,9 @@ def export(
                 "names it; null with fewer than 2 valid repetitions (one repetition's CI is "
                 "within-process only: the csv's within_ci_*)",
                 "max_rel_err": "max|out - ref| / max|ref|",
+                "spread_*": "relative SDs: within = of one process's window medians (the "
+                "mean over processes), between = of the processes' medians; null with fewer "
+                "than 2 valid repetitions",
                 **{k: v for k, v in QUANT_UNITS.items() if k in summ},
                 # One per size axis of these cells (null where a model has no such axis).
                 **{a: SIZE_AXES[a].unit for a in data.size_columns(summ)},

@@ -33,7 +33,7 @@ from typing import Any
 
 from rich.text import Text
 
-from stackcost.measure.stats import Stats, repetition_interval, summarize
+from stackcost.measure.stats import WINDOWS, Spreads, Stats, repetition_interval, summarize
 from stackcost.report.units import ms, num
 from stackcost.result import TRUSTED_STATUSES, VALID_STATUSES, headline
 from stackcost.store.runs import CellResult
@@ -70,6 +70,28 @@ def ci_over_repeats(row: Any) -> str:
     if not row.valid or low is None or high is None or math.isnan(low) or math.isnan(high):
         return "—"
     return f"{num(row.ci_low_ms)}–{num(row.ci_high_ms)}"
+
+
+SPREAD = "spread in/between"
+# Where a cell's time varies (measure.stats.Spreads): the column of the run table and the
+# markdown export, shown where a cell has 2+ repetitions; the note says what it means.
+SPREAD_NOTE = (
+    f"spread in/between = relative SD of a process's timed loop cut into {WINDOWS} windows "
+    "(the mean over its processes) / relative SD of the processes' medians; a between "
+    f"spread above twice in/sqrt({WINDOWS}) (marked !) is each process's own bias, where its "
+    "memory landed: more --repeats average it, a longer --min-time does not; where the "
+    "repetitions' page faults a step differ too, --allocator steady removes it"
+)
+
+
+def spread_cell(row: Any) -> str:
+    """A cell-frame row's spreads (report/data.py: spread_within/between), as the run
+    table shows them; '—' with fewer than two valid repetitions."""
+    within, between = row.spread_within, row.spread_between
+    if not row.valid or between is None or math.isnan(between):
+        return "—"
+    known = None if within is None or math.isnan(within) else float(within)
+    return Spreads(within=known, between=float(between), processes=int(row.n_valid)).shown()
 
 
 def ratio_note(baseline: str) -> str:

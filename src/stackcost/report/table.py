@@ -10,12 +10,13 @@ from rich.text import Text
 
 from stackcost.backends import BASELINE
 from stackcost.cell import Cell
-from stackcost.measure.stats import WINDOWS
 from stackcost.report import quant
 from stackcost.report.fit import FitTable
 from stackcost.report.marks import (
     DISTURBED_MARK,
     DISTURBED_NOTE,
+    SPREAD,
+    SPREAD_NOTE,
     cell_reason,
     ratio_note,
     ratio_text,
@@ -33,15 +34,6 @@ from stackcost.workload import SIZE_AXES
 WORKLOAD = ("backend", "scenario")  # a row's group for ordering: the workload alone
 # What a narrow terminal hides first (report/fit.py): the row's identity, its latency and
 # ratio stay; memory last.
-SPREAD = "spread in/between"
-# Where a cell's time varies (measure.stats.Spreads), shown when a cell has 2+ repetitions.
-SPREAD_NOTE = (
-    "spread in/between = relative SD of a process's timed loop cut into {windows} windows "
-    "(the mean over its processes) / relative SD of the processes' medians; a between "
-    "spread above twice in/sqrt({windows}) (marked !) is each process's own bias, where its "
-    "memory landed: more --repeats average it, a longer --min-time does not; where the "
-    "repetitions' page faults a step differ too, --allocator steady removes it"
-)
 DROP = (
     SPREAD,
     "startup",
@@ -326,7 +318,7 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         )
         caption += "".join(f"\n{line}" for line in quant.isa_lines([(result.run_id, result.env)]))
     if spread:
-        caption += "\n" + SPREAD_NOTE.format(windows=WINDOWS)
+        caption += "\n" + SPREAD_NOTE
     if (cell_ci := result.spec.get("cell_ci")) is not None:
         caption += "\n" + rule_note(cells, cell_ci, result.spec.get("max_repeats", 0))
     if scenarios:
@@ -359,17 +351,8 @@ def rule_note(cells: list[CellResult], cell_ci: float, max_repeats: int) -> str:
 
 
 def _spread(c: CellResult) -> str:
-    """'1.2% / 7.4% !': within / between (measure.stats.Spreads); '!' where the processes
-    differ by more than their own noise explains."""
-    found = c.spreads
-    if found is None:
-        return "—"
-
-    def pct(value: float | None) -> str:
-        return "—" if value is None else f"{value:.1%}"
-
-    mark = " !" if found.between_dominates else ""
-    return f"{pct(found.within)} / {pct(found.between)}{mark}"
+    """'1.2% / 7.4% !': within / between (measure.stats.Spreads.shown)."""
+    return "—" if c.spreads is None else c.spreads.shown()
 
 
 def _verdict_style(view: object) -> str:

@@ -19,6 +19,7 @@ from stackcost.measure.stats import (
     spread_reason,
     spreads,
     summarize,
+    window_spread,
 )
 from stackcost.result import (
     FAILED_STATUSES,
@@ -247,6 +248,8 @@ class RunResult:
                     "min_ms": s.min_ms if s else None,
                     "max_ms": s.max_ms if s else None,
                     "cv": s.cv if s else None,
+                    # This process's own spread: the relative SD of its window medians.
+                    "window_spread": window_spread(rep.samples_ns) if s else None,
                     "n_samples": s.n if s else None,
                     "throughput_per_s": rep.throughput if rep.valid else None,
                     "cold_start_ms": rep.cold_start_ms,
