@@ -68,6 +68,12 @@ class PeerWorker(BurstChannel):
         return {"error": tail[-1] if tail else f"exit code {code}"}
 
 
+def peer_model_argv(args: argparse.Namespace) -> list[str]:
+    """The model's flags as the peer children (_agreement_peers.py) take them."""
+    shape = ["--input-shape", args.input_shape] if args.input_shape else []
+    return ["--model", args.model, *shape, "--resolution", str(args.resolution or 0)]
+
+
 def _stackcost_summary(r: RepetitionResult) -> dict[str, Any]:
     out: dict[str, Any] = {"status": r.status, "weights_digest": r.weights_digest}
     if r.reason:
@@ -85,18 +91,20 @@ def run_bursts(
     prepared: dict[str, Any],
     work: Path,
     console: Console,
-    backend_of: dict[str, str],
+    peer_of: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """Every block's pair records (one per peer and batch), measured as the module says."""
-    backends = sorted({backend_of[p] for p in peers})
+    backends = sorted({peer_of[p].backend for p in peers})
+    shape = tuple(int(d) for d in args.input_shape.split(",")) if args.input_shape else None
     spec = RunSpec(
-        models=[model_ref("resnet18")],
+        models=[model_ref(args.model, input_shape=shape)],
         backends=backends,
         batch_sizes=batch_sizes,
-        resolutions=[args.resolution],
+        sizes={"resolution": [args.resolution]} if args.resolution else {},
         threads=[args.threads],
         devices=[args.device],
         protocol=Protocol(warmup_max_time_s=args.warmup * 4),
+        allocator=args.allocator,
     )
     executor = LocalExecutor()
     rng = random.Random(args.seed)
@@ -111,9 +119,9 @@ def run_bursts(
                 order = [(p, bs) for p in peers for bs in batch_sizes]
                 rng.shuffle(order)
                 for peer_name, bs in order:
-                    key = (backend_of[peer_name], bs)
+                    key = (peer_of[peer_name].backend, bs)
                     record = _block(args, runner, executor, run_id, cells[key], reps[key],
-                                    peer_name, prepared[str(bs)], work, rng)  # fmt: skip
+                                    peer_of[peer_name], prepared[str(bs)], work, rng)  # fmt: skip
                     reps[key] += 1
                     record |= {"block": block + 1, "peer_name": peer_name, "batch_size": bs}
                     pairs.append(record)
@@ -138,12 +146,14 @@ def _block(
     run_id: str,
     cell: Any,
     rep: int,
-    peer_name: str,
+    peer: Any,
     prepared: dict[str, Any],
     work: Path,
     rng: random.Random,
 ) -> dict[str, Any]:
-    """One pair of fresh workers, alternating bursts: the block's record."""
+    """One pair of fresh workers, alternating bursts: the block's record. `peer`: an
+    agreement.Peer (its backend and its child's subcommand)."""
+    peer_name = peer.name
     scratch = work / "scratch" / f"{peer_name}-b{cell.batch_size}-{rep}"
     task = runner.task_for(run_id, cell, rep, scratch)
     if isinstance(task, RepetitionResult):
@@ -153,8 +163,8 @@ def _block(
     peer_dir = work / "peers" / f"{peer_name}-b{cell.batch_size}-{rep}"
     peer_dir.mkdir(parents=True, exist_ok=True)
     peer_argv = [
-        sys.executable, str(PEERS_SCRIPT), peer_name, "--prepared", prepared["dir"],
-        "--resolution", str(args.resolution), "--batch-size", str(cell.batch_size),
+        sys.executable, str(PEERS_SCRIPT), *peer.argv(), "--prepared", prepared["dir"],
+        *peer_model_argv(args), "--batch-size", str(cell.batch_size),
         "--threads", str(args.threads), "--min-time", str(args.block_s),
         "--device", args.device, "--result", str(peer_dir / "result.json"),
         "--warmup", str(args.warmup), *(["--import-torch"] if args.peer_imports_torch else []),

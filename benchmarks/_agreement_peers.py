@@ -1,14 +1,16 @@
 """The child processes of agreement.py: each call is one fresh interpreter doing one thing.
 
-    python _agreement_peers.py prepare --out DIR --resolution R --batch-sizes 1,8 --threads T
-    python _agreement_peers.py torch --prepared DIR/b1 --resolution R --batch-size B \
-        --threads T --min-time S --result PATH
+    python _agreement_peers.py prepare --out DIR [--model M] [--input-shape S] \
+        [--resolution R] --batch-sizes 1,8 --threads T
+    python _agreement_peers.py torch --prepared DIR/b1 [--model M ...] [--backend inductor] \
+        --batch-size B --threads T --min-time S --result PATH
     python _agreement_peers.py onnxruntime --prepared DIR/b1 --threads T --min-time S \
         --result PATH
     python _agreement_peers.py triton --prepared DIR/b1 --resolution R --batch-size B \
         --threads T --min-time S --device cuda --result PATH
 
-`prepare` builds resnet18 exactly as a stackcost worker does (zoo.build_model: seeded
+`prepare` builds --model (resnet18 by default; a zoo name, or module:factory with
+--input-shape) exactly as a stackcost worker does (zoo.build_model: seeded
 weights; workload.make_example: seeded inputs), exports it once per batch size with
 stackcost's own exporter (dynamo, legacy fallback), and saves the inputs and eager fp32's
 outputs. The torch and ONNX Runtime peers reuse that directory and report how far their
@@ -16,8 +18,9 @@ outputs are from eager's, so "the same model" is checked, not assumed. (benchmar
 fills its inputs with random values: its .bin reader fills a batch from one scalar per
 sample, and a convolution's time does not depend on the values.)
 
-`torch` times the eager backend's own step (torch.inference_mode around the model call)
-with torch.utils.benchmark.Timer.blocked_autorange; `onnxruntime` is the loop anyone would
+`torch` times the eager backend's own step (torch.inference_mode around the model call),
+or with --backend inductor the step inductor compiled in the peer's process, with
+torch.utils.benchmark.Timer.blocked_autorange; `onnxruntime` is the loop anyone would
 write: a default InferenceSession with intra_op_num_threads set, timed call by call with
 time.perf_counter. Each writes one JSON object to --result.
 
@@ -53,21 +56,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-MODEL = "resnet18"
 
-
-def _subject(resolution: int, batch_size: int):
-    """The model and inputs a stackcost worker builds for this cell."""
+def _subject(args: argparse.Namespace, batch_size: int):
+    """The model and inputs a stackcost worker builds for this cell: --model (a zoo name, or
+    module:factory with --input-shape), at --resolution where it has that axis (0: its
+    default), every other size axis at its default, as RunSpec.cells() makes them."""
     from stackcost import zoo
     from stackcost.spec.run import model_ref
     from stackcost.workload import make_example
 
-    ref = model_ref(MODEL)
+    shape = tuple(int(d) for d in args.input_shape.split(",")) if args.input_shape else None
+    ref = model_ref(args.model, input_shape=shape)
     workload = zoo.workload_of(ref)
-    sizes = {"resolution": resolution}
+    sizes = {
+        a: args.resolution if a == "resolution" and args.resolution else workload.sizes[a]
+        for a in workload.axes
+    }
     model = zoo.build_model(ref, sizes, workload)
     example = make_example(workload, ref, batch_size, sizes)
-    return ref, model, example
+    return ref, sizes, model, example
 
 
 def _max_abs_err(outputs: list[Any], reference: Path) -> float:
@@ -94,7 +101,7 @@ def prepare(args: argparse.Namespace) -> int:
     for bs in (int(b) for b in args.batch_sizes.split(",")):
         home = Path(args.out) / f"b{bs}"
         (home / "onnx").mkdir(parents=True, exist_ok=True)
-        _, model, example = _subject(args.resolution, bs)
+        _, _, model, example = _subject(args, bs)
         with torch.inference_mode():
             reference = [np.asarray(a) for _, a in leaves(example.call(model))]
         np.savez(home / "reference.npz", *reference)
@@ -115,8 +122,9 @@ def prepare(args: argparse.Namespace) -> int:
 
 
 def _eager_step(args: argparse.Namespace):
-    """The eager backend's step for this cell on --device, as a stackcost worker builds it
-    (model and inputs moved to the device before prepare); its model and max abs error."""
+    """The --backend's step (eager, or inductor's compiled one) for this cell on --device,
+    as a stackcost worker builds it (model and inputs moved to the device before prepare);
+    its model and max abs error."""
     import torch
 
     from stackcost.backends import PrepareContext, load_backend
@@ -124,14 +132,15 @@ def _eager_step(args: argparse.Namespace):
     from stackcost.verify import leaves
 
     torch.set_num_threads(args.threads)
-    ref, model, example = _subject(args.resolution, args.batch_size)
+    ref, sizes, model, example = _subject(args, args.batch_size)
     cell = Cell(
-        model=ref, backend="eager", batch_size=args.batch_size,
-        sizes={"resolution": args.resolution}, threads=args.threads, device=args.device,
+        model=ref, backend=args.backend, batch_size=args.batch_size,
+        sizes=sizes, threads=args.threads, device=args.device,
     )  # fmt: skip
     device = torch.device(args.device)
     on_device, example = model.to(device), example.to(device)
-    step = load_backend("eager").prepare(on_device, example, cell, PrepareContext(Path("."))).step
+    context = PrepareContext(Path(args.result).parent)
+    step = load_backend(args.backend).prepare(on_device, example, cell, context).step
     err = _max_abs_err([a for _, a in leaves(step())], args.reference)
     return step, model, err
 
@@ -199,6 +208,7 @@ def peer_torch(args: argparse.Namespace) -> int:
         }
     result = {
         "peer": "torch.utils.benchmark",
+        "backend": args.backend,
         **timing,
         "weights_digest": zoo.weights_digest(model),
         "max_abs_err": err,
@@ -352,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("--out", required=True)
-    p.add_argument("--resolution", type=int, required=True)
+    p.add_argument("--model", default="resnet18", help="a zoo name, or module:factory")
+    p.add_argument("--input-shape", help="a factory's sample shape, e.g. 3,56,56")
+    p.add_argument("--resolution", type=int, default=0, help="px, where the model has it")
     p.add_argument("--batch-sizes", required=True)
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--result", required=True)
@@ -360,7 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("torch", "onnxruntime", "openvino", "triton"):
         p = sub.add_parser(name)
         p.add_argument("--prepared", type=Path, required=True, help="prepare's dir for the batch")
-        p.add_argument("--resolution", type=int, required=True)
+        p.add_argument("--model", default="resnet18", help="a zoo name, or module:factory")
+        p.add_argument("--input-shape", help="a factory's sample shape, e.g. 3,56,56")
+        p.add_argument("--backend", default="eager", help="torch: eager or inductor's step")
+        p.add_argument("--resolution", type=int, default=0, help="px, where the model has it")
         p.add_argument("--batch-size", type=int, required=True)
         p.add_argument("--threads", type=int, required=True)
         p.add_argument("--min-time", type=float, required=True)

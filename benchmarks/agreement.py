@@ -68,12 +68,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from _agreement_bursts import run_bursts, summarize_bursts
+from _agreement_bursts import peer_model_argv, run_bursts, summarize_bursts
 from _figures import write_figures
+from stackcost.allocators import ALLOCATORS, allocator_problem
 
 TOLERANCE = 0.03
 MIN_BLOCKS = 5
-MODEL = "resnet18"
 HERE = Path(__file__).resolve().parent
 PEERS_SCRIPT = HERE / "_agreement_peers.py"
 CHILD_TIMEOUT_S = 900  # a stackcost run may queue behind another stackcost measuring here
@@ -84,12 +84,19 @@ class Peer:
     name: str  # --peers name
     label: str  # what the table calls it
     backend: str  # the stackcost backend that runs the same thing
+    command: str = ""  # _agreement_peers.py's subcommand, if not the name
+
+    def argv(self) -> list[str]:
+        """The peer child's subcommand and its backend."""
+        return [self.command or self.name, "--backend", self.backend]
 
 
 PEERS = {
     p.name: p
     for p in (
         Peer("torch", "torch.utils.benchmark", "eager"),
+        # Timer around the step inductor compiled, in the peer's own process (bursts only).
+        Peer("inductor", "torch.utils.benchmark", "inductor", command="torch"),
         Peer("onnxruntime", "onnxruntime loop", "onnxruntime"),
         Peer("openvino", "benchmark_app", "openvino"),
         Peer("triton", "triton.testing.do_bench", "eager"),
@@ -97,11 +104,12 @@ PEERS = {
 }
 # The peers each device runs by default; any other asked for is skipped with its reason.
 DEVICE_PEERS = {"cpu": ("torch", "onnxruntime", "openvino"), "cuda": ("torch", "triton")}
+CPU_ONLY = ("inductor",)  # peers a cpu run takes only when asked for
 
 
 def peer_unavailable(peer: str, device: str) -> str | None:
     """Why `peer` cannot be timed on `device` here, or None when it can."""
-    if peer not in DEVICE_PEERS[device]:
+    if peer not in DEVICE_PEERS[device] and not (device == "cpu" and peer in CPU_ONLY):
         if peer == "triton":
             return "triton.testing.do_bench times with CUDA events: it needs --device cuda"
         return f"{PEERS[peer].label} runs on the CPU here: not a {device} peer"
@@ -131,11 +139,33 @@ def _child(cmd: list[str], env: dict[str, str] | None = None) -> tuple[int, str,
     return rc, out[-2000:], time.perf_counter() - start
 
 
-def _peer_env(threads: int) -> dict[str, str]:
-    """The peers' environment: the thread variables stackcost's workers get, so the only
-    difference left between the two sides is the harness."""
+def _peer_env(threads: int, allocator: str = "glibc") -> dict[str, str]:
+    """The peers' environment: the thread variables and the allocator's settings that
+    stackcost's workers get, so the only difference left between the two sides is the
+    harness."""
     n = str(threads)
-    return {**os.environ, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}
+    threads_env = {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}
+    return {**os.environ, **threads_env, **ALLOCATORS[allocator].env}
+
+
+def has_resolution(model: str) -> bool:
+    """Whether --resolution applies: a zoo model with that axis (a factory's input shape is
+    fixed by --input-shape)."""
+    from stackcost import zoo
+
+    return ":" not in model and "resolution" in zoo.model_info(model).axes
+
+
+def model_argv(args: argparse.Namespace) -> list[str]:
+    """The model's flags, as `stackcost run` and the peer children take them."""
+    if ":" in args.model:
+        return ["--model", args.model, "--input-shape", args.input_shape]
+    return [args.model, *(["--resolution", str(args.resolution)] if args.resolution else [])]
+
+
+def subject(args: argparse.Namespace) -> str:
+    """The model as titles name it."""
+    return args.model + (f", {args.resolution}px" if args.resolution else "")
 
 
 def stackcost_side(args: argparse.Namespace, backend: str, bs: int, db: Path) -> dict[str, Any]:
@@ -144,10 +174,10 @@ def stackcost_side(args: argparse.Namespace, backend: str, bs: int, db: Path) ->
     from stackcost.api import load
 
     cmd = [
-        sys.executable, "-m", "stackcost.cli", "run", MODEL, "--backends", backend,
-        "--batch-size", str(bs), "--resolution", str(args.resolution),
-        "--threads", str(args.threads), "--repeats", "1", "--min-time", str(args.min_time),
-        "--device", args.device, "--on-disturbed", "keep", "--quiet", "--db", str(db),
+        sys.executable, "-m", "stackcost.cli", "run", *model_argv(args), "--backends", backend,
+        "--batch-size", str(bs), "--threads", str(args.threads), "--repeats", "1",
+        "--min-time", str(args.min_time), "--device", args.device, "--on-disturbed", "keep",
+        "--allocator", args.allocator, "--quiet", "--db", str(db),
     ]  # fmt: skip
     rc, out, wall = _child(cmd)
     base: dict[str, Any] = {"rc": rc, "wall_s": wall}
@@ -195,7 +225,7 @@ def benchmark_app_side(args: argparse.Namespace, onnx: str) -> dict[str, Any]:
         "-nthreads", str(args.threads), "-infer_precision", "f32", "-ip", "f32",
         "-t", str(math.ceil(args.min_time)),  # whole seconds only
     ]  # fmt: skip
-    rc, out, wall = _child(cmd, _peer_env(args.threads))
+    rc, out, wall = _child(cmd, _peer_env(args.threads, args.allocator))
     base: dict[str, Any] = {"rc": rc, "wall_s": wall}
     median = re.search(r"Median:\s+([\d.]+)\s*ms", out)
     if rc != 0 or median is None:
@@ -215,12 +245,12 @@ def python_peer_side(
     args: argparse.Namespace, peer: str, bs: int, prepared: str, result: Path
 ) -> dict[str, Any]:
     cmd = [
-        sys.executable, str(PEERS_SCRIPT), peer, "--prepared", prepared,
-        "--resolution", str(args.resolution), "--batch-size", str(bs),
+        sys.executable, str(PEERS_SCRIPT), *PEERS[peer].argv(), "--prepared", prepared,
+        *peer_model_argv(args), "--batch-size", str(bs),
         "--threads", str(args.threads), "--min-time", str(args.min_time),
         "--device", args.device, "--result", str(result),
     ]  # fmt: skip
-    rc, out, wall = _child(cmd, _peer_env(args.threads))
+    rc, out, wall = _child(cmd, _peer_env(args.threads, args.allocator))
     if rc != 0 or not result.exists():
         tail = out.strip().splitlines()
         return {"rc": rc, "wall_s": wall, "error": tail[-1] if tail else f"rc {rc}"}
@@ -280,7 +310,8 @@ def _report_bursts(
     wall = time.perf_counter() - started
     load_after = os.getloadavg()
     table = Table(
-        title=f"{MODEL} fp32, {args.resolution}px, {args.threads} threads: stackcost vs peers, "
+        title=f"{subject(args)} fp32, {args.threads} threads, allocator {args.allocator}: "
+        "stackcost vs peers, "
         f"{args.blocks} block(s) of warm workers alternating ~{args.burst_ms:g} ms bursts "
         f"for {args.block_s:g} s"
     )
@@ -350,7 +381,8 @@ def _report_bursts(
         )
     if args.json:
         figures = {
-            "model": MODEL, "design": "bursts", "device": args.device, "quick": args.quick,
+            "model": args.model, "input_shape": args.input_shape, "allocator": args.allocator,
+            "design": "bursts", "device": args.device, "quick": args.quick,
             "skipped_peers": skipped, "resolution": args.resolution, "threads": args.threads,
             "batch_sizes": batch_sizes, "blocks": args.blocks, "block_s": args.block_s,
             "burst_ms": args.burst_ms, "bind_threads": args.bind_threads, "seed": args.seed,
@@ -368,8 +400,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blocks", type=int, default=None, help=f"blocks (default 6, cuda 5; a "
                     f"verdict needs ≥ {MIN_BLOCKS}, fewer is a smoke run)")  # fmt: skip
     ap.add_argument("--batch-sizes", default=None, help="comma list (default 1,8; cuda 32)")
-    ap.add_argument("--resolution", type=int, default=None,
-                    help="input side, px (default 64; cuda 224)")  # fmt: skip
+    ap.add_argument(
+        "--model",
+        default="resnet18",
+        help="a zoo name, or module:factory with --input-shape (default resnet18)",
+    )
+    ap.add_argument("--input-shape", help="a factory's sample shape, e.g. 3,56,56")
+    ap.add_argument(
+        "--resolution",
+        type=int,
+        default=None,
+        help="input side, px, where the model has one (default 64; cuda 224)",
+    )
+    ap.add_argument("--allocator", default="glibc", help="the workers' memory allocator, both "
+                    "sides (stackcost.allocators; default glibc)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2, help="threads, every side (default 2)")
     ap.add_argument("--peers", default=None, help="comma list of " + ", ".join(PEERS)
                     + " (default: cpu " + ",".join(DEVICE_PEERS["cpu"]) + "; cuda "
@@ -437,6 +481,12 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if ":" in args.model and not args.input_shape:
+        ap.error(f"--model {args.model}: a factory needs --input-shape")
+    if not has_resolution(args.model):
+        args.resolution = 0  # a factory's shape, or a model sized by other axes
+    if problem := allocator_problem(args.allocator):
+        ap.error(f"--allocator: {problem}")
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     except ValueError:
@@ -467,25 +517,25 @@ def main(argv: list[str] | None = None) -> int:
             prep_json = work / "prepared.json"
             rc, out, prep_s = _child(
                 [sys.executable, str(PEERS_SCRIPT), "prepare", "--out", str(work / "prepared"),
-                 "--resolution", str(args.resolution), "--batch-sizes", args.batch_sizes,
+                 *peer_model_argv(args), "--batch-sizes", args.batch_sizes,
                  "--threads", str(args.threads), "--result", str(prep_json),
                  *(["--no-onnx"] if args.device != "cpu" else [])],
-                _peer_env(args.threads),
+                _peer_env(args.threads, args.allocator),
             )  # fmt: skip
         if rc != 0:
             console.print(f"[red]preparing the peers' model failed (rc {rc}):[/]\n{escape(out)}")
             return 0
         prepared = json.loads(prep_json.read_text())
         console.print(
-            f"prepared {MODEL} on {args.device} at {args.resolution}px, batch "
+            f"prepared {subject(args)} on {args.device}, batch "
             f"{args.batch_sizes}: weights "
             f"{prepared[str(batch_sizes[0])]['weights_digest']}, exporter "
             f"{prepared[str(batch_sizes[0])]['exporter']} ({prep_s:.1f} s)"
         )
 
         if args.design == "bursts":
-            backend_of = {name: PEERS[name].backend for name in peers}
-            pairs = run_bursts(args, peers, batch_sizes, prepared, work, console, backend_of)
+            peer_of = {name: PEERS[name] for name in peers}
+            pairs = run_bursts(args, peers, batch_sizes, prepared, work, console, peer_of)
             return _report_bursts(args, peers, batch_sizes, prepared, pairs, started, console,
                                   load_before, skipped)  # fmt: skip
         pairs: list[dict[str, Any]] = []
@@ -532,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
 
     smoke = args.blocks < MIN_BLOCKS
     table = Table(
-        title=f"{MODEL} fp32 on {args.device}, {args.resolution}px, {args.threads} threads: "
+        title=f"{subject(args)} fp32 on {args.device}, {args.threads} threads: "
         "stackcost vs peers, "
         f"{args.blocks} interleaved block{'s' if args.blocks != 1 else ''} of fresh processes"
     )
@@ -626,7 +676,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         figures = {
-            "model": MODEL,
+            "model": args.model,
+            "input_shape": args.input_shape,
+            "allocator": args.allocator,
             "device": args.device,
             "quick": args.quick,
             "skipped_peers": skipped,

@@ -1,11 +1,9 @@
 """Each allocator's spreads over a family of cells: within a process and between processes.
 
-The family (FAMILY) mixes convolutions, matrix multiplies and attention; activations below,
-around and above one core's L2; 1 and 2 threads; eager, inductor, onnxruntime and openvino.
-Per round, each allocator (stackcost.allocators) in a shuffled order runs every cell once
-with `stackcost run --repeats 1 --allocator NAME`: a fresh process per cell, so after
---rounds rounds each cell has that many processes per allocator, taken interleaved. The
-table gives each cell's spreads under each allocator (measure/stats.spreads over the
+The family is family.py's. Per round, each allocator (stackcost.allocators) in a shuffled
+order runs every cell once with `stackcost run --repeats 1 --allocator NAME`: a fresh
+process per cell, so after --rounds rounds each cell has that many processes per
+allocator, taken interleaved. The table gives each cell's spreads under each allocator (measure/stats.spreads over the
 processes' samples), its process medians and the page faults a step they took.
 
     python benchmarks/allocator_family.py [--rounds 4] [--allocators glibc,steady]
@@ -31,27 +29,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from family import FAMILY
 from stackcost.allocators import ALLOCATORS
 from stackcost.env import cpu_info
 from stackcost.store.runs import load_runs
 
 HERE = Path(__file__).resolve().parent
-CONV = ["--model", "knob_model:convstack", "--input-shape", "3,56,56"]
-# One `stackcost run` each: (what it covers, its arguments).
-FAMILY = [
-    (
-        "conv 3x3 stack, 3.2 MB activations, 4 rungs",
-        [*CONV, "--batch-size", "8", "--threads", "2"]
-        + ["--backends", "eager,inductor,onnxruntime,openvino"],
-    ),
-    (
-        "conv 3x3 stack, 12.8 MB activations",
-        [*CONV, "--batch-size", "32", "--threads", "1", "--backends", "eager"],
-    ),
-    ("matmul: MLP, activations of KBs", ["mlp", "--batch-size", "32", "--threads", "1"]),
-    ("attention: BERT-base, 128 tokens", ["bert-base", "--batch-size", "1", "--threads", "2"]),
-    ("conv: ResNet-18 at 64 px", ["resnet18", "--resolution", "64", "--batch-size", "8"]),
-]
 
 
 def run(argv: list[str], allocator: str, db: Path, min_time: float) -> None:
@@ -61,10 +44,6 @@ def run(argv: list[str], allocator: str, db: Path, min_time: float) -> None:
     }
     full = [sys.executable, "-m", "stackcost.cli", "run", *argv, "--repeats", "1"]
     full += ["--allocator", allocator, "--min-time", str(min_time), "--quiet", "--db", str(db)]
-    if "--backends" not in argv:
-        full += ["--backends", "eager"]
-    if "--threads" not in argv:
-        full += ["--threads", "2"]
     proc = subprocess.run(full, env=env, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(full)}: {(proc.stderr or proc.stdout).strip()[-600:]}")
@@ -118,8 +97,8 @@ def main() -> None:
         dbs = {name: Path(tmp) / f"{name}.db" for name in allocators}
         for i in range(args.rounds):
             for name in rng.sample(allocators, len(allocators)):
-                for _, argv in FAMILY:
-                    run(argv, name, dbs[name], args.min_time)
+                for member in FAMILY:
+                    run(member.run_args(), name, dbs[name], args.min_time)
             console.print(f"round {i + 1}/{args.rounds} ({time.perf_counter() - started:.0f} s)")
         by_allocator = {name: cells(db) for name, db in dbs.items()}
     table = Table(title="spread within / between processes, by allocator (this machine)")
@@ -147,7 +126,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
             "cpu": cpu_info(),
             "settings": {k: v for k, v in vars(args).items() if k != "json"},
-            "family": [what for what, _ in FAMILY],
+            "family": [member.what for member in FAMILY],
             "cells": by_allocator,
             "wall_s": time.perf_counter() - started,
         }
