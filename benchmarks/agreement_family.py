@@ -45,6 +45,7 @@ def main() -> int:
     ap.add_argument("--allocator", default="steady", choices=list(ALLOCATORS))
     ap.add_argument("--block-s", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--members", help="comma list of family.py indices (default: all)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -55,7 +56,9 @@ def main() -> int:
     started = time.perf_counter()
     members: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="stackcost-agreement-family-") as tmp:
-        for i, member in enumerate(FAMILY):
+        chosen = [int(i) for i in args.members.split(",")] if args.members else range(len(FAMILY))
+        for i in chosen:
+            member = FAMILY[i]
             out = Path(tmp) / f"{i}.json"
             peers = ",".join(PEER_OF[b] for b in member.backends)
             argv = [

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,10 @@ BASE_LAYERS = 10
 ADDED = {1.3: 3, 1.1: 1}
 
 
-def make_repo(root: Path, added: int, cells: bool = False) -> list[str]:
+def make_history(root: Path, files_of: Callable[[int], dict[str, str]]) -> list[str]:
+    """A git repository of 8 commits, commit i holding files_of(i) (path -> text); the
+    commits' shas, oldest first."""
+
     def git(*args: str) -> str:
         out = subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
         return out.stdout.decode().strip()
@@ -85,30 +89,46 @@ def make_repo(root: Path, added: int, cells: bool = False) -> list[str]:
     git("config", "user.name", "bench")
     shas = []
     for i in range(1, 9):
-        layers = BASE_LAYERS + (added if i >= 5 else 0)
-        if cells:
-            (root / "toynet").mkdir(exist_ok=True)
-            (root / "toynet" / "__init__.py").write_text(PACKAGE.format(i=i, layers=layers))
-            (root / "pyproject.toml").write_text(PYPROJECT.format(i=i))
-        else:
-            (root / "bench.py").write_text(f"# commit {i}\n" + BENCH.format(layers=layers))
+        for path, text in files_of(i).items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
         git("add", "-A")
         git("commit", "-q", "-m", f"commit {i}")
         shas.append(git("rev-parse", "HEAD"))
     return shas
 
 
+def make_repo(root: Path, added: int, cells: bool = False) -> list[str]:
+    def files_of(i: int) -> dict[str, str]:
+        layers = BASE_LAYERS + (added if i >= 5 else 0)
+        if cells:
+            return {
+                "toynet/__init__.py": PACKAGE.format(i=i, layers=layers),
+                "pyproject.toml": PYPROJECT.format(i=i),
+            }
+        return {"bench.py": f"# commit {i}\n" + BENCH.format(layers=layers)}
+
+    return make_history(root, files_of)
+
+
 def one_try(
-    repo: Path, shas: list[str], extra: list[str], cells: bool = False, seed: int = 0
+    repo: Path,
+    shas: list[str],
+    extra: list[str],
+    cell: list[str] | None = None,
+    seed: int = 0,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """One `stackcost bisect` of the history, in cell mode with `cell`'s flags (else the
+    command mode on bench.py); what it named, and whether that was the step (commit 5)."""
     argv = [sys.executable, "-m", "stackcost.cli", "bisect", "--git", str(repo)]
     argv += ["--good", shas[0], "--bad", shas[-1]]
-    if cells:
-        argv += [*CELL, "--db", str(repo.parent / f"{repo.name}.db"), "--seed-order", str(seed)]
+    if cell:
+        argv += [*cell, "--db", str(repo.parent / f"{repo.name}.db"), "--seed-order", str(seed)]
     else:
         argv += ["--command", f"{sys.executable} bench.py"]
     t = time.perf_counter()
-    proc = subprocess.run([*argv, *extra], capture_output=True, text=True)
+    proc = subprocess.run([*argv, *extra], capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - t
     named = None
     for line in proc.stdout.splitlines():
@@ -151,7 +171,8 @@ def main() -> None:
         shas = {s: make_repo(repos[s], ADDED[s], cells) for s in steps}
         for i in range(args.tries):  # the steps interleaved, try by try
             for s in steps:
-                r = one_try(repos[s], shas[s], args.bisect_arg, cells, args.first_seed + i)
+                cell = CELL if cells else None
+                r = one_try(repos[s], shas[s], args.bisect_arg, cell, args.first_seed + i)
                 results["tries"].setdefault(str(s), []).append(r)
                 console.print(f"step {s}x try {i + 1}: {r['kind']} ({r['seconds']} s)")
     table = Table(title="stackcost bisect on toy histories (commit 5 of 8 is the step)")

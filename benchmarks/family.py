@@ -2,7 +2,8 @@
 
 Convolutions, matrix multiplies and attention; activations below, around and above one
 core's L2; 1 and 2 threads; eager, inductor, onnxruntime and openvino. A member is one
-`stackcost run` (its backends are its cells): 8 cells in all.
+`stackcost run` (its backends are its cells): 8 cells in all. Every model has a slowdown
+knob (knob_model.py), so each member can be gated and bisected as well as timed.
 """
 
 from __future__ import annotations
@@ -47,7 +48,15 @@ FAMILY = [
         input_shape="3,56,56",
     ),  # fmt: skip
     Member("conv 3x3 stack, 12.8 MB activations", CONV, 32, 1, input_shape="3,56,56"),
-    Member("matmul: MLP, activations of KBs", "mlp", 32, 1),
-    Member("attention: BERT-base, 128 tokens", "bert-base", 1, 2),
-    Member("conv: ResNet-18 at 64 px", "resnet18", 8, 2, resolution=64),
+    Member(
+        "matmul: 20 Linear 256, 32 KB activations", "knob_model:model", 32, 1, input_shape="256"
+    ),
+    Member(
+        "attention: 20 encoder layers, 64 tokens of 128",
+        "knob_model:attention",
+        8,
+        2,
+        input_shape="64,128",
+    ),  # fmt: skip
+    Member("conv: ResNet-18 at 64 px", "knob_model:resnet18", 8, 2, input_shape="3,64,64"),
 ]

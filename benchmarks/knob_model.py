@@ -9,6 +9,9 @@ PYTHONPATH so the factory imports:
 
     PYTHONPATH=benchmarks stackcost run --model knob_model:model --input-shape 256 ...
 
+Every factory takes `slowdown` too (a toy history's package passes it: bisect_family.py),
+which wins over the environment. `attention` is the knob on transformer encoder layers.
+
 `resnet18` is the same knob on a real model: the zoo's resnet18 (its seeded weights) at
 RESOLUTION px, with a residual 3x3-then-1x1 convolution block after layer4 (512 channels at
 2x2). At batch 1 this step is bound by reading its weights, not by its multiply-adds (a
@@ -40,8 +43,14 @@ def blocks(slowdown: float) -> int:
     return round(BLOCKS * (1 + slowdown))
 
 
-def model() -> torch.nn.Module:
-    n = blocks(float(os.environ.get(KNOB, "0")))
+def knob(slowdown: float | None) -> float:
+    """The slowdown asked for: the argument (a toy history's package passes it), else the
+    STACKCOST_KNOB_SLOWDOWN of the environment (ab's --cand-env), else none."""
+    return float(os.environ.get(KNOB, "0")) if slowdown is None else slowdown
+
+
+def model(slowdown: float | None = None) -> torch.nn.Module:
+    n = blocks(knob(slowdown))
     layers: list[torch.nn.Module] = []
     for _ in range(n):
         layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU()]
@@ -60,23 +69,23 @@ class _Knob(torch.nn.Module):
         return x + self.project(torch.relu(self.expand(x)))
 
 
-def resnet18() -> torch.nn.Module:
+def resnet18(slowdown: float | None = None) -> torch.nn.Module:
     from stackcost.spec.run import model_ref
     from stackcost.zoo import build_model
 
     net = build_model(model_ref("resnet18"), RESOLUTION)
-    slowdown = float(os.environ.get(KNOB, "0"))
+    slowdown = knob(slowdown)
     if slowdown:
         params = sum(p.numel() for p in net.parameters())
         channels = net.layer4[-1].conv2.out_channels
         per_width = channels * 10  # 3x3 in (9) and 1x1 out (1) per hidden channel
         width = max(1, round(WEIGHT_TO_TIME * slowdown * params / per_width))
         torch.manual_seed(0)
-        knob = _Knob(channels, width)
+        block = _Knob(channels, width)
         # Small weights: the output stays near the network's, so verification still holds.
-        for conv in (knob.expand, knob.project):
+        for conv in (block.expand, block.project):
             torch.nn.init.normal_(conv.weight, std=1e-3)
-        net.layer4 = torch.nn.Sequential(*net.layer4, knob.eval())
+        net.layer4 = torch.nn.Sequential(*net.layer4, block.eval())
     return net.eval()
 
 
@@ -87,12 +96,32 @@ CONV_CHANNELS = 32
 CONV_RESOLUTION = 56
 
 
-def convstack() -> torch.nn.Module:
-    n = blocks(float(os.environ.get(KNOB, "0")))
+def convstack(slowdown: float | None = None) -> torch.nn.Module:
+    n = blocks(knob(slowdown))
     torch.manual_seed(0)
     layers: list[torch.nn.Module] = [torch.nn.Conv2d(3, CONV_CHANNELS, 3, padding=1)]
     for _ in range(n - 1):
         layers += [torch.nn.ReLU(), torch.nn.Conv2d(CONV_CHANNELS, CONV_CHANNELS, 3, padding=1)]
+    return torch.nn.Sequential(*layers).eval()
+
+
+# Attention with its matmuls: BLOCKS transformer encoder layers (ATTN_HEADS heads, a
+# feed-forward of twice the width) over ATTN_TOKENS tokens of ATTN_WIDTH; +5% = one more
+# layer. At batch 8 the scores are 8 x 4 x 64 x 64 x 4 B = 0.5 MB a layer.
+ATTN_WIDTH = 128
+ATTN_TOKENS = 64
+ATTN_HEADS = 4
+
+
+def attention(slowdown: float | None = None) -> torch.nn.Module:
+    n = blocks(knob(slowdown))
+    torch.manual_seed(0)
+    layers = [
+        torch.nn.TransformerEncoderLayer(
+            ATTN_WIDTH, ATTN_HEADS, 2 * ATTN_WIDTH, dropout=0.0, batch_first=True
+        )
+        for _ in range(n)
+    ]
     return torch.nn.Sequential(*layers).eval()
 
 
@@ -101,4 +130,5 @@ INPUT_SHAPES = {
     "model": (WIDTH,),
     "resnet18": (3, RESOLUTION, RESOLUTION),
     "convstack": (3, CONV_RESOLUTION, CONV_RESOLUTION),
+    "attention": (ATTN_TOKENS, ATTN_WIDTH),
 }

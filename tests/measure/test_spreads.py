@@ -45,3 +45,11 @@ def test_a_drift_inside_each_process_is_within():
 def test_too_few_samples_or_processes_say_nothing():
     assert spreads([[100] * 5]).between is None  # one process
     assert spreads([[100, 101], [102, 103]]).within is None  # windows of one sample
+
+
+def test_every_view_shows_spreads_the_same_way():
+    from stackcost.measure.stats import Spreads
+
+    biased = Spreads(within=0.012, between=0.074, processes=4)
+    assert biased.shown() == "1.2% / 7.4% !"
+    assert Spreads(within=None, between=0.02, processes=2).shown() == "— / 2.0%"
