@@ -12,6 +12,7 @@ Clopper-Pearson 95% intervals. Every finished command is saved to --json at once
 
     PYTHONPATH=benchmarks python benchmarks/gate_family.py [--rounds 2] \
         [--slowdowns 0,0.05,0.10] [--members 0,1,...] [--json PATH]
+    python benchmarks/gate_family.py --report PATH  # the table of a saved (or cut) run
 
 Nothing else may run on the machine meanwhile.
 """
@@ -64,6 +65,37 @@ def one_ab(member: Any, slowdown: float, work: Path, seed: int) -> dict[str, Any
     return {"wall_s": wall, "cells": cells}
 
 
+def report(tries: list[dict[str, Any]], slowdowns: list[float], console: Console) -> None:
+    """Per cell and true change: the verdicts, and the command's median wall time over its
+    cells (ab measures a member's cells together: per cell is that over their number)."""
+    table = Table(title="the gate over the family (this machine)")
+    for col in ("cell", "true change", "trials", "regressed", "unchanged", "other",
+                "median s / cell"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "cell" else "right")
+    cells = list(dict.fromkeys(c["cell"] for t in tries for c in t.get("cells", [])))
+    for cell in cells:
+        for s in slowdowns:
+            mine = [(t, c) for t in tries if t["slowdown"] == s for c in t.get("cells", [])
+                    if c["cell"] == cell]  # fmt: skip
+            if not mine:
+                continue
+            verdicts = [c["verdict"] for _, c in mine]
+            per_cell = [t["wall_s"] / len(t["cells"]) for t, _ in mine]
+            table.add_row(cell, f"+{s:.0%}", str(len(mine)), str(verdicts.count("regressed")),
+                          str(verdicts.count("unchanged")),
+                          str(len(verdicts) - verdicts.count("regressed")
+                              - verdicts.count("unchanged")),
+                          f"{statistics.median(per_cell):.0f}")  # fmt: skip
+    console.print(table)
+    for s in slowdowns:
+        verdicts = [c["verdict"] for t in tries if t["slowdown"] == s for c in t.get("cells", [])]
+        k = verdicts.count("regressed")
+        r, lo, hi = rate(k, len(verdicts))
+        console.print(f"all cells, +{s:.0%}: regressed {k}/{len(verdicts)} = {r:.1%} "
+                      f"[{lo:.1%}, {hi:.1%}]; unchanged {verdicts.count('unchanged')}",
+                      highlight=False)  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=2)
@@ -71,8 +103,12 @@ def main() -> int:
     ap.add_argument("--members", help="comma list of family.py indices (default: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--report", type=Path, help="only print the table of a saved --json")
     args = ap.parse_args()
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
+    if args.report:
+        report(json.loads(args.report.read_text())["tries"], slowdowns, Console())
+        return 0
     chosen = [int(i) for i in args.members.split(",")] if args.members else range(len(FAMILY))
     members = [(i, FAMILY[i]) for i in chosen]
     unknobbed = [m.model for _, m in members if not m.model.startswith("knob_model:")]
@@ -110,31 +146,7 @@ def main() -> int:
                 )
                 console.print(f"round {r + 1} {member.what} +{slowdown:.0%} "
                               f"({found['wall_s']:.0f} s): {said}", highlight=False)  # fmt: skip
-    table = Table(title="the gate over the family (this machine)")
-    for col in ("cell", "true change", "trials", "regressed", "unchanged", "other",
-                "median s / command"):  # fmt: skip
-        table.add_column(col, justify="left" if col == "cell" else "right")
-    cells = sorted({c["cell"] for t in tries for c in t.get("cells", [])})
-    for cell in cells:
-        for s in slowdowns:
-            mine = [(t, c) for t in tries if t["slowdown"] == s for c in t.get("cells", [])
-                    if c["cell"] == cell]  # fmt: skip
-            if not mine:
-                continue
-            verdicts = [c["verdict"] for _, c in mine]
-            walls = [t["wall_s"] for t, _ in mine]
-            table.add_row(cell, f"+{s:.0%}", str(len(mine)), str(verdicts.count("regressed")),
-                          str(verdicts.count("unchanged")),
-                          str(len(verdicts) - verdicts.count("regressed")
-                              - verdicts.count("unchanged")),
-                          f"{statistics.median(walls):.0f}")  # fmt: skip
-    console.print(table)
-    for s in slowdowns:
-        verdicts = [c["verdict"] for t in tries if t["slowdown"] == s for c in t.get("cells", [])]
-        k = verdicts.count("regressed")
-        r, lo, hi = rate(k, len(verdicts))
-        console.print(f"all cells, +{s:.0%}: regressed {k}/{len(verdicts)} = {r:.1%} "
-                      f"[{lo:.1%}, {hi:.1%}]", highlight=False)  # fmt: skip
+    report(tries, slowdowns, console)
     save()
     return 0
 
