@@ -206,7 +206,9 @@ class Runner:
             env["worker_environ"] = recorded({**inherited, **extra})
             spec_json = self.spec.model_dump(mode="json")
             return self.store.create_run(spec_json, env, command, spec_hash, env_fp), False
-        stored = list(self.store.repetitions(run_id, with_samples=False))
+        # The stop rule over processes reads the stored repetitions' samples (their spreads).
+        samples = self.plan.cell_ci is not None
+        stored = list(self.store.repetitions(run_id, with_samples=samples))
         for cell, result in superseded_dropped(stored):
             self.plan.observe(cell, result)
             self.done += result.status != "interrupted"

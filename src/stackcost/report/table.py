@@ -10,6 +10,7 @@ from rich.text import Text
 
 from stackcost.backends import BASELINE
 from stackcost.cell import Cell
+from stackcost.execute.plan import CHEAPEST_S
 from stackcost.report import quant
 from stackcost.report.fit import FitTable
 from stackcost.report.marks import (
@@ -337,8 +338,9 @@ def rule_note(cells: list[CellResult], cell_ci: float, max_repeats: int) -> str:
     """What --cell-ci did: the rule, and the cells that reached --max-repeats without it."""
     note = (
         f"reps: each cell repeated until its latency CI was within ±{cell_ci:.1%}, up to "
-        f"{max_repeats} processes; those added ran at half --min-time where the processes "
-        "differed by more than their own noise (more of them average that), else at twice it"
+        f"{max_repeats} processes; those added ran at half --min-time (at least "
+        f"{CHEAPEST_S:g} s) where the processes differed by more than their own noise (more of "
+        "them average that), else at twice it"
     )
     short = [
         c.cell.label()
