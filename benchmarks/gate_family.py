@@ -12,7 +12,7 @@ Clopper-Pearson 95% intervals. Every finished command is saved to --json at once
 
     PYTHONPATH=benchmarks python benchmarks/gate_family.py [--rounds 2] \
         [--slowdowns 0,0.05,0.10] [--members 0,1,...] [--json PATH]
-    python benchmarks/gate_family.py --report PATH  # the table of a saved (or cut) run
+    python benchmarks/gate_family.py --report PATH...  # the table of saved (or cut) runs
 
 Nothing else may run on the machine meanwhile.
 """
@@ -103,11 +103,14 @@ def main() -> int:
     ap.add_argument("--members", help="comma list of family.py indices (default: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--report", type=Path, help="only print the table of a saved --json")
+    ap.add_argument(
+        "--report", type=Path, nargs="+", help="only print the table of saved --json records"
+    )
     args = ap.parse_args()
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     if args.report:
-        report(json.loads(args.report.read_text())["tries"], slowdowns, Console())
+        saved = [t for path in args.report for t in json.loads(path.read_text())["tries"]]
+        report(saved, slowdowns, Console(width=160))
         return 0
     chosen = [int(i) for i in args.members.split(",")] if args.members else range(len(FAMILY))
     members = [(i, FAMILY[i]) for i in chosen]
