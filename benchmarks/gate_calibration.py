@@ -107,8 +107,14 @@ def interleaved(args, work: Path, pacing: str, slowdown: float, i: int) -> dict[
         argv += ["--max-blocks", str(args.max_blocks)]
     if args.allocator:
         argv += ["--allocator", args.allocator]
+    return run_ab(argv, out, slowdown)
+
+
+def run_ab(argv: list[str], out: Path, slowdown: float) -> dict[str, Any]:
+    """One `stackcost ab` (argv writing its --json to `out`), the candidate `slowdown`
+    slower through the knob: its wall time, blocks and each cell's verdict."""
     if slowdown:
-        argv += ["--cand-env", f"{KNOB}={slowdown}"]
+        argv = [*argv, "--cand-env", f"{KNOB}={slowdown}"]
     t0 = time.perf_counter()
     proc = stackcost(argv)
     wall = time.perf_counter() - t0
@@ -126,6 +132,7 @@ def interleaved(args, work: Path, pacing: str, slowdown: float, i: int) -> dict[
                 "ratio": (c["result"] or {}).get("ratio"),
                 "interval": [(c["result"] or {}).get(k) for k in ("ci_low", "ci_high")],
                 "blocks": len(c["blocks"]),
+                "plan": c.get("plan"),
             }
             for c in verdict["cells"]
         ],

@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from family import FAMILY
-from gate_calibration import KNOB, rate, stackcost
+from gate_calibration import rate, run_ab
 from stackcost.env import cpu_info
 
 CELL_LIMIT_S = 240  # the issue's: each cell decided within 4 minutes
@@ -43,26 +43,7 @@ def one_ab(member: Any, slowdown: float, work: Path, seed: int) -> dict[str, Any
     out = work / f"ab-{seed}-{slowdown}.json"
     argv = ["ab", *member.run_args(), "--quiet", "--db", str(work / "ab.db")]
     argv += ["--json", str(out), "--seed-order", str(seed)]
-    if slowdown:
-        argv += ["--cand-env", f"{KNOB}={slowdown}"]
-    t0 = time.perf_counter()
-    proc = stackcost(argv)
-    wall = time.perf_counter() - t0
-    if not out.is_file():
-        return {"error": (proc.stderr or proc.stdout).strip()[-500:], "wall_s": wall}
-    verdict = json.loads(out.read_text())
-    cells = [
-        {
-            "cell": c["cell"],
-            "verdict": c["verdict"],
-            "ratio": (c["result"] or {}).get("ratio"),
-            "interval": [(c["result"] or {}).get(k) for k in ("ci_low", "ci_high")],
-            "blocks": len(c["blocks"]),
-            "plan": c.get("plan"),
-        }
-        for c in verdict["cells"]
-    ]
-    return {"wall_s": wall, "cells": cells}
+    return run_ab(argv, out, slowdown)
 
 
 def report(tries: list[dict[str, Any]], slowdowns: list[float], console: Console) -> None:
