@@ -80,6 +80,28 @@ def test_failing_points_are_skipped_and_good_is_measured_beside_every_pair():
     assert calls["a"] == sum(len(p.values) for p in res.probes) + 1  # + b's failed pair
 
 
+def test_a_value_that_is_not_finite_fails_its_point_and_says_so():
+    # value=1e999 parses as inf. Counted, it would pull a mean past any middle and name a
+    # "first bad (unsure)"; as no measurement, its point fails, as one that cannot build.
+    values = {"a": 1.0, "b": math.inf, "c": math.inf, "d": 10.0}
+    res = bisect(["a", "b", "c", "d"], values.__getitem__)
+    assert res.first_bad is None and res.candidates == ["b", "c", "d"]
+    failed = [p for p in res.probes if p.point in ("b", "c")]
+    assert failed and all(p.verdict == "skipped" and "not a finite" in p.note for p in failed)
+    assert parse_value("value=1e999") == math.inf  # what a command may print
+    with pytest.raises(BisectError, match="not a finite"):
+        bisect(["a", "b"], {"a": 1.0, "b": math.nan}.__getitem__)
+
+
+def test_cell_mode_fails_a_point_whose_blocks_are_not_finite():
+    def pairs(good: str, point: str) -> list[tuple[float, float]]:
+        return [(math.inf if point == "b" else {"c": 2.0}[point], 1.0)] * 3
+
+    res = bisect(["a", "b", "c"], measure_pair=pairs)
+    (b,) = [p for p in res.probes if p.point == "b"]
+    assert b.verdict == "skipped" and "not a finite" in b.note and res.first_bad is None
+
+
 def test_a_point_near_the_middle_gets_pairs_until_its_interval_clears_it():
     # Good 1, bad 10: the middle is sqrt(10) (in logs). Point c reads 5 then 9 then 8...:
     # its first three pairs' interval still holds the middle, more pairs decide it bad.

@@ -50,3 +50,18 @@ def test_a_bad_trace_line_is_named_by_its_number(tmp_path: Path) -> None:
     trace.write_text("10,5\n10;5\n")
     with pytest.raises(ValueError, match=r"lengths.csv:2"):
         draw(f"file:{trace}", 1, 1, 1, seed=0)
+
+
+def test_longest_bounds_every_request_a_form_draws(tmp_path: Path) -> None:
+    from stackcost.serving.lengths import longest
+
+    assert longest("fixed", 8, 4).tokens == 12
+    most = longest("uniform:0.5-1.5", 8, 4)
+    drawn = draw("uniform:0.5-1.5", 8, 4, 2000, seed=3)
+    assert max(d.prompt for d in drawn) <= most.prompt == 12
+    assert max(d.output for d in drawn) <= most.output == 6
+    assert max(d.prompt + d.output for d in drawn) <= most.tokens
+    trace = tmp_path / "t.csv"
+    trace.write_text("30,2\n5,20\n")
+    # One request's most tokens (30+2), not the longest prompt and output together.
+    assert longest(f"file:{trace}", 8, 4) == type(most)(30, 20, 32)

@@ -183,6 +183,13 @@ def check_args(
                 f"--backends {','.join(mute)}: a decoder's held-out text is scored by the "
                 f"rungs that generate ({DECODER_RUNGS})"
             )
+        from stackcost.scenarios.decoder_heldout import window_problem
+
+        # Before training: a recipe whose windows cannot be scored is refused, not trained.
+        if args.prompt_len is not None:
+            prompt_len = parse_positive_ints(args.prompt_len, "prompt length")[0]
+            if problem := window_problem(prompt_len):
+                raise SpecError(problem)
     precisions = parse_choices(args.precision or ",".join(allowed), "precision", allowed)
     batch = parse_positive_ints(args.batch_size or ("16" if decoder else "64"), "batch size")[0]
     samples = parse_positive_ints(args.calibration_samples, "calibration samples")[0]

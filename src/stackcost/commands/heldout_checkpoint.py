@@ -231,6 +231,7 @@ def _sizes(examples: Examples, task: str) -> dict[str, int]:
 
 
 def _prompt_len(args: argparse.Namespace, workload: Any) -> int:
+    from stackcost.scenarios.decoder_heldout import window_problem
     from stackcost.spec.grammar import parse_positive_ints
 
     context = parse_positive_ints(args.prompt_len or "128", "prompt length")[0]
@@ -240,8 +241,8 @@ def _prompt_len(args: argparse.Namespace, workload: Any) -> int:
             f"--prompt-len {context}: a window of {context + 1} tokens is more than "
             f"{args.model}'s {maximum} positions"
         )
-    if context < 2:
-        raise SpecError(f"--prompt-len {context}: a window needs a context of at least 2 tokens")
+    if problem := window_problem(context):
+        raise SpecError(problem)
     return context
 
 

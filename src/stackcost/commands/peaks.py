@@ -60,6 +60,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.errors import SpecError
     from stackcost.measure.peaks import cached_peaks, measure_peaks, store_peaks
     from stackcost.spec.grammar import parse_positive_ints
+    from stackcost.spec.run import check_threads
 
     if args.device not in DEVICES:
         raise SpecError(f"device {args.device!r} is not one of {', '.join(DEVICES)}")
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return run_cuda(args, console)
     if args.threads is not None:
         threads = sorted(set(parse_positive_ints(args.threads, "threads")))
+        check_threads(threads)  # more than the machine's measures the scheduler, or fails
     else:
         threads = sorted({1, len(os.sched_getaffinity(0))})
     env_fp = fingerprint(collect())

@@ -163,6 +163,10 @@ def bisect(
             if not blocks:
                 p.verdict, p.note = "skipped", f"{p.point[:12]} or good failed to measure"
                 return False
+            odd = next((v for b in blocks for v in b if not math.isfinite(v)), None)
+            if odd is not None:
+                p.verdict, p.note = "skipped", _not_finite(f"{p.point[:12]} or good", odd)
+                return False
             for point_value, good_value in blocks:
                 p.values.append(point_value)
                 p.good_values.append(good_value)
@@ -177,6 +181,10 @@ def bisect(
             failed = p.point if got[p.point] is None else good_point
             p.verdict, p.note = "skipped", f"{failed[:12]} failed to build, install or measure"
             return False
+        for name, value in got.items():
+            if not math.isfinite(value):  # type: ignore[arg-type]
+                p.verdict, p.note = "skipped", _not_finite(name[:12], value)  # type: ignore[arg-type]
+                return False
         p.values.append(got[p.point])  # type: ignore[arg-type]
         p.good_values.append(got[good_point])  # type: ignore[arg-type]
         if not probes and len(p.values) == 1:  # the first pair, the bad endpoint's
@@ -256,6 +264,11 @@ def bisect(
         bad.ratio if in_logs else None,
         judging,
     )
+
+
+def _not_finite(what: str, value: float) -> str:
+    # 1e999 parses as inf: such a value is no measurement, and the point fails with it.
+    return f"{what} measured value={value} (not a finite number): failed"
 
 
 # -- git ------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from stackcost.execute.probe import Answers, ask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RepetitionResult
 from stackcost.scenarios.task import RepetitionTask
+from stackcost.serving.engines import why_not as serve_problem
 from stackcost.spec.run import RunSpec
 from stackcost.store.runs import RunResult, superseded_dropped
 
@@ -67,6 +68,8 @@ def why_not_runnable(cell: Cell, facts: dict[str, BackendFacts]) -> tuple[str, s
     if not backend.ok:
         return "unavailable", backend.reason
     problem = backend.why_not(cell)
+    if problem is None and cell.serve is not None:
+        problem = serve_problem(cell)
     if problem:
         return "unsupported", problem
     device = _device_reason(cell.device)

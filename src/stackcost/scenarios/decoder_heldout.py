@@ -44,6 +44,20 @@ if TYPE_CHECKING:
     from stackcost.cell import Cell, ModelRef
 
 REFERENCE = ("eager", "fp32")
+# A window's first half is context and its second half is scored: 2 tokens at least.
+MIN_WINDOW = 2
+
+
+def window_problem(prompt_len: int) -> str | None:
+    """Why windows of `prompt_len` tokens cannot be scored, or None."""
+    if prompt_len < MIN_WINDOW:
+        return (
+            f"--prompt-len {prompt_len}: a held-out window needs at least {MIN_WINDOW} tokens "
+            "(its first half is context, its second half is scored)"
+        )
+    return None
+
+
 CONFIDENCE = 0.90  # two-sided: each bound of the interval one-sided 95%
 # Another rung's fp32 computes the same function: its perplexity within rounding of eager's.
 FP32_MAX_PPL_INCREASE_PCT = 0.1

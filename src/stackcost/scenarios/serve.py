@@ -40,28 +40,18 @@ class Serve(Scenario):
         from stackcost.measure.disturbance import assess
         from stackcost.result import RepetitionResult, ServeResult
         from stackcost.scenarios.generate import agreement, verified_generators
-        from stackcost.serving.engines import ENGINES, EngineUnavailable, engine_for
+        from stackcost.serving.engines import EngineUnavailable, engine_for, why_not
+        from stackcost.serving.lengths import longest
 
         task, cell = bench.task, bench.cell
         config = cell.serve
         assert config is not None
-        if (make_engine := engine_for(cell.backend)) is None:
-            return RepetitionResult(
-                status="unsupported",
-                reason=f"serve has no engine for {cell.backend} yet; it serves "
-                f"{', '.join(f'{b} ({e})' for b, (e, _) in ENGINES.items())}",
-            )
-        if cell.batch_size != 1:
-            return RepetitionResult(
-                status="unsupported",
-                reason=f"a serve request is one sequence (batch 1), not {cell.batch_size}: "
-                "the engine batches the requests that are in flight",
-            )
-        if cell.precision != "fp32":
-            return RepetitionResult(
-                status="unsupported",
-                reason=f"serve runs fp32 engines here, not {cell.precision}",
-            )
+        # The runner refuses these before any worker (serving/engines: why_not); a task
+        # built by hand still gets the reason rather than a crash.
+        if (problem := why_not(cell)) is not None:
+            return RepetitionResult(status="unsupported", reason=problem)
+        make_engine = engine_for(cell.backend)
+        assert make_engine is not None
         ready = verified_generators(bench, rows=1)
         if isinstance(ready, RepetitionResult):
             return ready
@@ -74,7 +64,7 @@ class Serve(Scenario):
         prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
         vocab = generator.decoder.config.vocab_size
         try:
-            engine = make_engine(generator, new_tokens * 2)  # uniform lengths may ask more
+            engine = make_engine(generator, longest(config.lengths, prompt_len, new_tokens))
         except EngineUnavailable as exc:
             return RepetitionResult(status="unavailable", reason=str(exc))
         progress = Path(task.workdir) / PROGRESS_FILE

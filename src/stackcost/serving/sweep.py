@@ -36,6 +36,8 @@ SEQUENTIAL_REQUESTS = 1024
 DRAIN = 2.0
 # A rate that would get less than this share of its time is skipped.
 MIN_SHARE = 1 / 3
+# Rates between the ends: a curve of more points than this is not worth its time.
+MAX_RATES = 64
 
 MakeRequests = Callable[[int, int], list[Request]]  # (first index, count) -> requests
 
@@ -44,6 +46,28 @@ MakeRequests = Callable[[int, int], list[Request]]  # (first index, count) -> re
 class Bounds:
     ttft_ms: float | None = None
     tpot_ms: float | None = None
+
+
+def plan_problem(rates: int, per_rate_s: float, budget_s: float) -> str | None:
+    """Why a sweep of `rates` rates between, each held `per_rate_s`, does not fit its
+    `budget_s`, or None. The budget must hold the whole plan at full time: the two ends
+    and every rate between (shortening by the budget is for an engine slower than
+    planned, which drains past its time, not for a plan that never fit)."""
+    if not 0 <= rates <= MAX_RATES:
+        return f"serve-rates {rates} is outside 0..{MAX_RATES} (rates between the two ends)"
+    fits = math.floor(budget_s / per_rate_s + 1e-9) - 2
+    if fits < 0:
+        return (
+            f"serve-budget {budget_s:g} s is less than the sweep's two ends need at serve-time "
+            f"{per_rate_s:g} s (one at a time, then all at once: at least {2 * per_rate_s:g} s)"
+        )
+    if rates > fits:
+        return (
+            f"serve-rates {rates} does not fit serve-budget {budget_s:g} s at serve-time "
+            f"{per_rate_s:g} s: it holds the two ends and at most {fits} rates between "
+            f"(allowed: 0..{min(fits, MAX_RATES)}, or a larger budget)"
+        )
+    return None
 
 
 def between(low_rps: float, high_rps: float, count: int) -> list[float]:

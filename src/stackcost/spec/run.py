@@ -34,6 +34,7 @@ from stackcost.spec.grammar import (
     parse_choices,
     parse_scenarios,
 )
+from stackcost.spec.serving import check_lengths, check_serve_flags
 from stackcost.verify import DEFAULT_TOLERANCE
 from stackcost.workload import SIZE_AXES, Workload
 from stackcost.zoo.checkpoint import inspect as inspect_checkpoint
@@ -84,8 +85,10 @@ class RunSpec(BaseModel):
     # LoadGen scenarios (stackcost.scenarios), with the LoadGen knobs they read.
     scenarios: list[str] = Field(default_factory=lambda: [TIMED_LOOP])
     loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
-    # --scenario serve's sweep (its SLOs are the token bounds above, LoadGen's defaults).
-    serve: ServeConfig = Field(default_factory=ServeConfig)
+    # --scenario serve's sweep (its SLOs are the token bounds above, LoadGen's defaults);
+    # None where no serve flag was given (a flag given outside serve is refused, whatever
+    # its value), which serves ServeConfig's defaults.
+    serve: ServeConfig | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -129,7 +132,9 @@ class RunSpec(BaseModel):
         # And without the stop rule over processes, its settings.
         if self.cell_ci is None:
             exclude |= {"cell_ci", "max_repeats"}
-        blob = self.model_dump_json(exclude=exclude or None)
+        # A serve spec without serve flags digests as its defaults, as before they were optional.
+        spec = self if self.serve is not None else self.model_copy(update={"serve": ServeConfig()})
+        blob = spec.model_dump_json(exclude=exclude or None)
         return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
     def cells(self) -> list[Cell]:
@@ -160,7 +165,7 @@ class RunSpec(BaseModel):
                 # Token generation is a mode of its own (its scenario follows from it).
                 if name == SERVE:  # generation under a request-rate sweep
                     mode = GENERATE
-                    serve = self.serve.model_copy(
+                    serve = (self.serve or ServeConfig()).model_copy(
                         update={
                             "ttft_bound_ms": self.loadgen.value("ttft_bound_ms"),
                             "tpot_bound_ms": self.loadgen.value("tpot_bound_ms"),
@@ -449,11 +454,7 @@ def check_scenarios(spec: RunSpec) -> None:
     import importlib.util
 
     parse_scenarios(",".join(spec.scenarios))
-    if SERVE not in spec.scenarios and spec.serve != ServeConfig():
-        raise SpecError(
-            "serve-rates, serve-time, serve-budget, arrivals and lengths apply only with "
-            "--scenario serve"
-        )
+    check_serve_flags(spec.serve, spec.scenarios)
     check_generate(spec)
     loadgen = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE, SERVE)]
     # The query's latency bound is read by LoadGen cells that serve anything but generated
@@ -520,6 +521,7 @@ def check_generate(spec: RunSpec) -> None:
             )
         if (moe := moe_reason(workload)) is not None:
             raise SpecError(f"--scenario generate: {moe}")
+        check_lengths(workload, spec.sizes, spec.scenarios, spec.modes, spec.serve)
 
 
 def check_sizes(sizes: dict[str, list[int]], workloads: list[Workload]) -> None:

@@ -8,20 +8,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from stackcost.cell import Cell
     from stackcost.generation.base import Generator
     from stackcost.serving.engine import Engine
+    from stackcost.serving.lengths import Longest
 
 
-def _transformers(generator: Generator, new_tokens: int) -> Engine:
+def _transformers(generator: Generator, longest: Longest) -> Engine:
     from stackcost.serving.engines.transformers_cb import TransformersEngine
 
-    sizes = generator.decoder.cell.sizes
-    return TransformersEngine(
-        generator.decoder.model, new_tokens, sizes["prompt_len"] * 2 + new_tokens
-    )  # lengths may reach 2x the axes, as the llama.cpp server's context below
+    return TransformersEngine(generator.decoder.model, longest.output, longest.tokens)
 
 
-def _openvino(generator: Generator, new_tokens: int) -> Engine:
+def _openvino(generator: Generator, longest: Longest) -> Engine:
     from stackcost.generation.openvino import OpenVINOGenAIGenerator
     from stackcost.serving.engines.openvino_cb import OpenVINOEngine
 
@@ -29,7 +28,7 @@ def _openvino(generator: Generator, new_tokens: int) -> Engine:
     return OpenVINOEngine(generator.model_dir, generator.compile_config)
 
 
-def _llama_server(generator: Generator, new_tokens: int) -> Engine:
+def _llama_server(generator: Generator, longest: Longest) -> Engine:
     from stackcost.backends import load_backend
     from stackcost.generation.llamacpp import LlamaCppGenerator
     from stackcost.serving.engines.llamacpp_server import BUILD, LlamaServerEngine, find_server
@@ -41,7 +40,7 @@ def _llama_server(generator: Generator, new_tokens: int) -> Engine:
     binary = find_server(given)
     if binary is None:
         raise EngineUnavailable(f"llama-server {given!r} not found: {BUILD}")
-    context = cell.sizes["prompt_len"] * 2 + new_tokens  # lengths may reach 2x the axes
+    context = longest.tokens
     return LlamaServerEngine(
         binary, generator.gguf_path, cell.threads, int(backend.option(cell, "slots")),
         -(-context // 256) * 256, generator.details.get("kv_type", "f32"),
@@ -49,7 +48,7 @@ def _llama_server(generator: Generator, new_tokens: int) -> Engine:
     )  # fmt: skip
 
 
-def _ortgenai(generator: Generator, new_tokens: int) -> Engine:
+def _ortgenai(generator: Generator, longest: Longest) -> Engine:
     from stackcost.generation.onnxruntime import OrtGenAIGenerator
     from stackcost.serving.engines.ortgenai_engine import OrtGenAIEngine
 
@@ -62,8 +61,9 @@ class EngineUnavailable(RuntimeError):
     `unavailable`, with how to get it."""
 
 
-# backend name -> (what it batches with, how to build it from the verified generator)
-ENGINES: dict[str, tuple[str, Callable[[Generator, int], Engine]]] = {
+# backend name -> (what it batches with, how to build it from the verified generator and
+# the longest request the sweep may send)
+ENGINES: dict[str, tuple[str, Callable[[Generator, Longest], Engine]]] = {
     "eager": ("transformers ContinuousBatchingManager", _transformers),
     "openvino": ("OpenVINO GenAI ContinuousBatchingPipeline", _openvino),
     "llama.cpp": ("llama.cpp's server, parallel slots, over HTTP", _llama_server),
@@ -71,6 +71,22 @@ ENGINES: dict[str, tuple[str, Callable[[Generator, int], Engine]]] = {
 }
 
 
-def engine_for(backend: str) -> Callable[[Generator, int], Engine] | None:
+def why_not(cell: Cell) -> str | None:
+    """Why a serve cell cannot run, decided before any worker starts (the runner stores it
+    `unsupported`, and refuses a grid where no cell can run), or None."""
+    if cell.backend not in ENGINES:
+        served = ", ".join(f"{b} ({e})" for b, (e, _) in ENGINES.items())
+        return f"serve has no engine for {cell.backend} yet; it serves {served}"
+    if cell.batch_size != 1:
+        return (
+            f"a serve request is one sequence (batch 1), not {cell.batch_size}: "
+            "the engine batches the requests that are in flight"
+        )
+    if cell.precision != "fp32":
+        return f"serve runs fp32 engines here, not {cell.precision}"
+    return None
+
+
+def engine_for(backend: str) -> Callable[[Generator, Longest], Engine] | None:
     entry = ENGINES.get(backend)
     return None if entry is None else entry[1]
