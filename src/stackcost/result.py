@@ -312,6 +312,10 @@ class RepetitionResult(BaseModel):
     generation: GenerationResult | None = Field(None, exclude_if=lambda g: g is None)
     # A serve cell's rate sweep (left out when None, so other results' JSON is unchanged).
     serving: ServeResult | None = Field(None, exclude_if=lambda s: s is None)
+    # A sweep that did not finish (its worker or its engine died): the rates it finished,
+    # in order. The store keeps them as the repetition's progress, apart from this result,
+    # and a resume runs the rest (execute/runner.py); never stored inside the result.
+    kept_rates: list[RateFigures] = Field(default_factory=list, exclude_if=lambda k: not k)
     host: str | None = None  # the machine it ran on (hostname)
     node: Node | None = None  # on a Ray cluster: the node, its environment, its cores
     lost_attempts: list[LostAttempt] = Field(default_factory=list)  # tries a dead node lost
@@ -339,6 +343,14 @@ class RepetitionResult(BaseModel):
     @property
     def valid(self) -> bool:
         return self.status in VALID_STATUSES
+
+    @property
+    def owed(self) -> bool:
+        """Whether a resume runs this repetition again: interrupted, or a sweep that kept
+        finished rates (details["rates_kept"]) and goes on from them."""
+        return self.status == "interrupted" or (
+            not self.valid and bool(self.details.get("rates_kept"))
+        )
 
     @property
     def trusted(self) -> bool:

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from stackcost.store.database import Store
@@ -109,3 +115,96 @@ def test_a_missing_llama_server_is_unavailable_with_how_to_build_it(tmp_path: Pa
     (cell,) = stored(db).cells()
     rep = cell.repetitions[-1]
     assert rep.status == "unavailable" and "cmake --build build --target llama-server" in rep.reason
+
+
+# -- nothing finished is lost: a sweep killed mid-way, then resumed ------------------------
+
+# Four rates of 2 s: the kill lands inside the third, seconds after the second is stored.
+KILLABLE = [
+    "run", "llama-tiny", "--scenario", "serve", "--prompt-len", "8", "--new-tokens", "4",
+    "--serve-rates", "2", "--serve-time", "2s", "--serve-budget", "120s", "--quiet",
+    "--on-disturbed", "keep",
+]  # fmt: skip
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def the_worker(pid: int) -> psutil.Process | None:
+    """The repetition's worker under the CLI at `pid`: a cold one runs the worker module;
+    a warm one is forked by the starter, and is the starter's child."""
+    for proc in descendants(pid):
+        try:
+            line = " ".join(proc.cmdline())
+            parent = " ".join(proc.parent().cmdline())
+        except (psutil.NoSuchProcess, AttributeError):
+            continue
+        if "stackcost.execute.worker" in line or "warm_start" in parent:
+            return proc
+    return None
+
+
+def kept_rates(db: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return conn.execute("SELECT COUNT(*) FROM progress").fetchone()[0]
+    except sqlite3.Error:  # not created yet
+        return 0
+
+
+def sweep_killed_after_two_rates(
+    db: Path, backend: str, victim: Callable[[int], psutil.Process | None], extra: list[str]
+) -> None:
+    """Run the serve CLI, kill `victim` once two rates are in the store, then resume."""
+    argv = [sys.executable, "-m", "stackcost.cli", *KILLABLE, "--backends", backend, *extra]
+    argv += ["--db", str(db)]
+    cli = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while kept_rates(db) < 2:
+        assert cli.poll() is None and time.monotonic() < deadline, cli.communicate()
+        time.sleep(0.1)
+    target = victim(cli.pid)
+    assert target is not None, [p.cmdline() for p in descendants(cli.pid)]
+    target.kill()
+    _, err = cli.communicate(timeout=240)
+    assert kept_rates(db) == 2, err
+    (cell,) = stored(db).cells()
+    (stopped,) = cell.repetitions
+    assert not stopped.valid and stopped.details["rates_kept"] == 2, stopped.reason
+    assert "2 finished rates kept in the store: --resume runs the rest" in stopped.reason
+    with Store(db, read_only=True) as store:
+        kept = store.progress(1, 0)
+    assert [f.process for f in kept] == ["sequential", "burst"]
+
+    done = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), done.stderr
+    assert kept_rates(db) == 0  # the finished repetition holds them now
+    with Store(db, read_only=True) as store:
+        assert len(store.run_ids()) == 1  # resumed, not a run of its own
+    (cell,) = stored(db).cells()
+    rep = cell.repetitions[-1]
+    assert rep.status in ("ok", "disturbed") and rep.serving is not None, rep.reason
+    rates = rep.serving.rates
+    assert [f.process for f in rates] == ["sequential", "burst", "poisson", "poisson"]
+    assert rates[:2] == kept  # each once: the kept ones as they were, the rest run now
+    assert all(f.completed > 0 for f in rates)
+
+
+def test_a_sweep_whose_in_process_engine_is_killed_keeps_its_rates_and_resumes(
+    tmp_path: Path,
+) -> None:
+    # The eager rung's engine runs inside the worker: killing it kills the worker.
+    sweep_killed_after_two_rates(tmp_path / "s.db", "eager", the_worker, [])
+
+
+@needs_llamacpp
+@pytest.mark.skipif(shutil.which("llama-server") is None, reason="no llama-server on PATH")
+def test_a_sweep_whose_llama_server_is_killed_keeps_its_rates_and_resumes(tmp_path: Path) -> None:
+    def server(pid: int) -> psutil.Process | None:
+        return next((p for p in descendants(pid) if p.name() == "llama-server"), None)
+
+    sweep_killed_after_two_rates(tmp_path / "s.db", "llama.cpp", server, [])

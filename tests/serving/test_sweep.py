@@ -10,7 +10,7 @@ import pytest
 from stackcost.result import RateFigures
 from stackcost.serving.engine import Request
 from stackcost.serving.engines.stub import StubEngine
-from stackcost.serving.sweep import Bounds, between, run_sweep
+from stackcost.serving.sweep import Bounds, SweepStopped, between, run_sweep
 
 
 def make(first: int, count: int) -> list[Request]:
@@ -18,26 +18,26 @@ def make(first: int, count: int) -> list[Request]:
 
 
 def sweep(
-    engine: StubEngine, rates: int, per_rate_s: float, budget_s: float
-) -> tuple[list[RateFigures], list[str], int]:
+    engine: StubEngine,
+    rates: int,
+    per_rate_s: float,
+    budget_s: float,
+    kept: list[RateFigures] | None = None,
+) -> tuple[list[RateFigures], list[str]]:
+    """The sweep's rates, and the labels handed on as each finished."""
     seen: list[str] = []
-    restarts = 0
-
-    async def restart() -> None:
-        nonlocal restarts
-        restarts += 1
 
     async def go() -> list[RateFigures]:
         await engine.start()
         try:
             return await run_sweep(
                 engine, make, rates, per_rate_s, budget_s, "poisson", Bounds(ttft_ms=1000.0), 0,
-                lambda fig: seen.append(fig.label), restart,
+                lambda fig: seen.append(fig.label), kept or [],
             )  # fmt: skip
         finally:
             await engine.stop()
 
-    return asyncio.run(go()), seen, restarts
+    return asyncio.run(go()), seen
 
 
 def test_between_spaces_rates_strictly_inside() -> None:
@@ -47,7 +47,7 @@ def test_between_spaces_rates_strictly_inside() -> None:
 
 def test_the_sweep_runs_unloaded_then_saturated_then_the_rates_between() -> None:
     engine = StubEngine(slots=4, prefill_s=0.01, tpot_s=0.01)
-    figs, seen, restarts = sweep(engine, rates=2, per_rate_s=0.4, budget_s=30)
+    figs, seen = sweep(engine, rates=2, per_rate_s=0.4, budget_s=30)
     assert [f.label for f in figs] == seen  # each handed on as it finished
     assert [f.process for f in figs] == ["sequential", "burst", "poisson", "poisson"]
     single, burst, *middle = figs
@@ -56,12 +56,11 @@ def test_the_sweep_runs_unloaded_then_saturated_then_the_rates_between() -> None
     assert burst.request_rps > single.request_rps
     assert single.request_rps < middle[0].target_rps < middle[1].target_rps < burst.request_rps
     assert all(f.completed > 0 and f.goodput_rps is not None for f in figs)
-    assert restarts == 0
 
 
 def test_an_engine_that_does_not_batch_is_swept_up_to_its_capacity() -> None:
     engine = StubEngine(slots=1, prefill_s=0.01, tpot_s=0.01)
-    figs, _, _ = sweep(engine, rates=2, per_rate_s=0.4, budget_s=30)
+    figs, _ = sweep(engine, rates=2, per_rate_s=0.4, budget_s=30)
     _, burst, *middle = figs
     assert len(middle) == 2
     assert 0 < middle[0].target_rps < middle[1].target_rps < burst.request_rps
@@ -69,7 +68,7 @@ def test_an_engine_that_does_not_batch_is_swept_up_to_its_capacity() -> None:
 
 def test_a_spent_budget_skips_the_remaining_rates_with_the_reason() -> None:
     engine = StubEngine(slots=2, prefill_s=0.02, tpot_s=0.02)
-    figs, _, _ = sweep(engine, rates=3, per_rate_s=0.5, budget_s=0.8)
+    figs, _ = sweep(engine, rates=3, per_rate_s=0.5, budget_s=0.8)
     skipped = [f for f in figs if f.sent == 0]
     assert skipped and all(f.ended_by == "sweep budget of 0.8 s spent" for f in skipped)
     assert len(figs) >= 2  # what ran before the budget was spent is kept
@@ -97,32 +96,43 @@ class DiesOnce(StubEngine):
             yield n
 
 
-def test_an_engine_that_dies_mid_sweep_fails_that_rate_and_is_restarted() -> None:
+def test_an_engine_that_dies_stops_the_sweep_and_keeps_the_rates_it_finished() -> None:
     engine = DiesOnce()
     engine.first_middle = 10**9
-    restarts = []
+    finished: list[RateFigures] = []
 
     async def go() -> list[RateFigures]:
         await engine.start()
 
-        async def restart() -> None:
-            restarts.append(1)
-            await engine.stop()
-            await engine.start()
-
         def on_rate(fig: RateFigures) -> None:
+            finished.append(fig)
             if fig.process == "burst":  # the next request made is the first rate's first
                 engine.first_middle = -1
 
         try:
-            return await run_sweep(
-                engine, make, 2, 0.3, 30, "poisson", Bounds(), 0, on_rate, restart
-            )
+            return await run_sweep(engine, make, 2, 0.3, 30, "poisson", Bounds(), 0, on_rate)
         finally:
             await engine.stop()
 
-    figs = asyncio.run(go())
-    first, second = figs[2], figs[3]
-    assert first.ended_by == "engine died: killed mid-sweep" and first.completed == 0
-    assert restarts == [1] and engine.starts == 2
-    assert second.ended_by is None and second.completed == second.sent > 0
+    with pytest.raises(SweepStopped, match="engine died: killed mid-sweep during rate '"):
+        asyncio.run(go())
+    # The rate it died in is not finished: only the two ends were handed on.
+    assert [f.process for f in finished] == ["sequential", "burst"]
+    assert engine.starts == 1  # not restarted: a resume starts a fresh one
+
+    # Resumed from the two it kept: only the rates between run, on a fresh engine.
+    figs, seen = sweep(StubEngine(slots=2, prefill_s=0.005, tpot_s=0.005), 2, 0.3, 30, finished)
+    assert figs[:2] == finished and [f.process for f in figs] == [
+        "sequential", "burst", "poisson", "poisson",
+    ]  # fmt: skip
+    assert len(seen) == 2 and all(f.completed > 0 for f in figs[2:])
+    between_ends = between(finished[0].request_rps, finished[1].request_rps, 2)
+    assert [f.target_rps for f in figs[2:]] == pytest.approx(between_ends)
+
+
+def test_a_resumed_sweep_counts_its_kept_rates_time_against_the_budget() -> None:
+    engine = StubEngine(slots=2, prefill_s=0.005, tpot_s=0.005)
+    ends, _ = sweep(engine, rates=0, per_rate_s=0.3, budget_s=30)
+    spent = [f.model_copy(update={"duration_s": 100.0}) for f in ends]
+    figs, _ = sweep(engine, rates=2, per_rate_s=0.3, budget_s=30, kept=spent)
+    assert [f.ended_by for f in figs[2:]] == ["sweep budget of 30 s spent"] * 2

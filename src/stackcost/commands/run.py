@@ -40,6 +40,13 @@ def add_parser(sub: Any) -> None:
     add_model_args(p)
     add_axis_args(p, defaults=True)
     add_session_args(p)
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the latest run of this same command in this environment in --db: "
+        "only the repetitions it lacks, or that were interrupted, run (a serve sweep goes on "
+        "from the rates it finished)",
+    )
 
 
 def add_import_timeout_arg(p: argparse.ArgumentParser) -> None:
@@ -266,4 +273,4 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if fields["backends"] == "all":
         fields["backends"] = list(REGISTRY)
     spec = validate({**fields, "models": [model_from_args(name, args)]})
-    return measure_and_show(spec, args, console, resume=False)
+    return measure_and_show(spec, args, console, resume=args.resume)

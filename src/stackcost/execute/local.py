@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -33,16 +33,26 @@ from stackcost.execute.warm_start import (
     WarmStarter,
     die_with_parent,
 )
-from stackcost.result import RepetitionResult
+from stackcost.result import RateFigures, RepetitionResult
+from stackcost.scenarios import progress
 from stackcost.scenarios.task import RepetitionTask
 
 WORKER_STARTS = ("warm", "cold")
 
 
+# A finished part of a repetition still running (scenarios/progress.py): the task, the
+# rate's index in its sweep and its figures. The runner stores it as it lands.
+OnProgress = Callable[[RepetitionTask, int, RateFigures], None]
+# How often a waiting executor looks for progress.
+PROGRESS_EVERY_S = 0.5
+
+
 class Executor(Protocol):
     # `tasks` yields None when nothing can start before a result in flight is back (a
     # doubling search waiting on its batch): a concurrent executor waits for one; a
-    # serial one, pulling only after each result, never sees it.
+    # serial one, pulling only after each result, never sees it. An executor that reads
+    # its workers' progress as it lands hands it to `on_progress` where one is set (the
+    # local one); one that cannot (Ray's) returns it with the result (kept_rates).
     def map(
         self, tasks: Iterable[RepetitionTask | None]
     ) -> Iterator[tuple[RepetitionTask, RepetitionResult]]: ...
@@ -59,8 +69,10 @@ def failed(
     task: RepetitionTask, started: str, status: str, reason: str, log_path: Path | None = None
 ) -> RepetitionResult:
     """A repetition its worker did not answer (crashed, hung, interrupted, refused): the
-    reason, and the worker log's tail (none where no worker started). Every executor's,
-    the paced worker's and the runner's."""
+    reason, the worker log's tail (none where no worker started), and the sweep's rates
+    it finished before it stopped (its progress file). Every executor's, the paced
+    worker's and the runner's."""
+    finished = [rate for _, rate in sorted(progress.read_all(task.workdir), key=lambda r: r[0])]
     return RepetitionResult(
         status=status,  # type: ignore[arg-type]
         reason=reason,
@@ -68,6 +80,7 @@ def failed(
         started_at=started,
         finished_at=now(),
         log_tail=_tail(log_path) if log_path else "",
+        kept_rates=[*task.kept_rates, *finished],
     )
 
 
@@ -104,6 +117,7 @@ class LocalExecutor:
         self.worker_start = worker_start
         self.cpus = cpus  # pin every worker to these (a Ray node's held cores); None: don't
         self.extra_env = dict(extra_env or {})
+        self.on_progress: OnProgress | None = None  # set by whoever stores it (the runner)
         # Warm starters by worker environment, open while a map() is (retries nest maps).
         self._starters: dict[tuple[tuple[str, str], ...], WarmStarter] = {}
         self._maps = 0
@@ -163,7 +177,7 @@ class LocalExecutor:
                     if starter
                     else self._spawn(task.worker, argv, env, log)
                 )
-                code = proc.wait(timeout=task.timeout_s)
+                code = self._wait(proc, task, t0)
             except StarterLost as exc:
                 self._drop(env)
                 return failed(task, started, "crashed", str(exc), log_path)
@@ -208,6 +222,25 @@ class LocalExecutor:
         if not result.valid and not result.log_tail:
             result.log_tail = _tail(log_path)
         return result
+
+    def _wait(self, proc: subprocess.Popen | ForkedWorker, task: RepetitionTask, t0: float) -> int:
+        """The worker's exit code, handing its progress on as it lands; TimeoutExpired
+        after the task's timeout."""
+        reader = progress.Reader(task.workdir)
+        deadline = t0 + task.timeout_s
+        while True:
+            step = min(PROGRESS_EVERY_S, max(deadline - time.perf_counter(), 0.0))
+            try:
+                code = proc.wait(timeout=step)
+            except subprocess.TimeoutExpired:
+                if time.perf_counter() >= deadline:
+                    raise
+                code = None
+            if self.on_progress is not None:
+                for index, rate in reader.new():
+                    self.on_progress(task, index, rate)
+            if code is not None:
+                return code
 
     def _spawn(self, module: str, argv: list[str], env: dict[str, str], log) -> subprocess.Popen:
         """A cold worker: a fresh interpreter. A new session makes it a process-group

@@ -59,10 +59,12 @@ class Plan:
         self.settled: set[str] = set()
 
     # -- what has happened ----------------------------------------------------------
-    def observe(self, cell: Cell, result: RepetitionResult) -> None:
+    def observe(self, cell: Cell, result: RepetitionResult, replayed: bool = False) -> None:
+        """`replayed`: read back from the store by a resume, which runs again what is owed
+        (RepetitionResult.owed); in the run that stored it, only an interrupted one is."""
         if self.running[cell.key()]:  # a replayed (resumed) result was never yielded
             self.running[cell.key()] -= 1
-        if result.status == "interrupted":
+        if result.status == "interrupted" or (replayed and result.owed):
             self.taken[cell.key()].discard(result.repetition)
             return  # not complete: a resume runs it again
         self.taken[cell.key()].add(result.repetition)

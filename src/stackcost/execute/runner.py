@@ -29,7 +29,7 @@ from stackcost.execute.plan import Plan
 from stackcost.execute.probe import TIMEOUT_S as IMPORT_TIMEOUT_S
 from stackcost.execute.probe import Answers, ask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
-from stackcost.result import RepetitionResult
+from stackcost.result import RateFigures, RepetitionResult
 from stackcost.scenarios.task import RepetitionTask
 from stackcost.serving.engines import why_not as serve_problem
 from stackcost.spec.run import RunSpec
@@ -213,8 +213,8 @@ class Runner:
         samples = self.plan.cell_ci is not None
         stored = list(self.store.repetitions(run_id, with_samples=samples))
         for cell, result in superseded_dropped(stored):
-            self.plan.observe(cell, result)
-            self.done += result.status != "interrupted"
+            self.plan.observe(cell, result, replayed=True)
+            self.done += not result.owed
         return run_id, True
 
     def _cell_id(self, run_id: str, cell: Cell) -> int:
@@ -224,12 +224,33 @@ class Runner:
         return self.cell_ids[key]
 
     def _record(self, run_id: str, cell: Cell, result: RepetitionResult) -> None:
-        self.store.add_repetition(self._cell_id(run_id, cell), result)
+        cell_id = self._cell_id(run_id, cell)
+        if cell.serve is not None and result.serving is None and not result.valid:
+            self._keep_rates(cell_id, result)
+        self.store.add_repetition(cell_id, result)
         self.plan.observe(cell, result)
         self.done += 1
         self.total = max(self.total, self.done)
         if self.on_result:
             self.on_result(cell, result, self.done, self.total)
+
+    def _keep_rates(self, cell_id: int, result: RepetitionResult) -> None:
+        """A sweep that stopped: its finished rates go to the store's progress (those the
+        executor handed on as they ended are there already), and the try says how many
+        are kept, so that a resume goes on from them (RepetitionResult.owed)."""
+        for i, rate in enumerate(result.kept_rates):
+            self.store.add_progress(cell_id, result.repetition, i, rate)
+        result.kept_rates = []
+        if kept := len(self.store.progress(cell_id, result.repetition)):
+            result.details["rates_kept"] = kept
+            result.reason += (
+                f" ({kept} finished rate{'s' * (kept != 1)} kept in the store: "
+                "--resume runs the rest)"
+            )
+
+    def _progress(self, run_id: str, task: RepetitionTask, index: int, rate: RateFigures) -> None:
+        """A rate of a sweep still running, committed as it ends."""
+        self.store.add_progress(self._cell_id(run_id, task.cell), task.repetition, index, rate)
 
     def _tasks(self, run_id: str, artifacts: Path) -> Iterator[RepetitionTask | None]:
         for i, pair in enumerate(self.plan.next_cells()):
@@ -251,6 +272,8 @@ class Runner:
             self.on_start(cell, rep)
         task = self.make_task(cell, rep, str(workdir))
         update: dict = {"inherit_env": self.spec.inherit_env, "allocator": self.allocator}
+        if cell.serve is not None:  # a resumed sweep goes on from its finished rates
+            update["kept_rates"] = self.store.progress(self._cell_id(run_id, cell), rep)
         if protocol := self.plan.protocol_for(cell, rep):
             update["protocol"] = protocol  # a repetition the stop rule over processes added
         return task.model_copy(update=update)
@@ -352,6 +375,8 @@ class Runner:
         self.total = max(self.plan.total(), self.done)
         scratch.clean_orphans()  # what killed runs left behind
         artifacts = scratch.make()
+        if hasattr(self.executor, "on_progress"):  # it reads progress as it lands
+            self.executor.on_progress = lambda task, i, rate: self._progress(run_id, task, i, rate)
         try:
             for task, result in self.executor.map(self._tasks(run_id, artifacts)):
                 if self.on_disturbed == "retry":

@@ -11,7 +11,9 @@ One repetition:
    random weights may break otherwise);
 3. sweeps: one request at a time, all at once, then the cell's rates between, within
    its budget (serving/sweep.py). Requests carry seeded prompts of the cell's lengths.
-   Each rate is written to the workdir as it finishes (serve-rates.jsonl), and printed.
+   Each rate is handed to the parent as it finishes (scenarios/progress.py), which
+   stores it at once, and printed. An engine that dies stops the sweep: the repetition
+   fails, keeping the rates it finished, and a resume goes on from them (task.kept_rates).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackcost.scenarios.base import Bench, Scenario, wrong
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
     from stackcost.result import RateFigures, RepetitionResult
     from stackcost.serving.engine import Request
 
-PROGRESS_FILE = "serve-rates.jsonl"
-
 
 class Serve(Scenario):
     name = SERVE  # its name in the registry (scenarios/registry.py)
@@ -39,9 +38,11 @@ class Serve(Scenario):
         from stackcost.measure.counters import Edge, Window
         from stackcost.measure.disturbance import assess
         from stackcost.result import RepetitionResult, ServeResult
+        from stackcost.scenarios import progress
         from stackcost.scenarios.generate import agreement, verified_generators
         from stackcost.serving.engines import EngineUnavailable, engine_for, why_not
         from stackcost.serving.lengths import longest
+        from stackcost.serving.sweep import SweepStopped
 
         task, cell = bench.task, bench.cell
         config = cell.serve
@@ -67,8 +68,7 @@ class Serve(Scenario):
             engine = make_engine(generator, longest(config.lengths, prompt_len, new_tokens))
         except EngineUnavailable as exc:
             return RepetitionResult(status="unavailable", reason=str(exc))
-        progress = Path(task.workdir) / PROGRESS_FILE
-        rates: list[RateFigures] = []
+        rates: list[RateFigures] = list(task.kept_rates)  # a resumed sweep's finished ones
 
         def make_requests(first: int, count: int) -> list[Request]:
             return requests_for(
@@ -76,14 +76,9 @@ class Serve(Scenario):
             )
 
         async def on_rate(fig: RateFigures) -> None:
+            progress.append(task.workdir, len(rates), fig)  # the parent stores it now
             rates.append(fig)
-            with progress.open("a") as out:
-                out.write(fig.model_dump_json() + "\n")
             print(f"serve {cell.backend}: {describe(fig)}", file=sys.stderr, flush=True)
-
-        async def restart() -> None:
-            await engine.stop()
-            await engine.start()
 
         async def serve() -> tuple[float | None, float]:
             import numpy as np
@@ -102,14 +97,20 @@ class Serve(Scenario):
                 await run_sweep(
                     engine, make_requests, config.rates, config.per_rate_s, config.budget_s,
                     config.arrivals, Bounds(config.ttft_bound_ms, config.tpot_bound_ms),
-                    cell.model.seed, on_rate, restart,
+                    cell.model.seed, on_rate, task.kept_rates,
                 )  # fmt: skip
                 return same, time.perf_counter() - t0
             finally:
                 await engine.stop()
 
         first = Edge.now()
-        engine_agreement, elapsed = asyncio.run(serve())
+        try:
+            engine_agreement, elapsed = asyncio.run(serve())
+        except SweepStopped as exc:
+            return RepetitionResult(
+                status="failed", reason=str(exc), kept_rates=rates, verification=ready.verification,
+                memory=ready.memory.read(), details=generator.details,
+            )  # fmt: skip
         window = Window.between(first, Edge.now())
         bench.phases.timed_s = (window.end_ns - window.start_ns) / 1e9
         served = [f for f in rates if f.completed]

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from stackcost.allocators import ALLOCATORS, DEFAULT_ALLOCATOR
 from stackcost.cell import Cell
 from stackcost.measure.protocol import Protocol
+from stackcost.result import RateFigures
 
 # How ab's bursts bind torch's OpenMP threads (libgomp): one per core, in order. It halved
 # the A/A spread of a 2-thread eager resnet18 per window here (issue 40, noise_structure.py).
@@ -45,6 +46,9 @@ class RepetitionTask(BaseModel):
     # The worker's memory allocator (stackcost.allocators): its variables are set first,
     # so a backend's own or a thread setting wins a clash.
     allocator: str = DEFAULT_ALLOCATOR
+    # A resumed serve repetition: the rates its sweep finished before it stopped (the
+    # store's progress), which it keeps and goes on from (serving/sweep.py).
+    kept_rates: list[RateFigures] = []
 
     def thread_env(self) -> dict[str, str]:
         """Variables that must exist before any import: what the backend asks for

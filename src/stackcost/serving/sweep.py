@@ -8,14 +8,15 @@ The user's `budget_s` bounds the whole sweep. Before each rate the sweep checks 
 left: a rate that cannot get at least a third of its time is skipped with that reason,
 and one that can get less than its full time is shortened (its request count cut) and
 says so. Every rate's figures are handed to `on_rate` as it finishes (to be stored at
-once), and a rate whose engine died is a failure with its reason, the engine restarted.
+once). An engine that dies ends the sweep (SweepStopped): the rate it died in is not
+finished, the rates before it are kept, and a resume goes on from them.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from stackcost.result import RateFigures, Spread
@@ -78,6 +79,12 @@ def between(low_rps: float, high_rps: float, count: int) -> list[float]:
     return [low_rps + step * (i + 1) for i in range(count)]
 
 
+class SweepStopped(RuntimeError):
+    """The engine died during a rate: that rate is not finished, and the sweep stops
+    there. The rates finished before it are kept (handed to `on_rate` as each ended), and
+    a resume goes on from them with a fresh engine."""
+
+
 async def run_sweep(
     engine: Engine,
     make_requests: MakeRequests,
@@ -88,49 +95,60 @@ async def run_sweep(
     bounds: Bounds,
     seed: int,
     on_rate: Callable[[RateFigures], Awaitable[None] | None],
-    restart: Callable[[], Awaitable[None]],
+    kept: Sequence[RateFigures] = (),
 ) -> list[RateFigures]:
-    started = time.perf_counter()
-    done: list[RateFigures] = []
-    next_index = 0
+    """The sweep's rates, in order: those in `kept` (a resumed sweep's finished rates,
+    not run again: their time counts against the budget), then the rest, each handed
+    to `on_rate` as it finishes. SweepStopped when the engine dies."""
+    started = time.perf_counter() - sum(f.duration_s for f in kept)
+    done: list[RateFigures] = list(kept)
+    next_index = sum(f.sent for f in kept)  # the requests' seeds go on, not repeat
 
     def left_s() -> float:
         return budget_s - (time.perf_counter() - started)
 
     async def keep(fig: RateFigures) -> None:
+        if fig.ended_by is not None and fig.ended_by.startswith("engine died"):
+            raise SweepStopped(f"{fig.ended_by} during rate {fig.label!r}")
         done.append(fig)
         maybe = on_rate(fig)
         if maybe is not None:
             await maybe
-        if fig.ended_by is not None and fig.ended_by.startswith("engine died"):
-            await restart()
 
     # 1. One at a time: unloaded latencies, and the low end of the sweep.
-    requests = make_requests(next_index, SEQUENTIAL_REQUESTS)
-    next_index += len(requests)
-    first = await client.one_at_a_time(engine, requests, limit_s=min(per_rate_s, left_s()))
-    single = figures(
-        first, "one at a time", None, "sequential", bounds.ttft_ms, bounds.tpot_ms, None
-    )
-    await keep(single)
+    if len(done) < 1:
+        requests = make_requests(next_index, SEQUENTIAL_REQUESTS)
+        next_index += len(requests)
+        first = await client.one_at_a_time(engine, requests, limit_s=min(per_rate_s, left_s()))
+        await keep(
+            figures(
+                first, "one at a time", None, "sequential", bounds.ttft_ms, bounds.tpot_ms, None
+            )
+        )
+    single = done[0]
     unloaded_ttft = single.ttft_ms.p50
     low = single.request_rps
     # 2. All at once: the engine's maximum throughput, and the high end (given a third of
     # its time at least, as any rate).
     # As many as one at a time answered in its time: a batching engine answers them sooner,
     # one that does not in about that time, inside the drain limit either way.
-    burst_count = min(MAX_BURST, max(MIN_REQUESTS, math.ceil(low * per_rate_s)))
-    requests = make_requests(next_index, burst_count)
-    next_index += burst_count
-    limit = min(per_rate_s * DRAIN, left_s())
-    burst = await client.drive(engine, requests, [0.0] * burst_count, limit_s=limit)
-    top = figures(
-        burst, "max throughput", math.inf, "burst", bounds.ttft_ms, bounds.tpot_ms, unloaded_ttft
-    )
-    await keep(top)
+    if len(done) < 2:
+        burst_count = min(MAX_BURST, max(MIN_REQUESTS, math.ceil(low * per_rate_s)))
+        requests = make_requests(next_index, burst_count)
+        next_index += burst_count
+        limit = min(per_rate_s * DRAIN, left_s())
+        burst = await client.drive(engine, requests, [0.0] * burst_count, limit_s=limit)
+        await keep(
+            figures(
+                burst, "max throughput", math.inf, "burst", bounds.ttft_ms, bounds.tpot_ms,
+                unloaded_ttft,
+            )
+        )  # fmt: skip
     # 3. Rates between (from zero where the engine does not batch: see the docstring).
-    high = top.request_rps
+    high = done[1].request_rps
     for i, rate in enumerate(between(low if high > low else 0.0, high, rates)):
+        if i + 2 < len(done):
+            continue  # finished before the sweep was resumed
         label = f"{rate:.3g} req/s"
         share = min(1.0, left_s() / (per_rate_s * DRAIN))
         if share < MIN_SHARE:

@@ -20,10 +20,10 @@ from stackcost.cell import Cell
 from stackcost.clip import shown
 from stackcost.env import now
 from stackcost.errors import SpecError
-from stackcost.result import EpochRecord, RepetitionResult
+from stackcost.result import EpochRecord, RateFigures, RepetitionResult
 from stackcost.store.check import Snapshot, connect_read_only, snapshot, store_problem
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Training: one row per epoch of a repetition (times in s, rates in samples/s).
 EPOCHS_TABLE = """CREATE TABLE IF NOT EXISTS epochs (
@@ -94,6 +94,20 @@ HELDOUT_COLUMNS = (
     "reason", "metric", "value", "finished_at", "record_json",
 )  # fmt: skip
 
+# A serve sweep's rates that finished while their repetition had not (its worker or its
+# engine died), one row each, committed as each rate ends: the repetition's progress. A
+# resume goes on from them; once the repetition finishes, its result holds every rate
+# and these rows go (add_repetition), so each rate is stored once.
+PROGRESS_TABLE = """CREATE TABLE IF NOT EXISTS progress (
+    cell_id INTEGER NOT NULL REFERENCES cells(id),
+    repetition INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    finished_at TEXT NOT NULL,
+    rate_json TEXT NOT NULL,
+    PRIMARY KEY (cell_id, repetition, idx)
+) WITHOUT ROWID"""
+PROGRESS_COLUMNS = ("cell_id", "repetition", "idx", "finished_at", "rate_json")
+
 # The cell's axes, stored as columns so plain SQL can filter on them. `sizes` holds the
 # workload's size axes as JSON ('{"seq_len": 128}'); `resolution` repeats an image's.
 CELLS_COLUMNS_SQL = """    id INTEGER PRIMARY KEY,
@@ -155,6 +169,8 @@ CREATE INDEX IF NOT EXISTS cells_by_key ON cells(cell_key);
     + ";\n"
     + HELDOUT_TABLE
     + ";\n"
+    + PROGRESS_TABLE
+    + ";\n"
 )
 
 # Each entry upgrades a store from the version before it to this one.
@@ -180,6 +196,7 @@ MIGRATIONS = {
     ],
     5: [PAIRS_TABLE],  # interleaved A/B: two runs linked as a pair
     6: [HELDOUT_TABLE],  # held-out quality of trained weights, per rung and precision
+    7: [PROGRESS_TABLE],  # a serve sweep's finished rates, committed as each ends
 }
 # Migrations that rebuild a table run with foreign keys off (SQLite's documented procedure).
 REBUILDS = {4}
@@ -398,9 +415,43 @@ class Store:
         ).fetchone()
         return int(row[0])
 
+    def add_progress(self, cell_id: int, repetition: int, index: int, rate: RateFigures) -> None:
+        """Rate `index` of a sweep still running (or stopped), committed now; a rate
+        already stored at that index is left as it is."""
+        with self.db:
+            self.db.execute(
+                "INSERT OR IGNORE INTO progress VALUES (?, ?, ?, ?, ?)",
+                (cell_id, repetition, index, now(), rate.model_dump_json()),
+            )
+
+    def progress(self, cell_id: int, repetition: int) -> list[RateFigures]:
+        """The rates a repetition's sweep finished and kept, in order (none once it ended)."""
+        if "progress" not in self._tables:  # a store from before progress, read as it is
+            return []
+        rows = self.db.execute(
+            "SELECT rate_json FROM progress WHERE cell_id=? AND repetition=? ORDER BY idx",
+            (cell_id, repetition),
+        )
+        return [RateFigures.model_validate_json(r[0]) for r in rows]
+
     def add_repetition(self, cell_id: int, r: RepetitionResult) -> int:
+        """A repetition's try. One that kept rates of an unfinished sweep adds them to its
+        progress (stored once, there); one whose sweep finished holds them all, and its
+        progress goes."""
         s, m, v = r.stats, r.memory, r.verification
         with self.db:  # one transaction: the repetition and its samples land together
+            self.db.executemany(
+                "INSERT OR IGNORE INTO progress VALUES (?, ?, ?, ?, ?)",
+                (
+                    (cell_id, r.repetition, i, now(), rate.model_dump_json())
+                    for i, rate in enumerate(r.kept_rates)
+                ),
+            )
+            if r.serving is not None:
+                self.db.execute(
+                    "DELETE FROM progress WHERE cell_id=? AND repetition=?",
+                    (cell_id, r.repetition),
+                )
             cur = self.db.execute(
                 "INSERT INTO repetitions (cell_id, repetition, status, reason, started_at,"
                 " finished_at, cold_start_ms, n_samples, median_ms, mean_ms, iqr_ms, p90_ms,"
@@ -435,8 +486,8 @@ class Store:
                     v.max_abs_err if v else None,
                     v.max_rel_err if v else None,
                     v.tolerance if v else None,
-                    # Samples and epochs have tables of their own.
-                    r.model_dump_json(exclude={"samples_ns", "epochs"}),
+                    # Samples, epochs and kept rates have tables of their own.
+                    r.model_dump_json(exclude={"samples_ns", "epochs", "kept_rates"}),
                 ),
             )
             rep_id = int(cur.lastrowid)
@@ -529,6 +580,7 @@ class Store:
         cell_cols = [c for c in columns["cells"] if c != "id"]
         rep_cols = [c for c in columns["repetitions"] if c != "id"]
         children = [(t, source._columns(t)) for t in ("samples", "epochs")]
+        kept = "progress" in source._tables
         run = src.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         with self.db:
             self._insert("runs", columns["runs"], [run[c] for c in columns["runs"]])
@@ -536,6 +588,16 @@ class Store:
                 self._insert("heldout", list(HELDOUT_COLUMNS), [row[c] for c in HELDOUT_COLUMNS])
             for cell in src.execute("SELECT * FROM cells WHERE run_id = ?", (run_id,)).fetchall():
                 cell_id = self._insert("cells", cell_cols, [cell[c] for c in cell_cols])
+                rates = (
+                    src.execute(
+                        "SELECT * FROM progress WHERE cell_id = ?", (cell["id"],)
+                    ).fetchall()
+                    if kept
+                    else []
+                )
+                for rate in rates:
+                    values = [cell_id if c == "cell_id" else rate[c] for c in PROGRESS_COLUMNS]
+                    self._insert("progress", list(PROGRESS_COLUMNS), values)
                 reps = src.execute("SELECT * FROM repetitions WHERE cell_id = ?", (cell["id"],))
                 for rep in reps.fetchall():
                     values = [cell_id if c == "cell_id" else rep[c] for c in rep_cols]
