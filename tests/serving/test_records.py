@@ -41,3 +41,21 @@ def test_without_bounds_there_is_no_goodput() -> None:
     drv = Drive([rec(0, 0, 5, 1)], start_ns=0, end_ns=7 * MS, occupancy=[], in_flight_peak=1)
     fig = figures(drv, "one at a time", None, "sequential", None, None, None)
     assert fig.goodput_rps is None and fig.queueing_ms.count == 0
+
+
+def test_a_percentile_needs_ten_requests_beyond_it_and_views_mark_one_that_has_fewer() -> None:
+    from stackcost.report.serve_table import few_note, pct
+    from stackcost.result import Spread
+    from stackcost.serving.records import enough, needed
+
+    assert (needed(50), needed(90), needed(99)) == (20, 100, 1000)
+    few = Spread.of([float(i) * 1e6 for i in range(1, 45)])  # 44 requests, as a short rate
+    many = Spread.of([float(i % 100) * 1e6 for i in range(1000)])
+    assert enough(few, 50) and not enough(few, 90) and not enough(few, 99)
+    assert enough(many, 99)
+    assert pct(few, 50) == "22.50 ms" and pct(few, 99).endswith("†")
+    assert not pct(many, 99).endswith("†")
+    rows = [{"cols": ["eager", "1 req/s", pct(few, 99), "a note with † in it"]}]
+    assert few_note(rows) and "p99 1000" in few_note(rows)[0]
+    rows[0]["cols"][2] = pct(many, 99)
+    assert few_note(rows) == []  # the notes column is not a figure

@@ -37,7 +37,7 @@ from stackcost.report.scenarios import SCENARIO_HEADER, scenario_rows
 from stackcost.report.serve_figures import goodput_figure, latency_figure
 from stackcost.report.serve_table import CAPTION as SERVE_CAPTION
 from stackcost.report.serve_table import HEADER as SERVE_HEADER
-from stackcost.report.serve_table import serve_cells, serve_rows, slo_line
+from stackcost.report.serve_table import few_note, serve_cells, serve_rows, slo_line
 from stackcost.report.style import PALETTE, series_colors
 from stackcost.report.template import PAGE
 from stackcost.report.units import num
@@ -614,7 +614,7 @@ def render_html(
         ),
         "serving": serving,
         "serving_header": SERVE_HEADER,
-        "serving_caption": SERVE_CAPTION,
+        "serving_caption": ". ".join([SERVE_CAPTION, *few_note(serving)]),
         "serving_plots": [p for p in serve_plots if p["id"]],
         "serving_slo": [slo_line(r) for r in runs if serve_cells(r)],
         "scenario_header": SCENARIO_HEADER,

@@ -16,8 +16,10 @@ from stackcost.result import (
     RateFigures,
     RepetitionResult,
     ServeResult,
+    Spread,
     headline,
 )
+from stackcost.serving.records import ENOUGH_NOTE, enough
 from stackcost.store.runs import CellResult, RunResult
 
 CAPTION = (
@@ -87,6 +89,13 @@ def serve_cells(result: RunResult) -> list[CellResult]:
     return [c for c in result.cells() if c.cell.serve is not None]
 
 
+def pct(spread: Spread, percentile: float) -> str:
+    """A percentile in ms, marked † where it rests on too few requests (serving/records)."""
+    value = getattr(spread, f"p{percentile:g}")
+    shown = ms(value)
+    return shown if value is None or enough(spread, percentile) else f"{shown}†"
+
+
 def _row(c: CellResult, fig: RateFigures) -> list[str]:
     serve, rep = c.cell.serve, measured(c)
     assert serve is not None and rep is not None
@@ -95,8 +104,8 @@ def _row(c: CellResult, fig: RateFigures) -> list[str]:
     backend = c.cell.backend if rep.valid else f"{c.cell.backend} ({rep.status})"
     return [
         backend, fig.label, f"{fig.completed}/{fig.sent}", rate(fig.request_rps, ""),
-        rate(fig.output_tokens_per_s, ""), ms(fig.ttft_ms.p50), ms(fig.ttft_ms.p99),
-        ms(fig.tpot_ms.p50), ms(fig.tpot_ms.p99), ms(fig.itl_ms.p99),
+        rate(fig.output_tokens_per_s, ""), pct(fig.ttft_ms, 50), pct(fig.ttft_ms, 99),
+        pct(fig.tpot_ms, 50), pct(fig.tpot_ms, 99), pct(fig.itl_ms, 99),
         rate(fig.goodput_rps, "") if fig.goodput_rps is not None else "—",
         str(fig.in_flight_peak), "yes" if ok else "no", notes,
     ]  # fmt: skip
@@ -133,6 +142,11 @@ def serve_rows(result: RunResult) -> list[dict]:
     return rows
 
 
+def few_note(rows: list[dict]) -> list[str]:
+    """The † rule, where some percentile of `rows` rests on too few requests."""
+    return [ENOUGH_NOTE] if any("†" in v for row in rows for v in row["cols"][:-1]) else []
+
+
 def serve_table(result: RunResult) -> Table:
     cells = serve_cells(result)
     serve = cells[0].cell.serve if cells else None
@@ -141,7 +155,8 @@ def serve_table(result: RunResult) -> Table:
         slo = f" · SLO TTFT {ms(serve.ttft_bound_ms)}, TPOT {ms(serve.tpot_bound_ms)}"
     notes: list[str] = []
     table = FitTable(*TERMINAL, drop=DROP, title=f"run {result.run_id}: serve{slo}")
-    for row in serve_rows(result):
+    rows = serve_rows(result)
+    for row in rows:
         *cols, note = row["cols"]
         if row["label"] is None:  # no sweep: the status, marked as every table marks it
             cols[1] = status_text(cols[1])
@@ -149,13 +164,14 @@ def serve_table(result: RunResult) -> Table:
         if note:
             where = row["backend"] if row["label"] is None else f"{row['backend']} {row['label']}"
             notes.append(f"{where}: {note}")
-    table.caption = "\n".join([CAPTION, slo_line(result), *notes])
+    table.caption = "\n".join([CAPTION, *few_note(rows), slo_line(result), *notes])
     return table
 
 
 def serve_markdown(result: RunResult) -> str:
     """The sweep as a markdown table, and the SLO line under it."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for row in serve_rows(result):
+    rows = serve_rows(result)
+    for row in rows:
         lines.append("| " + " | ".join(v.replace("|", "/") for v in row["cols"]) + " |")
-    return "\n".join([*lines, "", slo_line(result)])
+    return "\n".join([*lines, "", *(f"{n}\n" for n in few_note(rows)), slo_line(result)])

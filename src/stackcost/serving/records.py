@@ -12,6 +12,10 @@ throughput, and goodput (requests/s that met every bound).
 - Queueing delay is what the engine adds over an unloaded request: TTFT minus the
   median TTFT of the sweep's one-at-a-time rate. It is an estimate (the engine does not
   report when a request got its slot) and is labelled so.
+- A percentile rests on enough requests when at least BEYOND of them lie past it: p50
+  needs 20, p90 100, p99 1000 (`enough`). With fewer, the p99 of a rate is close to its
+  maximum, and every view marks it so (a rate's request count is its rate times its
+  time: a longer --serve-time gives its tail more).
 """
 
 from __future__ import annotations
@@ -65,6 +69,24 @@ def figures(
         errors=errors,
         ended_by=drive.ended_by,
     )
+
+
+# Requests a percentile needs beyond it to say something of the tail, not of one request.
+BEYOND = 10
+ENOUGH_NOTE = (
+    f"† rests on too few requests: a percentile needs {BEYOND} requests beyond it "
+    f"(p50 {2 * BEYOND}, p90 {10 * BEYOND}, p99 {100 * BEYOND}); with fewer, p99 is about "
+    "the maximum"
+)
+
+
+def needed(percentile: float) -> int:
+    """Requests (or gaps) a `percentile` (50, 90, 99) rests on: BEYOND of them past it."""
+    return round(BEYOND / (1 - percentile / 100))
+
+
+def enough(spread: Spread, percentile: float) -> bool:
+    return spread.count >= needed(percentile)
 
 
 def _within(
