@@ -3,8 +3,9 @@ rung wrote and verified, started by stackcost on a free loopback port and stoppe
 
 The server batches requests in parallel slots (continuous batching across slots). The
 client streams each request from its OpenAI-compatible `/v1/completions` endpoint over
-HTTP (aiohttp), one server-sent event per token, so the load generator's stamps include
-what a real client pays: HTTP, JSON, the server's own threads. The prompt goes as token
+HTTP (aiohttp), one server-sent event per token (a token that ends inside a UTF-8
+character comes with the next: the last event's timings count them all), so the load
+generator's stamps include what a real client pays: HTTP, JSON, the server's own threads. The prompt goes as token
 ids (no tokenizer in the way); greedy (temperature 0), `ignore_eos`, exactly max_tokens.
 The server's running and deferred requests are read from its `/metrics` every 100 ms.
 
@@ -41,6 +42,18 @@ def find_server(given: str) -> str | None:
     if "/" in given:
         return given if Path(given).is_file() else None
     return shutil.which(given)
+
+
+def tokens_so_far(event: dict[str, Any], sent: int) -> int:
+    """The tokens a streamed event brings the request to. An event before the last is one
+    token as the client sees it; the server holds back a token that ends inside a UTF-8
+    character (a byte-level BPE's) and sends it with the next, so the last event, whose
+    timings count every token generated (`predicted_n`), brings the count up to them.
+    (Per-token timings would count each event's, at 3% of the server's decode time.)"""
+    choices = event.get("choices") or [{}]
+    if choices[0].get("finish_reason") is None:
+        return sent + 1
+    return max(sent, int((event.get("timings") or {}).get("predicted_n", sent)))
 
 
 class LlamaServerEngine(Engine):
@@ -157,16 +170,16 @@ class LlamaServerEngine(Engine):
             async with self.session.post(self.url + "/v1/completions", json=body) as r:
                 if r.status != 200:
                     raise RuntimeError(f"HTTP {r.status}: {(await r.text())[:200]}")
+                sent = 0
                 async for line in r.content:
                     if not line.startswith(b"data: "):
                         continue
                     data = line[6:].strip()
                     if data == b"[DONE]":
                         return
-                    event = json.loads(data)
-                    # One event a token; the last carries the finish reason and no text.
-                    if event.get("choices") and event["choices"][0].get("finish_reason") is None:
-                        yield 1
+                    if (count := tokens_so_far(json.loads(data), sent)) > sent:
+                        yield count - sent
+                        sent = count
         except (aiohttp.ClientConnectionError, ConnectionError) as exc:
             raise self._died(exc) from exc
 
