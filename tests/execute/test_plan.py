@@ -53,6 +53,19 @@ def test_resume_runs_only_what_is_missing_and_reruns_interrupted():
     assert all(resumed.done[c.key()] == 2 for c in resumed.grid())
 
 
+def test_a_stopped_sweep_that_kept_rates_is_run_again_by_a_resume_only():
+    s = spec(backends=["eager"], repeats=1)
+    stopped = RepetitionResult(status="oom", reason="killed", details={"rates_kept": 2})
+    assert stopped.owed and not RepetitionResult(status="oom").owed
+    (cell,) = s.cells()
+    same_run = Plan(s)
+    same_run.observe(cell, stopped)  # the run that stored it goes on to other cells
+    assert list(same_run.next_cells()) == []
+    resumed = Plan(s)
+    resumed.observe(cell, stopped, replayed=True)  # a resume goes on from its kept rates
+    assert list(resumed.next_cells()) == [(cell, 0)]
+
+
 def test_oom_prunes_larger_batches_of_the_same_series_only():
     plan = Plan(spec(batch_sizes=[1, 2, 4, 8], repeats=2))
 

@@ -230,3 +230,51 @@ def test_a_writer_refuses_a_foreign_or_damaged_file_untouched(tmp_path):
             Store(path)
     assert _files(tmp_path) == before
     assert issubclass(StoreError, SpecError)  # the CLI prints it as one line, exit 2
+
+
+def _rate(label: str):
+    from stackcost.result import RateFigures, Spread
+
+    return RateFigures(
+        label=label, target_rps=None, process="sequential", sent=4, completed=4, failed=0,
+        duration_s=1.0, request_rps=4.0, output_tokens_per_s=16.0, goodput_rps=None,
+        ttft_ms=Spread(), tpot_ms=Spread(), itl_ms=Spread(), e2e_ms=Spread(),
+        queueing_ms=Spread(), lateness_ms=Spread(), in_flight_peak=1,
+    )  # fmt: skip
+
+
+def test_a_sweeps_rates_are_stored_once_as_progress_until_its_repetition_holds_them(tmp_path):
+    from stackcost.result import ServeResult
+
+    path, other = tmp_path / "s.db", tmp_path / "merged.db"
+    with Store(path) as store:
+        run_id = store.create_run({}, {})
+        cell_id = store.add_cell(run_id, tiny_cell())
+        store.add_progress(cell_id, 0, 0, _rate("one at a time"))
+        store.add_progress(cell_id, 0, 0, _rate("again"))  # an index lands once
+        # A try that stopped keeps what it finished as progress, not in its own JSON.
+        stopped = RepetitionResult(
+            status="crashed", reason="worker died", kept_rates=[_rate("one"), _rate("burst")]
+        )
+        store.add_repetition(cell_id, stopped)
+        assert [r.label for r in store.progress(cell_id, 0)] == ["one at a time", "burst"]
+        assert store.progress(cell_id, 1) == []
+        raw = store.db.execute("SELECT result_json FROM repetitions").fetchone()[0]
+        assert "kept_rates" not in raw
+    with Store(other) as merged, Store(path, read_only=True) as source:
+        merged.copy_run(source, run_id)  # a merge keeps a run's progress with its cells
+        (cell_row,) = merged.db.execute("SELECT id FROM cells").fetchall()
+        assert len(merged.progress(cell_row[0], 0)) == 2
+    with Store(path) as store:
+        # The repetition that finished the sweep holds every rate: its progress goes.
+        done = RepetitionResult(
+            status="ok",
+            serving=ServeResult(
+                engine="e", transport="t", prompt_len=8, new_tokens=4, lengths="fixed",
+                arrivals="poisson", rates=[_rate("one at a time"), _rate("burst")], budget_s=60,
+            ),
+        )  # fmt: skip
+        store.add_repetition(cell_id, done)
+        assert store.progress(cell_id, 0) == []
+        (_, stopped_again), (_, finished) = list(store.repetitions(run_id))
+    assert stopped_again.kept_rates == [] and len(finished.serving.rates) == 2
