@@ -140,3 +140,8 @@ def test_heldout_refuses_a_decoder_window_too_short_to_score_before_training(cap
     err = refused_fast(argv, capsys, tmp_path)
     assert "--prompt-len 1: a held-out window needs at least 2 tokens" in err
     assert not (tmp_path / "w").exists()
+
+
+def test_new_tokens_outside_generate_and_serve_is_refused(capsys, tmp_path):
+    err = refused_fast([*RUN, "--new-tokens", "8"], capsys, tmp_path)
+    assert "new-tokens applies only with --scenario generate or serve" in err

@@ -499,6 +499,11 @@ def check_generate(spec: RunSpec) -> None:
 
     generates = GENERATE in spec.scenarios or GENERATE in spec.modes or SERVE in spec.scenarios
     if not generates:
+        if "new_tokens" in spec.sizes:  # a forward pass of a decoder reads its prompt only
+            raise SpecError(
+                "new-tokens applies only with --scenario generate or serve (the timed loop "
+                "runs a decoder's forward pass over --prompt-len tokens)"
+            )
         return
     others = [n for n in spec.scenarios if n not in (TIMED_LOOP, GENERATE, SERVE)]
     if refused := [n for n in others if KINDS[n].tokens is None]:
