@@ -77,7 +77,7 @@ def test_a_size_flag_that_applies_to_no_model_is_refused(tmp_path) -> None:
 
 
 def test_a_token_id_model_runs_through_the_python_rungs(tmp_path, monkeypatch) -> None:
-    """The README's bring-your-own example: int64 token ids and a mask, two outputs."""
+    """The bring-your-own example (docs/guides/your-model.md): int64 token ids and a mask, two outputs."""
     monkeypatch.chdir(__import__("pathlib").Path(__file__).parents[1])
     result = stackcost.run(
         TOKENS,

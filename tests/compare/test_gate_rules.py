@@ -20,7 +20,7 @@ from stackcost.store.database import Store
 from tests.conftest import tiny_cell
 
 SAMPLES = 500  # iterations per repetition: plenty for a pooled test to be overconfident
-LATENCY = ["--threshold-metric", "latency=0.05"]  # the README's example
+LATENCY = ["--threshold-metric", "latency=0.05"]  # the example in docs/guides/regressions.md
 
 
 def repetition(i: int, factor: float, status: str, rng: np.random.Generator) -> RepetitionResult:

@@ -132,7 +132,7 @@ def _checkpoint(keep: Path) -> Path:
 def test_held_out_text_scores_each_rung_against_eager_fp32(trained, tmp_path):
     _, db, keep = trained
     # Eager's generator is the Generator contract every rung keeps; the other rungs' rows
-    # are the README's table (an ONNX Runtime build here would cost the suite 10 s more).
+    # are the table in docs/results.md (an ONNX Runtime build here would cost the suite 10 s more).
     recipe = [a if a != "--batch-size" else "--train-batch-size" for a in TINY]
     argv = ["heldout", "llama-tiny", *recipe, "--backends", "eager", "--precision", "fp32,w8"]
     out = tmp_path / "h.json"

@@ -1,6 +1,6 @@
 """Token arithmetic: one definition of every token rate, used by every rung and view.
 
-Definitions (the README's "Token generation" section says the same):
+Definitions (docs/guides/generate.md says the same):
 - TTFT (time to first token) = first output token ready - prompt handed over: prefill of
   the whole prompt plus choosing the first token.
 - TPOT (time per output token) = the interval between consecutive output steps, i.e. the

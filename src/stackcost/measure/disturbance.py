@@ -39,7 +39,7 @@ from stackcost.measure.counters import TICK_S, Edge, Window, pinned_cpus
 
 # Others' mean CPU over the timed loop above which a repetition is disturbed. A quarter
 # of a core: well above the idle noise seen here (< 0.05 core), well below one busy
-# process (1 core), which skewed a 2-thread median by 1.3x-290x (see the README).
+# process (1 core), which skewed a 2-thread median by 1.3x-290x (docs/concepts.md).
 # Steal is judged with others, by the same threshold: a quarter of a core stolen by the
 # hypervisor is a quarter of a core the step did not get, whoever took it.
 THRESHOLD_CORES = 0.25

@@ -14,7 +14,7 @@ from stackcost.env import ENV_NAME
 from stackcost.errors import SpecError
 from stackcost.scenarios.settings import SCENARIO_CHOICES, SCENARIOS
 
-# Bounds checked before anything is expanded or written (README: "What stackcost refuses").
+# Bounds checked before anything is expanded or written (docs/refusals.md).
 SQLITE_INT_MAX = 2**63 - 1  # every integer lands in a SQLite INTEGER column
 MAX_AXIS_VALUES = 10_000  # values one axis (a range, a list) may expand to
 MAX_CELLS = 100_000  # cells one spec may expand to

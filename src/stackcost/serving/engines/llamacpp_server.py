@@ -10,7 +10,7 @@ ids (no tokenizer in the way); greedy (temperature 0), `ignore_eos`, exactly max
 The server's running and deferred requests are read from its `/metrics` every 100 ms.
 
 `llama-server` is not in llama-cpp-python's wheel. Build it from the sdist's sources, as
-benchmarks/llamacpp_perplexity.py builds llama-perplexity (README: "Serving decoders").
+benchmarks/llamacpp_perplexity.py builds llama-perplexity (docs/guides/serve.md).
 """
 
 from __future__ import annotations
