@@ -37,7 +37,7 @@ from stackcost.execute.runner import Runner, prepare
 from stackcost.measure.paired import block_log_ratio, ratio_interval
 from stackcost.measure.protocol import Protocol
 from stackcost.result import RepetitionResult
-from stackcost.spec.run import RunSpec, model_ref
+from stackcost.runspec.run import RunSpec, model_ref
 from stackcost.store.database import Store
 
 HERE = Path(__file__).resolve().parent

@@ -62,7 +62,7 @@ def _subject(args: argparse.Namespace, batch_size: int):
     module:factory with --input-shape), at --resolution where it has that axis (0: its
     default), every other size axis at its default, as RunSpec.cells() makes them."""
     from stackcost import zoo
-    from stackcost.spec.run import model_ref
+    from stackcost.runspec.run import model_ref
     from stackcost.workload import make_example
 
     shape = tuple(int(d) for d in args.input_shape.split(",")) if args.input_shape else None

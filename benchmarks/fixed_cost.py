@@ -31,8 +31,8 @@ from stackcost.errors import SpecError
 from stackcost.execute.local import LocalExecutor
 from stackcost.measure.protocol import Protocol
 from stackcost.result import RepetitionResult
+from stackcost.runspec.run import model_ref
 from stackcost.scenarios.task import RepetitionTask
-from stackcost.spec.run import model_ref
 from stackcost.verify import DEFAULT_TOLERANCE
 
 PHASES = ("spawn_s", "import_s", "build_s", "reference_s", "prepare_s")

@@ -33,7 +33,7 @@ from stackcost.axes import PRECISION_TOLERANCE
 from stackcost.env import cpu_info
 from stackcost.quantize import calibration_set
 from stackcost.quantize.onnx import SCHEMES, int8_scheme, quantize_onnx
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.workload import make_example
 
 # (model, resolution, batch): the test suite's tiny graphs and the resnet18 cell.

@@ -70,7 +70,7 @@ class _Knob(torch.nn.Module):
 
 
 def resnet18(slowdown: float | None = None) -> torch.nn.Module:
-    from stackcost.spec.run import model_ref
+    from stackcost.runspec.run import model_ref
     from stackcost.zoo import build_model
 
     net = build_model(model_ref("resnet18"), RESOLUTION)

@@ -59,7 +59,7 @@ def generator(checkpoint: Path, precision: str, ctx: int, threads: int, workdir:
     from stackcost.cell import Cell
     from stackcost.generation.base import Decoder
     from stackcost.generation.llamacpp import LlamaCppGenerator
-    from stackcost.spec.run import model_ref
+    from stackcost.runspec.run import model_ref
 
     ref = model_ref(f"hf:{checkpoint}")
     model = zoo.build_model(ref, {})

@@ -38,7 +38,7 @@ from stackcost.backends.torch_common import train_step
 from stackcost.cell import Cell, TrainConfig
 from stackcost.native.build import ensure_built
 from stackcost.native.training import epoch_orders, train_args, write_train_files
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 
 
 def eager_round(model: torch.nn.Module, cell: Cell, data: tuple[Any, Any], order) -> dict:

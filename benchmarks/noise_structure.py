@@ -61,7 +61,7 @@ def worker(model: str, resolution: int, batch: int, threads: int) -> None:
     import torch
 
     from stackcost import zoo
-    from stackcost.spec.run import model_ref
+    from stackcost.runspec.run import model_ref
     from stackcost.workload import make_example
 
     torch.set_num_threads(threads)

@@ -30,7 +30,7 @@ from _figures import write_figures
 from stackcost.execute.ray_executor import RayExecutor
 from stackcost.execute.runner import execute
 from stackcost.measure.protocol import Protocol
-from stackcost.spec.run import RunSpec, model_ref
+from stackcost.runspec.run import RunSpec, model_ref
 from stackcost.store.database import Store
 
 TARGET_RATIO = 1.8

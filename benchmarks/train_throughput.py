@@ -33,9 +33,9 @@ from stackcost.errors import SpecError
 from stackcost.execute.local import LocalExecutor
 from stackcost.execute.probe import learn
 from stackcost.result import RepetitionResult
+from stackcost.runspec.run import model_ref
+from stackcost.runspec.train import check_backend_names, check_backends, check_data
 from stackcost.scenarios.task import TrainTask
-from stackcost.spec.run import model_ref
-from stackcost.spec.train import check_backend_names, check_backends, check_data
 
 
 def row(backend: str, result: RepetitionResult, wall_s: float, batch: int) -> dict[str, Any]:

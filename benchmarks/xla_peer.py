@@ -40,7 +40,7 @@ def bare(rung: str, resolution: int, batch: int) -> float:
     import torch
 
     from stackcost import zoo
-    from stackcost.spec.run import model_ref
+    from stackcost.runspec.run import model_ref
 
     ref = model_ref("resnet18")
     model = zoo.build_model(ref, resolution).eval()

@@ -18,8 +18,8 @@ from stackcost.execute.local import LocalExecutor
 from stackcost.execute.warm_start import StarterLost, WarmStarter
 from stackcost.measure.protocol import Protocol
 from stackcost.native.build import Build, ensure_built, toolchain_problem
+from stackcost.runspec.run import model_ref
 from stackcost.scenarios.task import RepetitionTask
-from stackcost.spec.run import model_ref
 
 ROOT = Path(__file__).resolve().parents[1]
 

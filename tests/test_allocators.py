@@ -13,8 +13,8 @@ import pytest
 
 from stackcost.allocators import ALLOCATORS, DEFAULT_ALLOCATOR, GATE_ALLOCATOR, allocator_problem
 from stackcost.cli import main
+from stackcost.runspec.run import model_ref, validate
 from stackcost.scenarios.task import RepetitionTask
-from stackcost.spec.run import model_ref, validate
 from tests.conftest import tiny_cell
 
 QUICK = ["--min-time", "0.01", "--max-time", "0.2", "--threads", "1", "--quiet"]

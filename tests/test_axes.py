@@ -8,8 +8,8 @@ from stackcost.axes import GRID_AXES, GRID_COLUMNS, PRECISION_TOLERANCE, PRECISI
 from stackcost.cell import Cell, ModelRef
 from stackcost.commands.axes import add_axis_args
 from stackcost.report import data
-from stackcost.spec.file import SweepFile
-from stackcost.spec.run import RunSpec
+from stackcost.runspec.file import SweepFile
+from stackcost.runspec.run import RunSpec
 from stackcost.store.database import CELL_COLUMNS
 from stackcost.verify import DEFAULT_TOLERANCE
 

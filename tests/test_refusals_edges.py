@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stackcost.errors import SpecError
-from stackcost.spec.grammar import split_list
+from stackcost.runspec.grammar import split_list
 from tests.test_refusals_files import refused
 
 RUN = ["run", "mlp", "--backends", "eager", "--resolution", "8", "--threads", "1", "--quiet"]

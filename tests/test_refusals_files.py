@@ -24,7 +24,7 @@ from stackcost.cli import main
 from stackcost.compare.diff import run_to_json
 from stackcost.measure.stats import summarize
 from stackcost.result import RepetitionResult
-from stackcost.spec.reader import MAX_SPEC_BYTES
+from stackcost.runspec.reader import MAX_SPEC_BYTES
 from stackcost.store.database import Store
 from stackcost.store.runs import RunResult
 from tests.conftest import tiny_cell
@@ -267,7 +267,7 @@ def test_sweep_refuses_a_bad_spec_file(tmp_path, capsys, name):
 
 def test_billion_laughs_is_refused_in_under_a_second(tmp_path):
     from stackcost.errors import SpecError
-    from stackcost.spec.file import load_sweep
+    from stackcost.runspec.file import load_sweep
 
     spec = tmp_path / "laughs.yaml"
     spec.write_text(billion_laughs("models"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stackcost.env import cores
 from stackcost.errors import SpecError
-from stackcost.spec.run import db_problem, model_ref, validate
+from stackcost.runspec.run import db_problem, model_ref, validate
 from stackcost.store.runs import RunResult, load_runs
 
 __all__ = ["load", "load_runs", "run"]

@@ -10,7 +10,7 @@ from stackcost.execute.machine_lock import MachineLock
 from stackcost.execute.runner import execute
 from stackcost.result import MEASURED_STATUSES
 from stackcost.result import artifact_reused as reused
-from stackcost.spec.run import RunSpec, model_ref
+from stackcost.runspec.run import RunSpec, model_ref
 from stackcost.store.database import Store
 from tests.conftest import FAST
 

@@ -13,7 +13,7 @@ import torch
 from stackcost.backends import load_backend
 from stackcost.cell import Cell
 from stackcost.cli import main
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.zoo import build_model
 from tests.conftest import needs
 

@@ -14,7 +14,7 @@ from stackcost.api import load_runs
 from stackcost.cell import TrainConfig
 from stackcost.cli import main
 from stackcost.report.train_agreement import agreement, eager_twin
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.zoo import build_model
 from tests.conftest import needs
 

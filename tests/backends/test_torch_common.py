@@ -14,8 +14,8 @@ from stackcost.backends.torch_common import Numerics, numerics
 from stackcost.cell import Cell
 from stackcost.execute.worker import run_task
 from stackcost.result import RepetitionResult
+from stackcost.runspec.run import model_ref
 from stackcost.scenarios.task import RepetitionTask
-from stackcost.spec.run import model_ref
 from tests.conftest import FAST, tiny_cell
 
 TORCH_RUNGS = ("eager", "torchscript", "inductor", "export-aot")

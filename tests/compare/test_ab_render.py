@@ -18,7 +18,7 @@ from stackcost.compare.ab_render import as_json, design_line, markdown, summary_
 from stackcost.execute.interleave import ABResult, CellPair, Design
 from stackcost.execute.sides import Side
 from stackcost.measure.paired import decide
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 
 DESIGN = Design(min_blocks=2, max_blocks=4)
 # Block ratios (cand / base) that the rule decides each way at the cap of 4 blocks.

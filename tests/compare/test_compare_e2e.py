@@ -20,7 +20,7 @@ LEAKY = "tests.execute.fake_backends:LeakyBackend"
 
 def busy_spec():
     """What `measure("mlp", [BUSY], ...)` runs: three repetitions of one tiny cell."""
-    from stackcost.spec.run import model_ref, validate
+    from stackcost.runspec.run import model_ref, validate
 
     return validate(
         dict(

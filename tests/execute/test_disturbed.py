@@ -16,7 +16,7 @@ import pytest
 from stackcost.env import cores
 from stackcost.execute.runner import execute
 from stackcost.measure.protocol import Protocol
-from stackcost.spec.run import RunSpec, model_ref
+from stackcost.runspec.run import RunSpec, model_ref
 from stackcost.store.database import Store
 
 # Long enough that /proc/stat's tick slack is small (2 ticks x 2 CPUs / 0.4 s = 0.1 core).

@@ -7,8 +7,8 @@ import pytest
 from stackcost.errors import SpecError
 from stackcost.execute.environ import recorded, worker_environ
 from stackcost.execute.runner import execute
-from stackcost.spec.grammar import check_env_names
-from stackcost.spec.run import RunSpec, model_ref
+from stackcost.runspec.grammar import check_env_names
+from stackcost.runspec.run import RunSpec, model_ref
 from stackcost.store.database import Store
 from stackcost.store.runs import RunResult
 from tests.conftest import FAST
@@ -73,7 +73,7 @@ def test_a_stray_tuning_variable_does_not_reach_the_worker_unless_inherited(
 
 
 def test_a_sweep_spec_names_variables_to_inherit(tmp_path):
-    from stackcost.spec.file import load_sweep
+    from stackcost.runspec.file import load_sweep
 
     spec = tmp_path / "s.yaml"
     spec.write_text("models: [mlp]\nbackends: [eager]\nthreads: 1\ninherit_env: [KMP_AFFINITY]\n")

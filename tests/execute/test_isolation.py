@@ -3,7 +3,7 @@
 from stackcost.execute.local import LocalExecutor
 from stackcost.execute.runner import execute
 from stackcost.result import MEASURED_STATUSES
-from stackcost.spec.run import RunSpec, model_ref
+from stackcost.runspec.run import RunSpec, model_ref
 from stackcost.store.database import Store
 from stackcost.store.runs import superseded_dropped
 from tests.conftest import FAST, tiny_task

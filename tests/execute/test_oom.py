@@ -7,7 +7,7 @@ import pytest
 from stackcost.execute.process import is_oom, reason_of
 from stackcost.execute.runner import execute
 from stackcost.result import headline
-from stackcost.spec.run import RunSpec, model_ref
+from stackcost.runspec.run import RunSpec, model_ref
 from stackcost.store.database import Store
 from tests.conftest import FAST
 

@@ -2,7 +2,7 @@
 
 from stackcost.execute.plan import Plan, series_key
 from stackcost.result import RepetitionResult
-from stackcost.spec.run import RunSpec, model_ref
+from stackcost.runspec.run import RunSpec, model_ref
 
 
 def spec(**kw) -> RunSpec:

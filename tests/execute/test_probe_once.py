@@ -14,7 +14,7 @@ from stackcost import env
 from stackcost.cli import main
 from stackcost.errors import SpecError
 from stackcost.execute import probe
-from stackcost.spec.suite import load_suite
+from stackcost.runspec.suite import load_suite
 from stackcost.store.database import Store
 from tests.store.test_database import _result
 

@@ -26,7 +26,7 @@ from stackcost.execute.runner import execute  # noqa: E402
 from stackcost.measure.counters import Edge, Window, system_busy_s  # noqa: E402
 from stackcost.measure.disturbance import assess  # noqa: E402
 from stackcost.measure.protocol import Protocol  # noqa: E402
-from stackcost.spec.run import RunSpec, model_ref  # noqa: E402
+from stackcost.runspec.run import RunSpec, model_ref  # noqa: E402
 from stackcost.store.database import Store  # noqa: E402
 
 # A cluster of nodes on this machine: every core, never a one-core test lane.

@@ -12,13 +12,13 @@ import pytest
 from stackcost.commands.train import save_initial_weights
 from stackcost.execute.worker import run_task
 from stackcost.result import MEASURED_STATUSES
+from stackcost.runspec.train import TrainSpec
 from stackcost.scenarios.task import TrainTask
-from stackcost.spec.train import TrainSpec
 
 
 def _spec(backend: str) -> TrainSpec:
     from stackcost.cell import TrainConfig
-    from stackcost.spec.run import model_ref
+    from stackcost.runspec.run import model_ref
 
     return TrainSpec(
         model=model_ref("resnet18", num_classes=10, in_channels=1),

@@ -16,8 +16,8 @@ from stackcost.axes import PRECISION_TOLERANCE, QUANTIZED
 from stackcost.backends import load_backend
 from stackcost.quantize import Calibration, calibration_set
 from stackcost.result import MEASURED_STATUSES
+from stackcost.runspec.run import model_ref
 from stackcost.scenarios.task import RepetitionTask
-from stackcost.spec.run import model_ref
 from stackcost.workload import Example, make_example
 from tests.conftest import FAST, ROOT, needs, tiny_cell
 
@@ -127,7 +127,7 @@ def test_quantization_is_quiet(tmp_path):
     code = (
         "import sys; from pathlib import Path\n"
         "from tests.quantize.test_onnx import MODELS, feeds\n"
-        "from stackcost import zoo; from stackcost.spec.run import model_ref\n"
+        "from stackcost import zoo; from stackcost.runspec.run import model_ref\n"
         "from stackcost.workload import make_example\n"
         "from stackcost.quantize import calibration_set\n"
         "from stackcost.backends.onnx_export import export_onnx\n"

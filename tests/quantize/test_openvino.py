@@ -53,7 +53,7 @@ class Fp32:
 
     def __init__(self, name: str, resolution: int, home: Path) -> None:
         from stackcost import zoo
-        from stackcost.spec.run import model_ref
+        from stackcost.runspec.run import model_ref
         from stackcost.workload import make_example
 
         ref = model_ref(name)

@@ -12,8 +12,8 @@ from stackcost.execute.worker import run_task
 from stackcost.quantize import calibration_set
 from stackcost.quantize.pytorch import COMPILED_PATHS, EAGER_PATHS, quantize
 from stackcost.result import MEASURED_STATUSES
+from stackcost.runspec.run import model_ref
 from stackcost.scenarios.task import RepetitionTask
-from stackcost.spec.run import model_ref
 from stackcost.workload import make_example
 from tests.conftest import FAST, needs, tiny_cell
 

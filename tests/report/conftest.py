@@ -14,7 +14,7 @@ import pytest
 from stackcost.cell import Cell
 from stackcost.measure.stats import summarize
 from stackcost.result import Memory, Phases, RepetitionResult
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.store.database import Store
 from stackcost.store.runs import RunResult
 from stackcost.verify import Verification

@@ -18,7 +18,7 @@ from stackcost.measure.stats import summarize
 from stackcost.measure.telemetry import RaplStatus, Telemetry
 from stackcost.profile.breakdown import Breakdown, OpRow
 from stackcost.result import RepetitionResult
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.store.database import Store
 from stackcost.store.runs import RunResult
 from stackcost.verify import Verification

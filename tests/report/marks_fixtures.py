@@ -17,7 +17,7 @@ from stackcost.cell import Cell
 from stackcost.measure.disturbance import Disturbance
 from stackcost.measure.stats import summarize
 from stackcost.result import Memory, RepetitionResult
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.store.runs import RunResult
 
 EAGER_MS = 10.0

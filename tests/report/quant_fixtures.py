@@ -17,7 +17,7 @@ from stackcost.env import CPU_FLAGS
 from stackcost.measure.stats import summarize
 from stackcost.quantize import Ops, QuantRecord
 from stackcost.result import Memory, RepetitionResult
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.store.runs import RunResult
 from stackcost.verify import Agreement, Verification
 

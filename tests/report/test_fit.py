@@ -19,7 +19,7 @@ from stackcost.report.generate_table import generate_table
 from stackcost.report.table import results_table
 from stackcost.report.train_table import train_table
 from stackcost.result import GenerationResult, Memory, Phases, RepetitionResult
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 from tests.report.marks_fixtures import marks_run

@@ -10,7 +10,7 @@ import pytest
 from stackcost.cell import Cell
 from stackcost.report.generate_table import generate_markdown, generate_rows
 from stackcost.result import GenerationResult, RepetitionResult
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.store.runs import RunResult
 
 MIB = 1 << 20

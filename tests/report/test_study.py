@@ -13,7 +13,7 @@ from stackcost.report import study
 from stackcost.report.export import export
 from stackcost.report.html import render_html
 from stackcost.result import RepetitionResult
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 

@@ -14,8 +14,8 @@ from stackcost.cell import Cell
 from stackcost.report.suite_data import summarize
 from stackcost.report.suite_summary import suite_section, summary_renderables, versus_line
 from stackcost.result import Memory, RepetitionResult
-from stackcost.spec.run import model_ref
-from stackcost.spec.suite import Expected
+from stackcost.runspec.run import model_ref
+from stackcost.runspec.suite import Expected
 from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 

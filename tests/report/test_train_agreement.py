@@ -5,7 +5,7 @@ from __future__ import annotations
 from stackcost.cell import Cell, TrainConfig
 from stackcost.report.train_agreement import STEPS, TOLERANCES, agreement, eager_twin
 from stackcost.result import RepetitionResult
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.store.runs import CellResult
 
 EAGER_LOSSES = [2.68, 2.49, 2.67, 6.2, 4.3]

@@ -95,7 +95,7 @@ def test_single_stream_p90_is_loadgens_own_and_near_the_timed_loop(tmp_path: Pat
     factor of the timed loop's p90 on either side of it (ABA), never judged against one
     taken before it alone."""
     from stackcost.measure.protocol import Protocol
-    from stackcost.spec.run import model_ref
+    from stackcost.runspec.run import model_ref
 
     cell = tiny_cell(model=model_ref("mnist-cnn"), batch_size=32, resolution=28)
     protocol = Protocol(min_time_s=1.0, max_time_s=3.0, warmup_max_time_s=1.0)

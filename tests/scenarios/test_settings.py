@@ -9,6 +9,7 @@ import pytest
 
 from stackcost.cell import Cell
 from stackcost.errors import SpecError
+from stackcost.runspec.grammar import parse_scenarios
 from stackcost.scenarios.settings import (
     KINDS,
     LoadGenSettings,
@@ -17,7 +18,6 @@ from stackcost.scenarios.settings import (
     planned,
 )
 from stackcost.scenarios.summary import parse_summary
-from stackcost.spec.grammar import parse_scenarios
 from tests.conftest import tiny_cell
 
 SINGLE_STREAM_SUMMARY = """\
@@ -143,7 +143,7 @@ def test_summary_is_read_as_loadgen_wrote_it() -> None:
 
 
 def test_a_sweep_spec_takes_scenarios_and_loadgen_settings() -> None:
-    from stackcost.spec.file import sweep_from_data
+    from stackcost.runspec.file import sweep_from_data
 
     spec = sweep_from_data(
         {

@@ -11,9 +11,9 @@ import pytest
 from stackcost.cell import Cell, ModelRef
 from stackcost.execute.worker import run_task
 from stackcost.measure.protocol import Protocol
+from stackcost.runspec.run import RunSpec
 from stackcost.scenarios.settings import LoadGenSettings
 from stackcost.scenarios.task import RepetitionTask
-from stackcost.spec.run import RunSpec
 from tests.test_cli import run_cli
 
 pytest.importorskip("mlperf_loadgen")

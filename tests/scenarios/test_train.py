@@ -20,7 +20,7 @@ from stackcost.cell import Cell, TrainConfig
 from stackcost.cli import main
 from stackcost.errors import SpecError
 from stackcost.result import MEASURED_STATUSES
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.store.database import SCHEMA_VERSION, Store
 
 TINY = ["--limit", "256", "--threads", "1", "--quiet"]
@@ -323,7 +323,7 @@ def test_resume_trains_only_what_the_run_lacks(trained, tmp_path, capsys):
 
 def test_the_refusal_names_every_backend_that_trains():
     from stackcost.execute.probe import learn
-    from stackcost.spec.train import check_backends
+    from stackcost.runspec.train import check_backends
 
     with pytest.raises(SpecError) as refused:
         check_backends(["onnxruntime"], learn({"onnxruntime": {}}))
@@ -345,7 +345,7 @@ def test_one_command_trains_at_every_thread_count_and_names_each_row(tmp_path, c
 
 
 def test_a_stored_single_device_spec_reads_as_a_list_of_one():
-    from stackcost.spec.train import TrainSpec
+    from stackcost.runspec.train import TrainSpec
 
     spec = TrainSpec(model=model_ref("mlp"), sizes={}, device="cpu")
     assert spec.devices == ["cpu"] and {c.device for c in spec.cells()} == {"cpu"}

@@ -15,8 +15,8 @@ from stackcost import zoo
 from stackcost.cell import Cell, TrainConfig
 from stackcost.cli import main
 from stackcost.data.splits import load_splits
+from stackcost.runspec.run import model_ref
 from stackcost.scenarios.train import cross_entropy
-from stackcost.spec.run import model_ref
 from stackcost.store.database import Store
 from stackcost.store.heldout import key, latest
 from tests.scenarios.test_train import repetitions, rows

@@ -11,7 +11,7 @@ import torch
 from stackcost.cell import Cell, TrainConfig
 from stackcost.cli import main
 from stackcost.data.splits import Batches, drawn_split, load_splits
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.zoo import workload_of
 from tests.scenarios.test_train import repetitions, rows
 

@@ -202,7 +202,7 @@ def stored(db: Path, folders: dict[str, Path]) -> dict[tuple[str, str, str], Cel
 
 def tasks(folders: dict[str, Path]) -> dict[str, str]:
     """Each folder's task as stackcost reads it from the checkpoint (zoo/tasks.py)."""
-    from stackcost.spec.run import model_ref
+    from stackcost.runspec.run import model_ref
     from stackcost.zoo import workload_of
 
     return {

@@ -15,7 +15,7 @@ import torch
 
 from stackcost.cli import main
 from stackcost.errors import SpecError
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.zoo import ZooError, build_model, workload_of
 from tests.test_refusals_edges import refused_and_nothing_stored
 

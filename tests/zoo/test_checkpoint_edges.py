@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from stackcost.errors import SpecError
-from stackcost.spec.run import model_ref
+from stackcost.runspec.run import model_ref
 from stackcost.zoo.checkpoint import CONFIG_BYTES, INDEX_BYTES, JSON_DEPTH, TOKENIZER_BYTES
 from tests.test_refusals_edges import refused_and_nothing_stored
 from tests.zoo.test_checkpoint import save_llama, save_tokenizer  # skips without transformers

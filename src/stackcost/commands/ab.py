@@ -38,7 +38,7 @@ from stackcost.measure.paired import (
     DEFAULT_THRESHOLD,
 )
 from stackcost.outputs import check_output_file, write_output
-from stackcost.spec.grammar import parse_float
+from stackcost.runspec.grammar import parse_float
 
 SIDE_HELP = (
     "a Python interpreter with stackcost installed (another venv), or git:REF (the "
@@ -200,7 +200,7 @@ def _design(args: argparse.Namespace):
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.backends import REGISTRY
     from stackcost.execute.sides import resolve
-    from stackcost.spec.run import db_problem, validate
+    from stackcost.runspec.run import db_problem, validate
 
     name = args.model_opt or args.model
     if not name:

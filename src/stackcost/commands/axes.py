@@ -13,19 +13,19 @@ from stackcost.allocators import ALLOCATORS, DEFAULT_ALLOCATOR, GATE_ALLOCATOR, 
 from stackcost.axes import GRID_AXES, PRECISIONS
 from stackcost.env import cores
 from stackcost.errors import SpecError
-from stackcost.scenarios.settings import (
-    MAX_LATENCY_BOUND_MS,
-    MAX_MIN_DURATION_MS,
-    SCENARIO_CHOICES,
-    parse_duration_ms,
-)
-from stackcost.spec.grammar import (
+from stackcost.runspec.grammar import (
     check_int,
     parse_choices,
     parse_options,
     parse_positive_ints,
     parse_scenarios,
     split_list,
+)
+from stackcost.scenarios.settings import (
+    MAX_LATENCY_BOUND_MS,
+    MAX_MIN_DURATION_MS,
+    SCENARIO_CHOICES,
+    parse_duration_ms,
 )
 from stackcost.workload import SIZE_AXES
 

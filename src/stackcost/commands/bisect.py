@@ -31,7 +31,7 @@ from stackcost.commands.axes import add_axis_args, number
 from stackcost.commands.run import add_model_args
 from stackcost.errors import SpecError
 from stackcost.report.fit import FitTable
-from stackcost.spec.grammar import parse_float, split_list
+from stackcost.runspec.grammar import parse_float, split_list
 
 # Found, but not every point on the way was decided (as `stackcost ab`'s undecided).
 EXIT_UNSURE = 3
@@ -207,7 +207,7 @@ def cell_pairs(args: argparse.Namespace, repo: Path, err: Console):
     from stackcost.execute.interleave import Design
     from stackcost.execute.runner import prepare
     from stackcost.execute.sides import resolve
-    from stackcost.spec.run import db_problem, validate
+    from stackcost.runspec.run import db_problem, validate
 
     fields = axis_fields(args)
     fields.setdefault("allocator", GATE_ALLOCATOR)  # as ab's (stackcost.allocators)

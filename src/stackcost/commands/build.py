@@ -32,7 +32,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.backends import check_name, load_backend
     from stackcost.errors import SpecError
     from stackcost.native.build import BuildError
-    from stackcost.spec.grammar import split_list
+    from stackcost.runspec.grammar import split_list
 
     backends = []
     for name in split_list(args.backends, "--backends", "libtorch,onednn"):

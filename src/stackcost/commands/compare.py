@@ -12,7 +12,7 @@ from stackcost.clip import shown
 from stackcost.compare.stats import BETWEEN_RUN_SPREAD, DEFAULT_ALPHA, DEFAULT_THRESHOLD
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_file, write_output
-from stackcost.spec.grammar import parse_float
+from stackcost.runspec.grammar import parse_float
 
 METRIC_NAMES = ("latency", "throughput", "peak_memory", "cold_start")
 

@@ -15,7 +15,7 @@ from stackcost.errors import SpecError
 from stackcost.execute.local import Executor, LocalExecutor
 from stackcost.execute.machine_lock import MachineLock
 from stackcost.execute.ray_executor import CONNECT_TIMEOUT_S  # Ray is imported on connecting
-from stackcost.spec.grammar import parse_float
+from stackcost.runspec.grammar import parse_float
 
 EXECUTORS = ("local", "ray")
 HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:\d{1,5}")

@@ -20,7 +20,7 @@ from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_dir, check_output_file, write_output
 from stackcost.report.fit import FitTable
-from stackcost.spec.grammar import parse_choices, parse_positive_ints, split_list
+from stackcost.runspec.grammar import parse_choices, parse_positive_ints, split_list
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -219,7 +219,7 @@ def rung_options(
     built as a timing cell's defaults), a rung not being scored, or a value the rung
     does not take."""
     from stackcost.backends import is_import_path, load_backend
-    from stackcost.spec.grammar import parse_options
+    from stackcost.runspec.grammar import parse_options
 
     options = parse_options(args.option)
     if options and not decoder:
@@ -496,8 +496,8 @@ def decoder_run(
     """The held-out text through every generating rung and precision (decoder_heldout):
     the recipe's, or the user's own `text`."""
     from stackcost.execute import scratch
+    from stackcost.runspec.run import model_ref
     from stackcost.scenarios.decoder_heldout import evaluate
-    from stackcost.spec.run import model_ref
 
     ref = model_ref(f"hf:{checkpoint}")
     options = rung_options(args, backends, True)

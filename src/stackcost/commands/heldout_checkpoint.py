@@ -72,7 +72,7 @@ class Checkpoint:
 def checked(args: argparse.Namespace) -> Checkpoint:
     """The folder named by args.model; SpecError on any flag or file that does not fit it."""
     from stackcost import zoo
-    from stackcost.spec.run import model_ref
+    from stackcost.runspec.run import model_ref
     from stackcost.zoo.hf import checkpoint_config, checkpoint_task, saved_class
 
     for flag, name in TRAINING_FLAGS:
@@ -231,8 +231,8 @@ def _sizes(examples: Examples, task: str) -> dict[str, int]:
 
 
 def _prompt_len(args: argparse.Namespace, workload: Any) -> int:
+    from stackcost.runspec.grammar import parse_positive_ints
     from stackcost.scenarios.decoder_heldout import window_problem
-    from stackcost.spec.grammar import parse_positive_ints
 
     context = parse_positive_ints(args.prompt_len or "128", "prompt length")[0]
     maximum = workload.maximum.get("prompt_len")
@@ -247,7 +247,7 @@ def _prompt_len(args: argparse.Namespace, workload: Any) -> int:
 
 
 def _limit(args: argparse.Namespace) -> int | None:
-    from stackcost.spec.grammar import parse_positive_ints
+    from stackcost.runspec.grammar import parse_positive_ints
 
     return None if args.limit is None else parse_positive_ints(args.limit, "limit")[0]
 

@@ -13,7 +13,7 @@ from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_file, write_output, writing
 from stackcost.report.fit import FitTable
-from stackcost.spec.grammar import parse_float
+from stackcost.runspec.grammar import parse_float
 
 
 def add_parser(sub: Any) -> None:

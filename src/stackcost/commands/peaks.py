@@ -59,8 +59,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.env import collect, fingerprint
     from stackcost.errors import SpecError
     from stackcost.measure.peaks import cached_peaks, measure_peaks, store_peaks
-    from stackcost.spec.grammar import parse_positive_ints
-    from stackcost.spec.run import check_threads
+    from stackcost.runspec.grammar import parse_positive_ints
+    from stackcost.runspec.run import check_threads
 
     if args.device not in DEVICES:
         raise SpecError(f"device {args.device!r} is not one of {', '.join(DEVICES)}")

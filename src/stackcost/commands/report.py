@@ -105,7 +105,7 @@ def _suite_runs(args: argparse.Namespace) -> tuple[list[Any], tuple[str, list[An
     """The stored runs of the suite named by --suite, and (its name, the rows its summary
     should have: each workload at each precision)."""
     from stackcost.report.suite_data import stored_runs
-    from stackcost.spec.suite import load_suite
+    from stackcost.runspec.suite import load_suite
 
     if args.runs:
         raise SpecError(f"--suite {args.suite} picks the runs: give no RUN ids beside it")

@@ -24,8 +24,8 @@ from stackcost.execute.machine_lock import MachineBusy, MachineLock
 from stackcost.execute.probe import TIMEOUT_S as IMPORT_TIMEOUT_S
 from stackcost.measure.disturbance import POLICIES
 from stackcost.result import VALID_STATUSES, headline
-from stackcost.spec.grammar import parse_config, parse_float, parse_positive_ints, parse_shape
-from stackcost.spec.run import db_problem, model_ref, validate
+from stackcost.runspec.grammar import parse_config, parse_float, parse_positive_ints, parse_shape
+from stackcost.runspec.run import db_problem, model_ref, validate
 
 
 def add_parser(sub: Any) -> None:

@@ -31,8 +31,8 @@ from stackcost.commands.run import (
 from stackcost.errors import SpecError
 from stackcost.measure.disturbance import POLICIES
 from stackcost.result import VALID_STATUSES
-from stackcost.spec.grammar import split_list
-from stackcost.spec.run import db_problem
+from stackcost.runspec.grammar import split_list
+from stackcost.runspec.run import db_problem
 
 
 def add_parser(sub: Any) -> None:
@@ -74,7 +74,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.spec.suite import load_suite
+    from stackcost.runspec.suite import load_suite
 
     backends = None
     if args.backends is not None:
@@ -131,7 +131,7 @@ def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
     from stackcost.report.progress import LiveProgress
     from stackcost.report.suite_data import summarize
     from stackcost.report.suite_summary import summary_renderables
-    from stackcost.spec.suite import Expected, workload_label_of_spec
+    from stackcost.runspec.suite import Expected, workload_label_of_spec
     from stackcost.store.database import Store
 
     # User code asked once per model, every entry before the lock and the store.

@@ -10,7 +10,7 @@ from rich.console import Console
 from stackcost.commands.axes import add_axis_args, axis_fields
 from stackcost.commands.run import add_session_args, measure_and_show
 from stackcost.errors import SpecError
-from stackcost.spec.grammar import split_list
+from stackcost.runspec.grammar import split_list
 from stackcost.workload import SIZE_AXES
 
 
@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.spec.file import load_sweep, sweep_from_data
+    from stackcost.runspec.file import load_sweep, sweep_from_data
 
     overrides = axis_fields(args)
     for axis, values in overrides.pop("sizes", {}).items():  # a spec file's spelling

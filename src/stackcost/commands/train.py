@@ -18,15 +18,15 @@ from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.execute import scratch
 from stackcost.outputs import check_output_dir
-from stackcost.scenarios.train import KEPT_CHECKPOINT, KEPT_WEIGHTS, TEXT_TRAINERS, kept_name
-from stackcost.spec.grammar import (
+from stackcost.runspec.grammar import (
     check_env_names,
     parse_choices,
     parse_config,
     parse_positive_ints,
     split_list,
 )
-from stackcost.spec.run import check_threads, db_problem, model_ref
+from stackcost.runspec.run import check_threads, db_problem, model_ref
+from stackcost.scenarios.train import KEPT_CHECKPOINT, KEPT_WEIGHTS, TEXT_TRAINERS, kept_name
 from stackcost.workload import SIZE_AXES, Workload
 from stackcost.zoo.hf import CAUSAL_LM
 
@@ -128,7 +128,7 @@ def spec_from_args(args: argparse.Namespace) -> Prepared:
     from stackcost.execute.environ import worker_environ
     from stackcost.execute.probe import ask
     from stackcost.execute.runner import prepare
-    from stackcost.spec.train import (
+    from stackcost.runspec.train import (
         TrainSpec,
         check_backend_names,
         check_backends,
@@ -398,7 +398,7 @@ def train_sizes(args: argparse.Namespace, workload: Workload, info: Any) -> dict
     """One value per size axis of the model: the flag's, else the model's default; for an
     image model, the smallest resolution it accepts that still holds the dataset's images
     (datasets sized at load, synthetic and VOC, get 32 px)."""
-    from stackcost.spec.train import default_resolution
+    from stackcost.runspec.train import default_resolution
 
     sizes: dict[str, int] = {}
     for axis in SIZE_AXES.values():

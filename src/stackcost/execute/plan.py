@@ -21,10 +21,10 @@ from stackcost.cell import Cell
 from stackcost.measure.protocol import Protocol
 from stackcost.measure.stats import repetition_interval, spreads
 from stackcost.result import RepetitionResult
-from stackcost.spec.run import RULE_START, RunSpec
+from stackcost.runspec.run import RULE_START, RunSpec
 
 if TYPE_CHECKING:
-    from stackcost.spec.train import TrainSpec
+    from stackcost.runspec.train import TrainSpec
 
 # Out of memory or time at batch b: larger batches of the series would be too.
 PRUNING_STATUSES = frozenset({"oom", "timeout"})

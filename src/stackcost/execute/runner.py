@@ -30,13 +30,13 @@ from stackcost.execute.probe import TIMEOUT_S as IMPORT_TIMEOUT_S
 from stackcost.execute.probe import Answers, ask
 from stackcost.measure.disturbance import MAX_RETRIES, Attempt, wait_for_quiet
 from stackcost.result import RateFigures, RepetitionResult
+from stackcost.runspec.run import RunSpec
 from stackcost.scenarios.task import RepetitionTask
 from stackcost.serving.engines import why_not as serve_problem
-from stackcost.spec.run import RunSpec
 from stackcost.store.runs import RunResult, superseded_dropped
 
 if TYPE_CHECKING:
-    from stackcost.spec.train import TrainSpec
+    from stackcost.runspec.train import TrainSpec
 from stackcost.store.database import Store
 
 # Called after each stored repetition: (cell, result, done, total).
@@ -120,7 +120,7 @@ def prepare(
     prepared is returned as it is. `import_timeout_s` bounds the child's import of user
     code (--import-timeout); `python` is the interpreter whose workers will run the spec
     (an A/B side's), so the child imports what they will."""
-    from stackcost.spec.run import check_generate, check_sizes
+    from stackcost.runspec.run import check_generate, check_sizes
 
     if isinstance(spec, Prepared):
         return spec

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from stackcost.env import ENV_NAME
 from stackcost.errors import SpecError
-from stackcost.spec.grammar import parse_options
+from stackcost.runspec.grammar import parse_options
 
 GIT_PREFIX = "git:"
 

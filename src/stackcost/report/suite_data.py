@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from stackcost.axes import PRECISIONS, QUANTIZED
 from stackcost.backends import BASELINE
 from stackcost.result import TRUSTED_STATUSES, VALID_STATUSES, headline
-from stackcost.spec.suite import (
+from stackcost.runspec.suite import (
     Expected,
     Suite,
     precision_label,
@@ -426,7 +426,7 @@ def _entry_key(spec: dict[str, Any]) -> str | None:
     workloads and the thread count; None for a spec no suite writes (a training run's)."""
     from pydantic import ValidationError
 
-    from stackcost.spec.run import RunSpec
+    from stackcost.runspec.run import RunSpec
 
     try:
         fields = RunSpec.model_validate(spec).model_dump(

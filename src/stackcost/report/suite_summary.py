@@ -27,7 +27,7 @@ from stackcost.report.fit import FitTable
 from stackcost.report.marks import DISTURBED_MARK, STATUS_STYLE, UNTRUSTED_BASE_MARK
 from stackcost.report.suite_data import Entry, Row, SuiteSummary, summarize
 from stackcost.report.units import ms
-from stackcost.spec.suite import Expected
+from stackcost.runspec.suite import Expected
 
 if TYPE_CHECKING:
     from stackcost.store.runs import RunResult

@@ -103,6 +103,7 @@ async def run_sweep(
     started = time.perf_counter() - sum(f.duration_s for f in kept)
     done: list[RateFigures] = list(kept)
     next_index = sum(f.sent for f in kept)  # the requests' seeds go on, not repeat
+    slo = (bounds.ttft_ms, bounds.tpot_ms)
 
     def left_s() -> float:
         return budget_s - (time.perf_counter() - started)
@@ -120,11 +121,7 @@ async def run_sweep(
         requests = make_requests(next_index, SEQUENTIAL_REQUESTS)
         next_index += len(requests)
         first = await client.one_at_a_time(engine, requests, limit_s=min(per_rate_s, left_s()))
-        await keep(
-            figures(
-                first, "one at a time", None, "sequential", bounds.ttft_ms, bounds.tpot_ms, None
-            )
-        )
+        await keep(figures(first, "one at a time", None, "sequential", *slo, None))
     single = done[0]
     unloaded_ttft = single.ttft_ms.p50
     low = single.request_rps
@@ -138,12 +135,7 @@ async def run_sweep(
         next_index += burst_count
         limit = min(per_rate_s * DRAIN, left_s())
         burst = await client.drive(engine, requests, [0.0] * burst_count, limit_s=limit)
-        await keep(
-            figures(
-                burst, "max throughput", math.inf, "burst", bounds.ttft_ms, bounds.tpot_ms,
-                unloaded_ttft,
-            )
-        )  # fmt: skip
+        await keep(figures(burst, "max throughput", math.inf, "burst", *slo, unloaded_ttft))
     # 3. Rates between (from zero where the engine does not batch: see the docstring).
     high = done[1].request_rps
     for i, rate in enumerate(between(low if high > low else 0.0, high, rates)):
@@ -161,7 +153,7 @@ async def run_sweep(
         drv = await client.drive(
             engine, requests, list(offsets), limit_s=per_rate_s * share * DRAIN
         )
-        fig = figures(drv, label, rate, process, bounds.ttft_ms, bounds.tpot_ms, unloaded_ttft)
+        fig = figures(drv, label, rate, process, *slo, unloaded_ttft)
         if share < 1.0:
             fig.errors.append(f"shortened to {share:.0%} of --serve-time by the sweep budget")
         await keep(fig)

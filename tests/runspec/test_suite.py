@@ -17,8 +17,8 @@ from stackcost.errors import SpecError
 from stackcost.report.suite_data import stored_runs, summarize
 from stackcost.report.suite_summary import suite_section, summary_renderables
 from stackcost.result import Memory, RepetitionResult
-from stackcost.spec.run import model_ref
-from stackcost.spec.suite import load_suite, suite_path
+from stackcost.runspec.run import model_ref
+from stackcost.runspec.suite import load_suite, suite_path
 from stackcost.store.runs import RunResult
 from stackcost.verify import Verification
 

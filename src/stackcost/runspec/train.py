@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from stackcost.backends import BASELINE, REGISTRY, check_name
 from stackcost.cell import Cell, ModelRef, TrainConfig
 from stackcost.errors import SpecError
-from stackcost.spec.grammar import MAX_REPEATS
+from stackcost.runspec.grammar import MAX_REPEATS
 from stackcost.workload import Workload
 
 if TYPE_CHECKING:

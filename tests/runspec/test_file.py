@@ -4,7 +4,7 @@ import pytest
 
 from stackcost.cli import main
 from stackcost.errors import SpecError
-from stackcost.spec.file import load_sweep
+from stackcost.runspec.file import load_sweep
 
 GOOD = """\
 models: [mlp, {name: mnist-cnn, init: kaiming-normal}]
@@ -116,7 +116,7 @@ def test_small_aliases_are_fine(tmp_path):
 
 
 def test_bounds_count_values_as_aliases_expand_them():
-    from stackcost.spec.reader import MAX_VALUES, check_bounds
+    from stackcost.runspec.reader import MAX_VALUES, check_bounds
 
     check_bounds("a: [" + "1, " * (MAX_VALUES - 10) + "]\n", "flat.yaml")
     doubling = ["l0: &l0 [x, x]"] + [f"l{i}: &l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, 20)]

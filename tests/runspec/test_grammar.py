@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stackcost.errors import SpecError
-from stackcost.spec.grammar import parse_options
+from stackcost.runspec.grammar import parse_options
 
 
 def test_an_option_key_follows_the_last_dot_so_backend_names_may_hold_dots():

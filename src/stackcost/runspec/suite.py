@@ -44,7 +44,7 @@ from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
 
 if TYPE_CHECKING:
-    from stackcost.spec.run import RunSpec
+    from stackcost.runspec.run import RunSpec
 
 DEFAULT_NAME = "default"
 # Where `stackcost suite NAME` looks: ./examples first, then the checkout's examples/.
@@ -196,7 +196,7 @@ def _load_suite(
     device: str | None,
     for_viewing: bool,
 ) -> Suite:
-    from stackcost.spec.reader import load_mapping
+    from stackcost.runspec.reader import load_mapping
 
     path = suite_path(name_or_file)
     source = middle(str(path))
@@ -254,8 +254,8 @@ def _expand(
 ) -> Suite:
     from stackcost import zoo
     from stackcost.env import cores
-    from stackcost.spec.grammar import check_int
-    from stackcost.spec.run import model_ref, validate
+    from stackcost.runspec.grammar import check_int
+    from stackcost.runspec.run import model_ref, validate
     from stackcost.workload import SIZE_AXES
 
     backends = list(override) if override else suite.backends

@@ -24,10 +24,10 @@ from stackcost.clip import middle, one_line, shown
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
+from stackcost.runspec.grammar import parse_config, parse_positive_ints, parse_scenarios
+from stackcost.runspec.reader import load_mapping
+from stackcost.runspec.run import model_ref, validate
 from stackcost.scenarios.settings import TIMED_LOOP, LoadGenSettings
-from stackcost.spec.grammar import parse_config, parse_positive_ints, parse_scenarios
-from stackcost.spec.reader import load_mapping
-from stackcost.spec.run import model_ref, validate
 from stackcost.workload import SIZE_AXES
 
 IntAxis = list[int] | int | str  # a list, one value, or "1,8" / "8..1024x2" text

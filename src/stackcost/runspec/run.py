@@ -22,8 +22,7 @@ from stackcost.cell import GENERATE, HF_PREFIX, MODES, SCENARIOS, Cell, ModelRef
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
-from stackcost.scenarios.settings import KINDS, SERVE, TIMED_LOOP, LoadGenSettings
-from stackcost.spec.grammar import (
+from stackcost.runspec.grammar import (
     MAX_AXIS_VALUES,
     MAX_CELLS,
     MAX_REPEATS,
@@ -34,7 +33,8 @@ from stackcost.spec.grammar import (
     parse_choices,
     parse_scenarios,
 )
-from stackcost.spec.serving import check_lengths, check_serve_flags
+from stackcost.runspec.serving import check_lengths, check_serve_flags
+from stackcost.scenarios.settings import KINDS, SERVE, TIMED_LOOP, LoadGenSettings
 from stackcost.verify import DEFAULT_TOLERANCE
 from stackcost.workload import SIZE_AXES, Workload
 from stackcost.zoo.checkpoint import inspect as inspect_checkpoint

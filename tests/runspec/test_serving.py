@@ -105,7 +105,7 @@ def test_serve_and_generate_flags_are_checked_where_they_enter(capsys, tmp_path,
 def test_a_serve_grid_where_some_cell_runs_stores_the_others_without_a_worker():
     from stackcost.execute.probe import ask
     from stackcost.execute.runner import why_not_runnable
-    from stackcost.spec.run import model_ref, validate
+    from stackcost.runspec.run import model_ref, validate
 
     spec = validate(
         {

@@ -1,0 +1,78 @@
+"""No function in src/ runs over 80 lines (issue 64). The functions that did when this
+check came are listed with their length: none may grow, a new one may not join them, and
+one brought under the limit leaves the list (the test says so), until it is empty."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+LIMIT = 80
+SRC = Path(__file__).resolve().parents[1] / "src"
+# module path: {qualified name: lines} of the functions over LIMIT on 2026-12-06.
+LONG = {
+    "stackcost/backends/openvino.py": {"OpenVINOBackend.prepare": 85},
+    "stackcost/commands/ab.py": {"add_parser": 95},
+    "stackcost/commands/axes.py": {"add_axis_args": 84},
+    "stackcost/commands/heldout.py": {"add_parser": 86},
+    "stackcost/compare/bisect.py": {"bisect": 131},
+    "stackcost/execute/interleave.py": {"_burst_block": 94},
+    "stackcost/generation/gguf.py": {"write_gguf": 86},
+    "stackcost/generation/llamacpp.py": {"LlamaCppGenerator.prepare": 84},
+    "stackcost/generation/openvino.py": {"_stateful": 96},
+    "stackcost/measure/sampler.py": {"summarize": 81},
+    "stackcost/measure/sampler_process.py": {"run": 90},
+    "stackcost/quantize/openvino.py": {"quantize_model": 108},
+    "stackcost/report/costs/breakdown.py": {"breakdown_figure": 145},
+    "stackcost/report/costs/energy.py": {"energy_figure": 97},
+    "stackcost/report/costs/roofline.py": {"roofline_figure": 105},
+    "stackcost/report/costs/scaling.py": {"scaling_figure": 83},
+    "stackcost/report/costs/utilization.py": {"utilization_figure": 93},
+    "stackcost/report/export.py": {"markdown": 81},
+    "stackcost/report/html.py": {"render_html": 153},
+    "stackcost/report/plots.py": {"sweep_figure": 93, "pareto_figure": 107},
+    "stackcost/report/suite_summary.py": {"suite_section": 81},
+    "stackcost/report/table.py": {"results_table": 129},
+    "stackcost/report/train_table.py": {"train_table": 98},
+    "stackcost/runspec/run.py": {"model_ref": 89},
+    "stackcost/runspec/suite.py": {"_expand": 121},
+    "stackcost/scenarios/generate.py": {"verified_generators": 82},
+    "stackcost/scenarios/serve.py": {"Serve.run": 118},
+    "stackcost/scenarios/timed_loop.py": {"TimedLoop.run": 89},
+    "stackcost/scenarios/token_serving.py": {"TokenServing.run": 85},
+    "stackcost/scenarios/train.py": {"_loop": 173},
+    "stackcost/zoo/hf.py": {"hf_workload": 113},
+}
+
+
+def lengths(path: Path) -> dict[str, int]:
+    """Every function's and method's length in lines (decorators left out), by its
+    qualified name inside the module."""
+    out: dict[str, int] = {}
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                out[prefix + child.name] = child.end_lineno - child.lineno + 1  # type: ignore[operator]
+                walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, f"{prefix}{child.name}.")
+
+    walk(ast.parse(path.read_text()), "")
+    return out
+
+
+def test_no_function_grows_over_the_limit() -> None:
+    problems = []
+    for path in sorted(SRC.rglob("*.py")):
+        module = str(path.relative_to(SRC))
+        known = LONG.get(module, {})
+        for name, n in lengths(path).items():
+            allowed = known.get(name, LIMIT)
+            if n > allowed:
+                problems.append(f"{module}:{name} is {n} lines (at most {allowed})")
+            elif name in known and n <= LIMIT:
+                problems.append(f"{module}:{name} is {n} lines now: take it out of LONG")
+        missing = set(known) - set(lengths(path))
+        problems += [f"{module}:{name} is gone: take it out of LONG" for name in missing]
+    assert not problems, "\n".join(problems)
