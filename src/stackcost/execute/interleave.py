@@ -1,37 +1,37 @@
 """Interleaved A/B: measure a base and a candidate side by side, decide from paired blocks.
 
-Each block runs, for every cell still undecided, four repetitions in the order ABBA or
-BAAB (chosen at random per block, seeded): each one its own process, as in `run`. The
-block's log ratio of the cell's repetition medians is one paired sample
-(measure/paired.py). After each look the cells with a clear verdict stop; the rest go
-on until the cap. Both sides are ordinary runs in the store, linked as a pair, and
-the pair's verdicts are stored after every block, so an interrupted A/B keeps what it
-measured.
+Both sides are ordinary runs in the store, linked as a pair; the pair's verdicts are
+stored after every block, so an interrupted A/B keeps what it measured. After each look
+the cells with a clear verdict stop; the rest go on until the cap.
 
-Disturbed repetitions are retried as in `run` (--on-disturbed); a block where a side
-has no valid repetition gives no ratio for that cell, and the note says how many were
-lost. A cell that fails on one side only is `newly failing` or `fixed`, not timed.
+**bursts** (the default) answers the two kinds of noise of a small shared machine: modes
+that last seconds, and a bias of each process (docs/guides/regressions.md). Each block
+starts one fresh worker per side (which starts first is drawn per block and recorded);
+both prepare, verify and warm up as a repetition does; then the parent alternates short
+bursts of steps between them, in random order per pair (execute/paced.py,
+measure/bursts.py). A burst pair tens of milliseconds apart sees the same mode, which
+cancels in its ratio; a block's estimate is the mean log ratio of its pairs, and the
+verdict comes from independent blocks, which average the per-process bias.
+- Where a rung's step runs on torch's OpenMP pool at 2+ threads, its threads are bound one
+  per core in both workers (bind_threads): a fresh process otherwise draws its own thread
+  placement.
+- At the first look an undecided cell is replanned by where its ratio varied (replan):
+  more, cheaper blocks when its blocks differ more than their pairs explain, longer ones
+  otherwise.
+- Both workers run on the design's allocator (stackcost.allocators).
+- A pair where either burst saw other work on the cores is dropped and counted. Each
+  worker is one repetition in its side's run.
 
-That is the `processes` design. The default, `bursts`, answers the two kinds of noise
-measured on a 2-vCPU VM (issue 40): modes that last seconds, and a bias of each process.
-Each block starts one fresh worker per side (which side starts first is drawn per block
-and recorded); both prepare, verify and warm up as a repetition does; then the parent
-alternates short bursts of steps between them, in random order per pair, for the block's
-time (execute/paced.py, measure/bursts.py). Where a rung's step runs on torch's OpenMP
-pool at 2+ threads, its threads are bound one per core in both workers (bind_threads): a
-fresh process otherwise draws its own thread placement, which doubled the A/A spread of
-a 2-thread eager resnet18 here. A burst pair taken tens of milliseconds apart
-sees the same mode, which cancels in its ratio; the block's estimate is the mean log
-ratio of its pairs, and the verdict comes from independent blocks, as above: more,
-shorter blocks average the per-process bias. At the first look an undecided cell is
-replanned by where its ratio varied (replan): more, cheaper blocks when its blocks differ
-more than their pairs explain, longer ones otherwise. Both sides' workers run on the
-design's allocator (stackcost.allocators: ab's default fixes glibc's thresholds, whose
-per-process draw of page faults was the largest such bias seen). A pair where either burst
-saw other work on the cores is dropped and counted. Each worker is one repetition in its
-side's run. Cells that cannot be cut into bursts (LoadGen scenarios, serving, training, a
-native program that runs the whole repetition) keep the processes design, and the result
-says which design decided each cell.
+**processes** runs, for every cell still undecided, four repetitions a block in the order
+ABBA or BAAB (drawn per block, seeded), each its own process as in `run`; the block's log
+ratio of the cell's repetition medians is one paired sample (measure/paired.py). Cells
+that cannot be cut into bursts (LoadGen scenarios, serving, training, a native program
+that runs the whole repetition) keep this design, and the result says which design
+decided each cell.
+
+Either way, disturbed repetitions are retried as in `run` (--on-disturbed); a block where
+a side has no valid repetition gives no ratio for that cell, and the note says how many
+were lost. A cell that fails on one side only is `newly failing` or `fixed`, not timed.
 
 A generate cell is judged twice from the same measurements: its time to first token and
 its time per output token each get their own verdict (METRICS), since a change to the
