@@ -83,7 +83,8 @@ def reused_sweep(request, tmp_path_factory) -> list:
     (one worker starter, one probe, one store), each test asserting on its own rungs.
     Artifacts are keyed by shape, weights and exporter, so one rung's never serves another's
     except as those tests expect (the ONNX graph, eager's reference)."""
-    selected = {item.originalname for item in request.session.items}
+    # A docs example (Sybil's) in the same session has a name but no originalname.
+    selected = {getattr(item, "originalname", item.name) for item in request.session.items}
     backends = [b for test, rungs in SHARED.items() if test in selected for b in rungs]
     return _repetitions(_sweep(tmp_path_factory.mktemp("reused"), True, backends))
 
