@@ -37,7 +37,6 @@ LONG = {
     "stackcost/runspec/run.py": {"model_ref": 89},
     "stackcost/runspec/suite.py": {"_expand": 121},
     "stackcost/scenarios/generate.py": {"verified_generators": 82},
-    "stackcost/scenarios/serve.py": {"Serve.run": 118},
     "stackcost/scenarios/timed_loop.py": {"TimedLoop.run": 89},
     "stackcost/scenarios/token_serving.py": {"TokenServing.run": 85},
     "stackcost/scenarios/train.py": {"_loop": 173},

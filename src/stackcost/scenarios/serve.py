@@ -27,8 +27,14 @@ from stackcost.scenarios.base import Bench, Scenario, wrong
 from stackcost.scenarios.settings import SERVE
 
 if TYPE_CHECKING:
-    from stackcost.result import RateFigures, RepetitionResult
-    from stackcost.serving.engine import Request
+    from collections.abc import Awaitable, Callable
+
+    from stackcost.cell import ServeConfig
+    from stackcost.measure.disturbance import Disturbance
+    from stackcost.result import Memory, RateFigures, RepetitionResult, ServeResult
+    from stackcost.scenarios.generate import Verified
+    from stackcost.serving.engine import Engine, Request
+    from stackcost.verify import Verification
 
 
 class Serve(Scenario):
@@ -39,7 +45,7 @@ class Serve(Scenario):
         from stackcost.measure.disturbance import assess
         from stackcost.result import RepetitionResult, ServeResult
         from stackcost.scenarios import progress
-        from stackcost.scenarios.generate import agreement, verified_generators
+        from stackcost.scenarios.generate import verified_generators
         from stackcost.serving.engines import EngineUnavailable, engine_for, why_not
         from stackcost.serving.lengths import longest
         from stackcost.serving.sweep import SweepStopped
@@ -80,32 +86,14 @@ class Serve(Scenario):
             rates.append(fig)
             print(f"serve {cell.backend}: {describe(fig)}", file=sys.stderr, flush=True)
 
-        async def serve() -> tuple[float | None, float]:
-            import numpy as np
-
-            from stackcost.serving.sweep import Bounds, run_sweep
-
-            await engine.start()
-            try:
-                try:
-                    got = await engine.greedy(ready.prompt[0].tolist(), new_tokens)
-                except NotImplementedError:
-                    same = None
-                else:  # against the verified generator's own greedy tokens for that prompt
-                    same, _ = agreement(np.asarray([got]), ready.cold.tokens[:1])
-                t0 = time.perf_counter()
-                await run_sweep(
-                    engine, make_requests, config.rates, config.per_rate_s, config.budget_s,
-                    config.arrivals, Bounds(config.ttft_bound_ms, config.tpot_bound_ms),
-                    cell.model.seed, on_rate, task.kept_rates,
-                )  # fmt: skip
-                return same, time.perf_counter() - t0
-            finally:
-                await engine.stop()
-
         first = Edge.now()
         try:
-            engine_agreement, elapsed = asyncio.run(serve())
+            engine_agreement, elapsed = asyncio.run(
+                serve(
+                    engine, ready, config, make_requests, on_rate, task.kept_rates,
+                    cell.model.seed, new_tokens,
+                )
+            )  # fmt: skip
         except SweepStopped as exc:
             return RepetitionResult(
                 status="failed", reason=str(exc), kept_rates=rates, verification=ready.verification,
@@ -113,45 +101,90 @@ class Serve(Scenario):
             )  # fmt: skip
         window = Window.between(first, Edge.now())
         bench.phases.timed_s = (window.end_ns - window.start_ns) / 1e9
-        served = [f for f in rates if f.completed]
-        status, reason = "ok", ""
-        if not served:
-            status, reason = (
-                "failed",
-                "no rate completed a request: "
-                + "; ".join(e for f in rates for e in f.errors + [f.ended_by or ""] if e),
-            )
-        peak = max((f.output_tokens_per_s for f in served), default=None)
-        return RepetitionResult(
-            status=status,
-            reason=reason,
-            throughput=peak,
-            memory=ready.memory.read(),
-            verification=ready.verification,
-            details={
-                **generator.details,
-                "engine": {
-                    "batching": engine.batching,
-                    "transport": engine.transport,
-                    **engine.details,
-                },
-                "thread_env": bench.thread_env(),
-                "throughput": "output tokens/s of the sweep's fastest rate",
+        sweep = ServeResult(
+            engine=engine.batching, transport=engine.transport, prompt_len=prompt_len,
+            new_tokens=new_tokens, lengths=config.lengths, arrivals=config.arrivals,
+            engine_agreement=engine_agreement, rates=rates, budget_s=config.budget_s,
+            elapsed_s=elapsed,
+        )  # fmt: skip
+        details = {
+            **generator.details,
+            "engine": {
+                "batching": engine.batching,
+                "transport": engine.transport,
+                **engine.details,
             },
-            disturbance=assess(window),
-            serving=ServeResult(
-                engine=engine.batching,
-                transport=engine.transport,
-                prompt_len=prompt_len,
-                new_tokens=new_tokens,
-                lengths=config.lengths,
-                arrivals=config.arrivals,
-                engine_agreement=engine_agreement,
-                rates=rates,
-                budget_s=config.budget_s,
-                elapsed_s=elapsed,
-            ),  # fmt: skip
+            "thread_env": bench.thread_env(),
+        }
+        return swept(sweep, ready.verification, ready.memory.read(), details, assess(window))
+
+
+async def serve(
+    engine: Engine,
+    ready: Verified,
+    config: ServeConfig,
+    make_requests: Callable[[int, int], list[Request]],
+    on_rate: Callable[[RateFigures], Awaitable[None]],
+    kept: list[RateFigures],
+    seed: int,
+    new_tokens: int,
+) -> tuple[float | None, float]:
+    """Start the engine, check its greedy tokens against the verified generator's for the
+    verified prompt (None where it cannot say), sweep, stop it: (agreement, sweep seconds)."""
+    import numpy as np
+
+    from stackcost.scenarios.generate import agreement
+    from stackcost.serving.sweep import Bounds, run_sweep
+
+    await engine.start()
+    try:
+        try:
+            got = await engine.greedy(ready.prompt[0].tolist(), new_tokens)
+        except NotImplementedError:
+            same = None
+        else:
+            same, _ = agreement(np.asarray([got]), ready.cold.tokens[:1])
+        t0 = time.perf_counter()
+        await run_sweep(
+            engine, make_requests, config.rates, config.per_rate_s, config.budget_s,
+            config.arrivals, Bounds(config.ttft_bound_ms, config.tpot_bound_ms), seed, on_rate,
+            kept,
+        )  # fmt: skip
+        return same, time.perf_counter() - t0
+    finally:
+        await engine.stop()
+
+
+def swept(
+    sweep: ServeResult,
+    verification: Verification | None,
+    memory: Memory | None,
+    details: dict,
+    disturbance: Disturbance,
+) -> RepetitionResult:
+    """A finished sweep's repetition: ok where some rate completed a request (its
+    throughput the fastest rate's output tokens/s), failed with every rate's reason where
+    none did."""
+    from stackcost.result import RepetitionResult
+
+    served = [f for f in sweep.rates if f.completed]
+    status, reason = "ok", ""
+    if not served:
+        status, reason = (
+            "failed",
+            "no rate completed a request: "
+            + "; ".join(e for f in sweep.rates for e in f.errors + [f.ended_by or ""] if e),
         )
+    return RepetitionResult(
+        status=status,
+        reason=reason,
+        throughput=max((f.output_tokens_per_s for f in served), default=None),
+        memory=memory,
+        verification=verification,
+        details={**details, "throughput": "output tokens/s of the sweep's fastest rate"},
+        disturbance=disturbance,
+        serving=sweep,
+    )
 
 
 def requests_for(
