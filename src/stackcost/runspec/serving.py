@@ -55,9 +55,13 @@ def check_lengths(
     forms = {config.lengths if config is not None else "fixed"} if SERVE in scenarios else set()
     if GENERATE in scenarios or GENERATE in modes:
         forms.add("fixed")  # generate (and LoadGen's token scenarios) run the axes as given
+    traces: dict[str, Longest] = {}  # a trace's longest does not depend on the axes: read once
     for kind, prompt, output in itertools.product(sorted(forms), prompts, outputs):
         try:
-            most = longest(kind, prompt, output)
+            if not kind.startswith("file:"):
+                most = longest(kind, prompt, output)
+            elif (most := traces.get(kind)) is None:
+                most = traces[kind] = longest(kind, prompt, output)
         except (ValueError, OSError) as exc:
             raise SpecError(f"lengths: {exc}") from None
         if positions is not None and most.tokens > positions:
