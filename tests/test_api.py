@@ -30,6 +30,16 @@ def test_run_returns_typed_results_and_a_dataframe(tmp_path):
     assert list(again["median_ms"]) == list(df["median_ms"])
 
 
+def test_merge_and_environment_are_the_api_the_commands_call(tmp_path):
+    a, b, merged = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "all.db"
+    for db in (a, b):
+        stackcost.run("mlp", ["eager"], resolutions=[8], db=db, **FAST)
+    result = stackcost.merge([a, b], merged)
+    assert result.total == 2 and len(stackcost.load(merged).records) == 1
+    env = stackcost.environment()
+    assert env["cpu"]["logical_cores"] >= 1 and env["stackcost"] == stackcost.__version__
+
+
 def test_api_rejects_bad_input_before_writing(tmp_path):
     with pytest.raises(SpecError, match="batch size 0"):
         stackcost.run("mlp", ["eager"], batch_sizes=[0], db=tmp_path / "s.db")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.runspec.run import db_problem, model_ref, validate
 from stackcost.store.runs import RunResult, load_runs
 
-__all__ = ["load", "load_runs", "run"]
+if TYPE_CHECKING:
+    from stackcost.store.merge import Merged
+
+__all__ = ["environment", "load", "load_runs", "merge", "run"]
 
 
 def run(
@@ -75,3 +79,22 @@ def run(
 def load(db: str | Path = "stackcost.db", run_id: str | None = None) -> RunResult:
     """A stored run (the latest when run_id is None)."""
     return load_runs(db, [run_id] if run_id else [])[0]
+
+
+def merge(stores: Sequence[str | Path], output: str | Path) -> Merged:
+    """Add every run of `stores` to the store `output` (created if need be), each run with
+    its own environment, so one report compares the machines side by side. The sources
+    are only read; a run already in `output` is taken once.
+
+    Raises SpecError (a StoreError) for a source that is not a store or is `output`."""
+    from stackcost.store.merge import merge as merge_stores
+
+    return merge_stores([Path(s) for s in stores], Path(output))
+
+
+def environment() -> dict[str, Any]:
+    """The environment record stored with every run: the machine, its CPU and ISA, memory,
+    GPUs, and the versions of stackcost and every framework."""
+    from stackcost.env import collect
+
+    return collect()

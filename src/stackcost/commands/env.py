@@ -14,7 +14,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.env import collect
+    from stackcost.api import environment
 
-    print(json.dumps(collect(), indent=2))
+    print(json.dumps(environment(), indent=2))
     return 0

@@ -4,7 +4,6 @@ report that compares the machines side by side (see stackcost/merge.py)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -21,9 +20,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.store.merge import merge
+    from stackcost.api import merge
 
-    merged = merge([Path(s) for s in args.stores], Path(args.output))
+    merged = merge(args.stores, args.output)
     for source, ids in merged.added.items():
         dupes = merged.duplicates.get(source, [])
         line = Text(f"{source}: {len(ids)} runs added")
