@@ -235,13 +235,12 @@ class Runner:
             self.on_result(cell, result, self.done, self.total)
 
     def _keep_rates(self, cell_id: int, result: RepetitionResult) -> None:
-        """A sweep that stopped: its finished rates go to the store's progress (those the
-        executor handed on as they ended are there already), and the try says how many
-        are kept, so that a resume goes on from them (RepetitionResult.owed)."""
-        for i, rate in enumerate(result.kept_rates):
-            self.store.add_progress(cell_id, result.repetition, i, rate)
-        result.kept_rates = []
-        if kept := len(self.store.progress(cell_id, result.repetition)):
+        """A sweep that stopped: the try says how many finished rates it keeps, so that a
+        resume goes on from them (RepetitionResult.owed). They are the store's progress:
+        those the executor handed on as they ended, and the result's own (kept_rates, both
+        from rate 0 on), which add_repetition adds."""
+        stored = len(self.store.progress(cell_id, result.repetition))
+        if kept := max(stored, len(result.kept_rates)):
             result.details["rates_kept"] = kept
             result.reason += (
                 f" ({kept} finished rate{'s' * (kept != 1)} kept in the store: "
