@@ -25,7 +25,7 @@ REDUCE_OPTION = Option("auto", REDUCE_RANGE, "7-bit activations for PT2E int8")
 # Inductor's (and AOTInductor's) `-o RUNG.layout_optimization`: it converts a conv net's
 # activations to channels-last (torch's default, so ours). On a 2-vCPU Xeon with AMX, fp32
 # resnet18 at 64 px, that made Inductor 0.63x eager at b8 and 1.13x with it off (docs/
-# results.md, "Inductor's layout optimization").
+# results/resnet50-fp32.md, "Inductor's layout optimization").
 LAYOUT_OPTION = Option("true", FLAG, "channels-last activations for conv nets")
 
 # amp's lower dtype per device: classic mixed precision (float16, with fp32 weights) on

@@ -41,7 +41,7 @@ PRECISIONS = frozenset(BUILDER_PRECISION)
 # own for CPUs, quantizes each activation row to int8 for the int8 dot product, as
 # llama.cpp's Q8_0/Q4_0 and OpenVINO's CPU dynamic quantization do; 1 dequantizes the
 # weights and multiplies in fp32 (weight-only in the strict sense), 45x slower per token
-# on llama-150m w8 here (docs/results.md, "Token generation").
+# on llama-150m w8 here (docs/results/generation.md).
 QUANT_OPTIONS = {"is_symmetric": "false", "block_size": "32"}
 # Logits that make greedy search pick the forced token: every other one this far below.
 FORCE_OFF = -1e30

@@ -7,7 +7,7 @@ with momentum. Later steps are compared by nobody: at the default recipe (SGD, l
 momentum 0.9) the early losses jump, and rounding-sized differences grow to percents
 within a few steps, alike in every framework.
 
-TOLERANCES, per step, from what was measured (docs/results.md, "Training across frameworks"),
+TOLERANCES, per step, from what was measured (docs/results/training-frameworks.md),
 resnet18 on digits at batch 64:
 - correct levels: keras and jax against eager, step 1 <= 4e-7, step 2 <= 6e-4 (max
   pooling's gradient between tied maxima is routed differently by TensorFlow), step 3
