@@ -37,14 +37,11 @@ def _err(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.1e}"
 
 
-def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
-    """A GitHub markdown table, one row per cell, units in the headers; a footnote says
-    what the marks mean when any is used."""
-    multi_run = summ["run_id"].nunique() > 1
-    sizes = data.size_columns(summ)  # a column per size axis, by name and unit
+def _md_header(summ: pd.DataFrame, baseline: str, multi_run: bool, spread: bool) -> list[str]:
+    """The table's columns, units in the headers; a run column only across several runs,
+    a column per size axis the cells have, the spread and quantization ones where used."""
     quantized = "speedup_vs_fp32" in summ  # data.summary adds it where a cell is quantized
-    spread = bool(summ["spread_between"].notna().any())  # a cell with 2+ valid repetitions
-    header = [
+    return [
         *(["run"] if multi_run else []),
         "model",
         "backend",
@@ -53,7 +50,7 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
         "threads",
         "device",
         "batch (samples)",
-        *(SIZE_AXES[a].label for a in sizes),
+        *(SIZE_AXES[a].label for a in data.size_columns(summ)),
         "status",
         "repeats",
         "median (ms)",
@@ -70,6 +67,32 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
         *(quant.QUANT_HEADER if quantized else []),
         "reason",
     ]
+
+
+def _md_notes(summ: pd.DataFrame, baseline: str, spread: bool) -> list[str]:
+    """What the marks in the table mean, for those it uses."""
+    notes = []
+    if summ["valid"].any():
+        notes.append(CI_NOTE)
+    if (~summ["base_status"].isin(["", *TRUSTED_STATUSES])).any():  # some ratio marked ?
+        notes.append(ratio_note(baseline))
+    if (summ["status"] == "disturbed").any():
+        notes.append(DISTURBED_NOTE)
+    if spread:
+        notes.append(SPREAD_NOTE)
+    if "speedup_vs_fp32" in summ:
+        notes += [quant.SPEEDUP_NOTE, quant.ACCURACY_NOTE, "weights in MB = 10^6 bytes"]
+    return notes
+
+
+def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
+    """A GitHub markdown table, one row per cell, units in the headers; a footnote says
+    what the marks mean when any is used."""
+    multi_run = summ["run_id"].nunique() > 1
+    sizes = data.size_columns(summ)  # a column per size axis, by name and unit
+    quantized = "speedup_vs_fp32" in summ  # data.summary adds it where a cell is quantized
+    spread = bool(summ["spread_between"].notna().any())  # a cell with 2+ valid repetitions
+    header = _md_header(summ, baseline, multi_run, spread)
     lines = ["| " + " | ".join(md_escape(h) for h in header) + " |"]
     numeric = [h.endswith(")") or h in ("max rel err", "repeats", "vs fp32") for h in header]
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
@@ -105,18 +128,7 @@ def markdown(summ: pd.DataFrame, baseline: str = BASELINE) -> str:
             quant_cols[0] = f"**{quant_cols[0]}**"
         tail = md_escape(r.reason if r.status != "ok" else "")
         lines.append("| " + " | ".join([*map(md_escape, row), *quant_cols, tail]) + " |")
-    notes = []
-    if summ["valid"].any():
-        notes.append(CI_NOTE)
-    if (~summ["base_status"].isin(["", *TRUSTED_STATUSES])).any():  # some ratio marked ?
-        notes.append(ratio_note(baseline))
-    if (summ["status"] == "disturbed").any():
-        notes.append(DISTURBED_NOTE)
-    if spread:
-        notes.append(SPREAD_NOTE)
-    if quantized:
-        notes += [quant.SPEEDUP_NOTE, quant.ACCURACY_NOTE, "weights in MB = 10^6 bytes"]
-    footer = "".join(f"\n{md_escape(n)}\n" for n in notes)
+    footer = "".join(f"\n{md_escape(n)}\n" for n in _md_notes(summ, baseline, spread))
     return "\n".join(lines) + "\n" + footer
 
 

@@ -494,77 +494,112 @@ def _costs(
     }
 
 
-def render_html(
-    runs: list[RunResult],
-    baseline: str = BASELINE,
-    title: str = "",
-    suite: tuple[str, Sequence[str]] | None = None,
-    reference: str | None = None,
-) -> str:
-    """The whole report as one HTML string that opens offline. `suite` is the suite's
-    name and workload labels, when the runs are a named suite's (`report --suite`);
-    `reference` the machine column the study tables' asterisks compare with."""
-    # Training runs and LoadGen scenario cells have their own sections; the inference views
-    # see the timed loop's inference cells only.
-    inference = [
+def _inference_only(runs: list[RunResult]) -> list[RunResult]:
+    """The runs with their timed loop's inference cells only: what the inference views
+    see (training runs and LoadGen scenario cells have sections of their own)."""
+    return [
         dataclasses.replace(
             r,
             records=[x for x in r.records if x[0].mode == "infer" and x[0].scenario is None],
         )
         for r in runs
     ]
-    scenarios = scenario_rows(runs)  # serving cells too: LoadGen's headline
-    # Generate cells have a table of their own: tokens, not forward passes.
-    generation = [
+
+
+def _generation(runs: list[RunResult], baseline: str, figs: _Figures) -> dict[str, Any]:
+    """The token generation section: generate cells have a table of their own (tokens, not
+    forward passes) and, where some are quantized, their Pareto figure."""
+    rows = [
         {"status": g["cell"].status, "cols": columns(g)} for r in runs for g in generate_rows(r)
     ]
-    serving = [row for r in runs for row in serve_rows(r)]
-    summ = data.summary(inference, baseline)
-    colors = series_colors(data.series_order(summ, baseline)) if len(summ) else {}
-    figs = _Figures()
-    generation_pareto = _generation_pareto(runs, baseline, figs) if generation else None
-    serve_plots = (
+    return {
+        "generation": rows,
+        "generation_pareto": _generation_pareto(runs, baseline, figs) if rows else None,
+        "generation_header": GENERATION_HEADER,
+        "generation_caption": generation_caption(
+            [g["cell"].cell.model for r in runs for g in generate_rows(r)]
+        ),
+    }
+
+
+def _serving(runs: list[RunResult], figs: _Figures) -> dict[str, Any]:
+    """The serving section: each serve cell's rate sweep as rows, its latency and goodput
+    figures, and the SLO it was held to."""
+    rows = [row for r in runs for row in serve_rows(r)]
+    figures = (
         [figs.add(f(r)) for r in runs if serve_cells(r) for f in (latency_figure, goodput_figure)]
-        if serving
+        if rows
         else []
     )
-    plot_slots: dict[str, dict[str, str]] = {}
+    return {
+        "serving": rows,
+        "serving_header": SERVE_HEADER,
+        "serving_caption": ". ".join([SERVE_CAPTION, *few_note(rows)]),
+        "serving_plots": [p for p in figures if p["id"]],
+        "serving_slo": [slo_line(r) for r in runs if serve_cells(r)],
+    }
+
+
+def _inference_plots(
+    summ: pd.DataFrame,
+    colors: dict[str, str],
+    baseline: str,
+    study_tables: list[study.StudyTable],
+    figs: _Figures,
+) -> dict[str, dict[str, str]]:
+    """The inference views' figure slots by name; a slot without a figure carries the note
+    that says why."""
+    slots: dict[str, dict[str, str]] = {}
     # Against the batch size, then each size axis some cell has ("latency vs seq len").
-    size_axes = data.size_columns(summ)
-    for x, suffix in (("batch_size", "batch"), *((a, a) for a in size_axes)):
+    for x, suffix in (("batch_size", "batch"), *((a, a) for a in data.size_columns(summ))):
         note = data.sweep_note(summ, x)
         for metric in ("latency", "throughput", "memory"):
             fig = plots.sweep_figure(summ, x, metric, colors) if not note else None
-            plot_slots[f"{metric}_{suffix}"] = figs.add(fig, note)
+            slots[f"{metric}_{suffix}"] = figs.add(fig, note)
     left_out = data.untrusted_base_note(summ, baseline) if len(summ) else ""
     no_ratio = f"No backend has a valid result on a workload where {baseline} is ok."
     ratio_fig = plots.ratio_figure(summ, colors, baseline)
     ratio_notes = [left_out] if ratio_fig else [no_ratio, left_out]
-    plot_slots["ratios"] = figs.add(ratio_fig, " ".join(n for n in ratio_notes if n))
+    slots["ratios"] = figs.add(ratio_fig, " ".join(n for n in ratio_notes if n))
     startup = plots.startup_figure(summ, colors)
-    plot_slots["startup"] = figs.add(startup, "" if startup else "No valid cold-start times.")
-    study_tables = study.study_tables(inference, reference)
-    plot_slots["machine_ratios"] = figs.add(study.ratio_figure(study_tables))
+    slots["startup"] = figs.add(startup, "" if startup else "No valid cold-start times.")
+    slots["machine_ratios"] = figs.add(study.ratio_figure(study_tables))
     ver_fig, ver_note = plots.verification_figure(summ)
-    plot_slots["verification"] = figs.add(ver_fig, ver_note or "No verification recorded.")
+    slots["verification"] = figs.add(ver_fig, ver_note or "No verification recorded.")
+    return slots
+
+
+def _training(runs: list[RunResult], figs: _Figures) -> dict[str, dict[str, str]] | None:
+    """The training section's figure slots; None without a training epoch."""
     epochs = training.epochs_frame(runs)
-    training_slots = None
-    if len(epochs):
-        training_slots = {
-            "accuracy": figs.add(training.accuracy_figure(epochs, list(PALETTE))),
-            "summary": figs.add(training.summary_figure(epochs, list(PALETTE))),
-            "agreement": figs.add(*training.agreement_figure(runs, list(PALETTE))),
-        }
+    if not len(epochs):
+        return None
+    return {
+        "accuracy": figs.add(training.accuracy_figure(epochs, list(PALETTE))),
+        "summary": figs.add(training.summary_figure(epochs, list(PALETTE))),
+        "agreement": figs.add(*training.agreement_figure(runs, list(PALETTE))),
+    }
 
-    cost_section = _costs(inference, summ, colors, figs) if len(summ) else None
-    quantization = _quantization(inference, summ, colors, figs) if len(summ) else None
 
-    multi_run = len(runs) > 1
-    search_runs = data.wants_batch_search(runs)
-    best_header, best_rows = _best_batches(summ, search_runs) if search_runs else ([], None)
-    failure_header, failure_rows = _failures(summ, multi_run)
-    untrusted_header, untrusted_rows = _untrusted(summ, multi_run)
+def _counts(summ: pd.DataFrame) -> dict[str, int]:
+    """The headline counts of the inference cells, by what their status lets them show."""
     statuses = summ["status"] if len(summ) else pd.Series([], dtype=str)
+    return {
+        "cells": len(summ),
+        "valid": int(summ["valid"].sum()) if len(summ) else 0,
+        "unstable": int((statuses == "unstable").sum()),
+        "disturbed": int((statuses == "disturbed").sum()),
+        "wrong": int((statuses == "wrong").sum()),
+        "failed": int((~statuses.isin([*NOT_RUN, "wrong", *MEASURED_STATUSES])).sum()),
+        "skipped": int(statuses.isin(NOT_RUN).sum()),
+    }
+
+
+def _nav(
+    has_cells: bool, sections: dict[str, bool], quantization: bool, batch_search: bool
+) -> list[tuple[str, str]]:
+    """The page's navigation: (anchor, name) of each section the page has, in page order.
+    `sections` says which of training, scenarios, generation and serving it has."""
     inference_nav = [
         ("latency", "latency"),
         ("throughput", "throughput"),
@@ -575,50 +610,34 @@ def render_html(
         *([("quantization", "quantized precisions")] if quantization else []),
         ("failures", "failures"),
         ("untrusted", "unstable & disturbed"),
-        *([("best-batch", "best batch")] if search_runs else []),
+        *([("best-batch", "best batch")] if batch_search else []),
         ("cells", "all cells"),
         ("costs", "where the time goes"),
     ]
-    nav = [
-        *([("training", "training")] if training_slots else []),
-        *([("scenarios", "LoadGen scenarios")] if scenarios else []),
-        *([("generation", "token generation")] if generation else []),
-        *([("serving", "serving under load")] if serving else []),
-        *(inference_nav if len(summ) else []),
+    return [
+        *([("training", "training")] if sections["training"] else []),
+        *([("scenarios", "LoadGen scenarios")] if sections["scenarios"] else []),
+        *([("generation", "token generation")] if sections["generation"] else []),
+        *([("serving", "serving under load")] if sections["serving"] else []),
+        *(inference_nav if has_cells else []),
         ("environment", "environment"),
     ]
-    context = {
-        "title": title or "stackcost report",
-        "generated_at": now(),
-        "baseline": baseline,
-        "has_cells": len(summ) > 0,
-        "counts": {
-            "cells": len(summ),
-            "valid": int(summ["valid"].sum()) if len(summ) else 0,
-            "unstable": int((statuses == "unstable").sum()),
-            "disturbed": int((statuses == "disturbed").sum()),
-            "wrong": int((statuses == "wrong").sum()),
-            "failed": int((~statuses.isin([*NOT_RUN, "wrong", *MEASURED_STATUSES])).sum()),
-            "skipped": int(statuses.isin(NOT_RUN).sum()),
-        },
-        "nav": nav,
-        "plots": plot_slots,
-        "size_axes": size_axes,
-        "training": training_slots,
-        "scenarios": scenarios,
-        "generation": generation,
-        "generation_pareto": generation_pareto,
-        "generation_header": GENERATION_HEADER,
-        "generation_caption": generation_caption(
-            [g["cell"].cell.model for r in runs for g in generate_rows(r)]
-        ),
-        "serving": serving,
-        "serving_header": SERVE_HEADER,
-        "serving_caption": ". ".join([SERVE_CAPTION, *few_note(serving)]),
-        "serving_plots": [p for p in serve_plots if p["id"]],
-        "serving_slo": [slo_line(r) for r in runs if serve_cells(r)],
-        "scenario_header": SCENARIO_HEADER,
-        "scenario_caption": SCENARIO_CAPTION,
+
+
+def _tables(
+    summ: pd.DataFrame,
+    runs: list[RunResult],
+    baseline: str,
+    study_tables: list[study.StudyTable],
+    search_runs: list[str],
+) -> dict[str, Any]:
+    """The inference views' tables: throughput and study tables, verification, failures,
+    unstable and disturbed cells, best batches and every cell."""
+    multi_run = len(runs) > 1
+    best_header, best_rows = _best_batches(summ, search_runs) if search_runs else ([], None)
+    failure_header, failure_rows = _failures(summ, multi_run)
+    untrusted_header, untrusted_rows = _untrusted(summ, multi_run)
+    return {
         "throughput_tables": [_gradient_table(t) for t in data.throughput_tables(summ, baseline)],
         "study_tables": [_study_table(t) for t in study_tables],
         "has_device_memory": bool(summ["allocator_peak_bytes"].notna().any()),
@@ -630,14 +649,68 @@ def render_html(
         "best_header": best_header,
         "best_batches": best_rows,
         **_cell_table(summ, baseline, multi_run),
-        "runs": [
-            {
-                "run_id": r.run_id,
-                "env": _env_rows(r.env),
-                "spec": json.dumps(r.spec, indent=2, sort_keys=True, default=str),
-            }
-            for r in runs
-        ],
+    }
+
+
+def _run_records(runs: list[RunResult]) -> list[dict[str, Any]]:
+    """The environment section: each run's machine record and spec."""
+    return [
+        {
+            "run_id": r.run_id,
+            "env": _env_rows(r.env),
+            "spec": json.dumps(r.spec, indent=2, sort_keys=True, default=str),
+        }
+        for r in runs
+    ]
+
+
+def render_html(
+    runs: list[RunResult],
+    baseline: str = BASELINE,
+    title: str = "",
+    suite: tuple[str, Sequence[str]] | None = None,
+    reference: str | None = None,
+) -> str:
+    """The whole report as one HTML string that opens offline. `suite` is the suite's
+    name and workload labels, when the runs are a named suite's (`report --suite`);
+    `reference` the machine column the study tables' asterisks compare with."""
+    inference = _inference_only(runs)
+    summ = data.summary(inference, baseline)
+    colors = series_colors(data.series_order(summ, baseline)) if len(summ) else {}
+    study_tables = study.study_tables(inference, reference)
+    # Each section registers its figures in page order: their ids follow it.
+    figs = _Figures()
+    generation = _generation(runs, baseline, figs)
+    serving = _serving(runs, figs)
+    plot_slots = _inference_plots(summ, colors, baseline, study_tables, figs)
+    training_slots = _training(runs, figs)
+    cost_section = _costs(inference, summ, colors, figs) if len(summ) else None
+    quantization = _quantization(inference, summ, colors, figs) if len(summ) else None
+    scenarios = scenario_rows(runs)  # serving cells too: LoadGen's headline
+    search_runs = data.wants_batch_search(runs)
+    sections = {
+        "training": bool(training_slots),
+        "scenarios": bool(scenarios),
+        "generation": bool(generation["generation"]),
+        "serving": bool(serving["serving"]),
+    }
+    context = {
+        "title": title or "stackcost report",
+        "generated_at": now(),
+        "baseline": baseline,
+        "has_cells": len(summ) > 0,
+        "counts": _counts(summ),
+        "nav": _nav(len(summ) > 0, sections, bool(quantization), bool(search_runs)),
+        "plots": plot_slots,
+        "size_axes": data.size_columns(summ),
+        "training": training_slots,
+        "scenarios": scenarios,
+        "scenario_header": SCENARIO_HEADER,
+        "scenario_caption": SCENARIO_CAPTION,
+        **generation,
+        **serving,
+        **_tables(summ, runs, baseline, study_tables, search_runs),
+        "runs": _run_records(runs),
         "costs": cost_section,
         "quantization": quantization,
         # Runs of several models (a `stackcost suite`): TorchBench's summary first.

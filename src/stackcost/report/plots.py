@@ -7,6 +7,7 @@ import html
 import math
 from collections.abc import Iterable
 from numbers import Real
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -20,11 +21,15 @@ from stackcost.report.data import (
     MIB,
     RATIO_METRICS,
     SIZE_COLUMNS,
+    Sweep,
     ratio_summary,
     startup_summary,
     sweeps,
 )
 from stackcost.report.style import AXIS_LABEL, X_NAME
+
+if TYPE_CHECKING:
+    from stackcost.report.pareto import Panel as ParetoPanel
 
 TEMPLATE = "plotly_white"
 HEIGHT = 460
@@ -146,6 +151,82 @@ def dropdown(labels: list[str], masks: list[list[bool]], title: str) -> list[dic
     return [{"buttons": buttons, "x": 1, "xanchor": "right", "y": 1.2, "yanchor": "bottom"}]
 
 
+def _series_traces(
+    s: pd.DataFrame, series: str, x: str, metric: str, color: str, visible: bool
+) -> list[go.Scatter]:
+    """One series of one sweep: its min–max band where repeats differ, its median line,
+    and for memory its device peak dashed where it has one."""
+    col, low, high, _, _ = SWEEP_METRICS[metric]
+    unit = UNIT[metric]
+    xs = s[x].tolist()
+    traces = []
+    if low and high and (s[high] > s[low]).any():
+        traces.append(
+            go.Scatter(
+                x=xs + xs[::-1],
+                y=s[high].tolist() + s[low].tolist()[::-1],
+                fill="toself",
+                mode="lines",
+                fillcolor=_rgba(color, 0.18),
+                line={"width": 0},
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=series,
+                name=f"{series} min–max",
+                visible=visible,
+            )
+        )
+    custom = np.column_stack([s[low] if low else s[col], s[high] if high else s[col]]).tolist()
+    band = " (repeats %{customdata[0]:.4g}–%{customdata[1]:.4g})" if low else ""
+    traces.append(
+        go.Scatter(
+            x=xs,
+            y=s[col].tolist(),
+            customdata=custom,
+            mode="lines+markers",
+            name=series,
+            legendgroup=series,
+            line={"color": color},
+            visible=visible,
+            hovertemplate=f"%{{y:.4g}} {unit}{band}<br>{X_NAME[x]} %{{x}}"
+            f"<extra>{hover_literal(series)}</extra>",
+        )
+    )
+    if metric == "memory" and s["allocator_peak_mib"].notna().any():
+        d = s.dropna(subset=["allocator_peak_mib"])
+        traces.append(
+            go.Scatter(
+                x=d[x].tolist(),
+                y=d["allocator_peak_mib"].tolist(),
+                mode="lines+markers",
+                name=f"{series} (device)",
+                legendgroup=series,
+                line={"color": color, "dash": "dash"},
+                visible=visible,
+                hovertemplate="%{y:.4g} MiB device<extra></extra>",
+            )
+        )
+    return traces
+
+
+def _sweep_traces(
+    sweep: Sweep, x: str, metric: str, colors: dict[str, str], visible: bool
+) -> list[go.Scatter]:
+    """Every series' traces of one sweep (one model and workload), series without the
+    metric left out."""
+    col = SWEEP_METRICS[metric][0]
+    df = sweep.cells.assign(
+        peak_rss_mib=sweep.cells["peak_rss_bytes"] / MIB,
+        allocator_peak_mib=sweep.cells["allocator_peak_bytes"] / MIB,
+    )
+    traces = []
+    for series, s in df.groupby("series", sort=False):
+        s = s.dropna(subset=[col])
+        if not s.empty:
+            traces += _series_traces(s, series, x, metric, colors[series], visible)
+    return traces
+
+
 def sweep_figure(
     cell_df: pd.DataFrame, x: str, metric: str, colors: dict[str, str]
 ) -> go.Figure | None:
@@ -155,74 +236,16 @@ def sweep_figure(
     groups = sweeps(cell_df, x)
     if not groups:
         return None
-    col, low, high, ylabel, log_y = SWEEP_METRICS[metric]
-    unit = UNIT[metric]
-    title = f"{metric} vs {X_NAME[x]}"
     fig = go.Figure()
     owners: list[int] = []  # which sweep each trace belongs to
     for gi, sweep in enumerate(groups):
-        df = sweep.cells.assign(
-            peak_rss_mib=sweep.cells["peak_rss_bytes"] / MIB,
-            allocator_peak_mib=sweep.cells["allocator_peak_bytes"] / MIB,
-        )
-        for series, s in df.groupby("series", sort=False):
-            s = s.dropna(subset=[col])
-            if s.empty:
-                continue
-            xs, color = s[x].tolist(), colors[series]
-            if low and high and (s[high] > s[low]).any():
-                fig.add_trace(
-                    go.Scatter(
-                        x=xs + xs[::-1],
-                        y=s[high].tolist() + s[low].tolist()[::-1],
-                        fill="toself",
-                        mode="lines",
-                        fillcolor=_rgba(color, 0.18),
-                        line={"width": 0},
-                        hoverinfo="skip",
-                        showlegend=False,
-                        legendgroup=series,
-                        name=f"{series} min–max",
-                        visible=gi == 0,
-                    )
-                )
-                owners.append(gi)
-            custom = np.column_stack(
-                [s[low] if low else s[col], s[high] if high else s[col]]
-            ).tolist()
-            band = " (repeats %{customdata[0]:.4g}–%{customdata[1]:.4g})" if low else ""
-            fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=s[col].tolist(),
-                    customdata=custom,
-                    mode="lines+markers",
-                    name=series,
-                    legendgroup=series,
-                    line={"color": color},
-                    visible=gi == 0,
-                    hovertemplate=f"%{{y:.4g}} {unit}{band}<br>{X_NAME[x]} %{{x}}"
-                    f"<extra>{hover_literal(series)}</extra>",
-                )
-            )
+        for trace in _sweep_traces(sweep, x, metric, colors, visible=gi == 0):
+            fig.add_trace(trace)
             owners.append(gi)
-            if metric == "memory" and s["allocator_peak_mib"].notna().any():
-                d = s.dropna(subset=["allocator_peak_mib"])
-                fig.add_trace(
-                    go.Scatter(
-                        x=d[x].tolist(),
-                        y=d["allocator_peak_mib"].tolist(),
-                        mode="lines+markers",
-                        name=f"{series} (device)",
-                        legendgroup=series,
-                        line={"color": color, "dash": "dash"},
-                        visible=gi == 0,
-                        hovertemplate="%{y:.4g} MiB device<extra></extra>",
-                    )
-                )
-                owners.append(gi)
     if not fig.data:
         return None
+    _, _, _, ylabel, log_y = SWEEP_METRICS[metric]
+    title = f"{metric} vs {X_NAME[x]}"
     labels = [g.label for g in groups]
     masks = [[o == gi for o in owners] for gi in range(len(groups))]
     all_x = [int(v) for g in groups for v in g.cells[x]]
@@ -237,7 +260,7 @@ def sweep_figure(
         hovermode="closest",
     )
     if log_y:
-        label_log_axis(fig, "yaxis", f" {unit}")
+        label_log_axis(fig, "yaxis", f" {UNIT[metric]}")
     return fig
 
 
@@ -431,6 +454,108 @@ PRECISION_SYMBOLS = {"int8-dyn": "circle", "int8": "square", "w8": "diamond", "w
 SLOWER_COLOR = "#D62728"
 
 
+def _pareto_points(p: ParetoPanel, colors: dict[str, str], visible: bool) -> list[go.Scatter]:
+    """One panel's points, a trace per (rung, precision): colour the rung, shape the
+    precision; hollow over an fp32 cell that is not ok, a red rim when slower."""
+    from stackcost.report import pareto
+
+    pts = p.points.assign(series=p.points["series"].map(escape_label))
+    unit = pareto.UNIT[p.metric]
+    traces = []
+    for (series, precision), s in pts.groupby(["series", "precision"], sort=False):
+        color = colors.get(series, "#333")
+        texts = [
+            quant.speedup_text(v, "ok" if t else "unstable")
+            for v, t in zip(s["speedup"], s["trusted"], strict=True)
+        ]
+        traces.append(
+            go.Scatter(
+                x=s["speedup"].tolist(),
+                y=s["drop"].tolist(),
+                customdata=[[t] for t in texts],
+                mode="markers",
+                name=f"{series} · {precision}",
+                visible=visible,
+                marker={
+                    "symbol": PRECISION_SYMBOLS.get(precision, "circle"),
+                    "size": 13,
+                    "color": [color if t else "white" for t in s["trusted"]],
+                    "line": {
+                        "width": [3 if sl else 1.5 for sl in s["slower"]],
+                        "color": [SLOWER_COLOR if sl else color for sl in s["slower"]],
+                    },
+                },
+                hovertemplate=f"%{{customdata[0]}} than fp32<br>%{{y:.3g}} {unit} lost"
+                f"<extra>{hover_literal(f'{series} · {precision}')}</extra>",
+            )
+        )
+    return traces
+
+
+def _front_and_reference(p: ParetoPanel, visible: bool) -> list[go.Scatter]:
+    """One panel's Pareto front, stepped from the fp32 reference, and that reference."""
+    from stackcost.report import pareto
+
+    xs, ys = pareto.front_line(p)
+    return [
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            line={"color": "#444", "dash": "dot", "shape": "vh"},
+            name="Pareto front",
+            visible=visible,
+            hoverinfo="skip",
+        ),
+        go.Scatter(
+            x=[1.0],
+            y=[0.0],
+            mode="markers",
+            marker={"symbol": "star", "size": 14, "color": "#000"},
+            name=pareto.REFERENCE,
+            visible=visible,
+            hovertemplate="fp32: 1×, nothing lost<extra></extra>",
+        ),
+    ]
+
+
+def _mark_slower_side(fig: go.Figure) -> None:
+    """The side below 1×, shaded and named: a point there costs accuracy and buys nothing."""
+    from stackcost.report import pareto
+
+    fig.add_vrect(
+        x0=0,
+        x1=1,
+        fillcolor=SLOWER_COLOR,
+        opacity=0.08,
+        line_width=0,
+        layer="below",
+        annotation_text=pareto.SLOWER_SIDE,
+        annotation_position="top left",
+        annotation_font_color=SLOWER_COLOR,
+    )
+    fig.add_vline(x=1.0, line_dash="dash", line_color="#444")
+
+
+def _pareto_axes(groups: list[ParetoPanel]) -> tuple[dict, dict]:
+    """The x axis (from 0, past the fastest point) and the y axis (the quality lost, named
+    for each metric the panels use), with room around the points: a marker at exactly 0
+    lost must not sit half under the axis."""
+    from stackcost.report import pareto
+
+    top = max(float(p.points["speedup"].max()) for p in groups)
+    lo = min(0.0, *(float(p.points["drop"].min()) for p in groups))
+    hi = max(0.0, *(float(p.points["drop"].max()) for p in groups))
+    pad = 0.08 * (hi - lo) or 0.5
+    metrics = {p.metric for p in groups}
+    ylabel = pareto.Y_LABEL[next(iter(metrics))]
+    if len(metrics) > 1:
+        ylabel = "quality lost: " + "; ".join(pareto.Y_LABEL[m] for m in sorted(metrics))
+    xaxis = {"title": {"text": pareto.X_LABEL}, "range": [0, max(2.0, top * 1.15)]}
+    yaxis = {"title": {"text": ylabel}, "range": [lo - pad, hi + pad]}
+    return xaxis, yaxis
+
+
 def pareto_figure(summ: pd.DataFrame, colors: dict[str, str]) -> tuple[go.Figure | None, str]:
     """Speedup over the same rung's fp32 against quality lost, one point per rung ×
     precision, per model and held workload (a selector switches them); the Pareto front
@@ -444,95 +569,23 @@ def pareto_figure(summ: pd.DataFrame, colors: dict[str, str]) -> tuple[go.Figure
         return None, note or "No quantized cell with a valid timing and an fp32 cell to divide by."
     colors = _escaped_colors(colors)
     fig = go.Figure()
-    owners: list[int] = []
+    owners: list[int] = []  # which panel each trace belongs to
     for gi, p in enumerate(groups):
-        pts = p.points.assign(series=p.points["series"].map(escape_label))
-        unit = pareto.UNIT[p.metric]
-        for (series, precision), s in pts.groupby(["series", "precision"], sort=False):
-            color = colors.get(series, "#333")
-            texts = [
-                quant.speedup_text(v, "ok" if t else "unstable")
-                for v, t in zip(s["speedup"], s["trusted"], strict=True)
-            ]
-            fig.add_trace(
-                go.Scatter(
-                    x=s["speedup"].tolist(),
-                    y=s["drop"].tolist(),
-                    customdata=[[t] for t in texts],
-                    mode="markers",
-                    name=f"{series} · {precision}",
-                    visible=gi == 0,
-                    marker={
-                        "symbol": PRECISION_SYMBOLS.get(precision, "circle"),
-                        "size": 13,
-                        # Hollow over an fp32 cell that is not ok; a red rim when slower.
-                        "color": [color if t else "white" for t in s["trusted"]],
-                        "line": {
-                            "width": [3 if sl else 1.5 for sl in s["slower"]],
-                            "color": [SLOWER_COLOR if sl else color for sl in s["slower"]],
-                        },
-                    },
-                    hovertemplate=f"%{{customdata[0]}} than fp32<br>%{{y:.3g}} {unit} lost"
-                    f"<extra>{hover_literal(f'{series} · {precision}')}</extra>",
-                )
-            )
+        visible = gi == 0
+        for trace in [*_pareto_points(p, colors, visible), *_front_and_reference(p, visible)]:
+            fig.add_trace(trace)
             owners.append(gi)
-        xs, ys = pareto.front_line(p)
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                line={"color": "#444", "dash": "dot", "shape": "vh"},
-                name="Pareto front",
-                visible=gi == 0,
-                hoverinfo="skip",
-            )
-        )
-        owners.append(gi)
-        fig.add_trace(
-            go.Scatter(
-                x=[1.0],
-                y=[0.0],
-                mode="markers",
-                marker={"symbol": "star", "size": 14, "color": "#000"},
-                name=pareto.REFERENCE,
-                visible=gi == 0,
-                hovertemplate="fp32: 1×, nothing lost<extra></extra>",
-            )
-        )
-        owners.append(gi)
     labels = [p.label for p in groups]
     masks = [[o == gi for o in owners] for gi in range(len(groups))]
-    # The slower side, shaded and named: a point there costs accuracy and buys nothing.
-    fig.add_vrect(
-        x0=0,
-        x1=1,
-        fillcolor=SLOWER_COLOR,
-        opacity=0.08,
-        line_width=0,
-        layer="below",
-        annotation_text=pareto.SLOWER_SIDE,
-        annotation_position="top left",
-        annotation_font_color=SLOWER_COLOR,
-    )
-    fig.add_vline(x=1.0, line_dash="dash", line_color="#444")
-    top = max(float(p.points["speedup"].max()) for p in groups)
-    # Room around the points: a marker at exactly 0 lost must not sit half under the axis.
-    lo = min(0.0, *(float(p.points["drop"].min()) for p in groups))
-    hi = max(0.0, *(float(p.points["drop"].max()) for p in groups))
-    pad = 0.08 * (hi - lo) or 0.5
+    _mark_slower_side(fig)
+    xaxis, yaxis = _pareto_axes(groups)
     title = "speedup over fp32 vs quality lost (Pareto)"
-    metrics = {p.metric for p in groups}
-    ylabel = pareto.Y_LABEL[next(iter(metrics))]
-    if len(metrics) > 1:
-        ylabel = "quality lost: " + "; ".join(pareto.Y_LABEL[m] for m in sorted(metrics))
     fig.update_layout(
         template=TEMPLATE,
         height=HEIGHT,
         title={"text": f"{title}: {escape_label(labels[0])}"},
-        xaxis={"title": {"text": pareto.X_LABEL}, "range": [0, max(2.0, top * 1.15)]},
-        yaxis={"title": {"text": ylabel}, "range": [lo - pad, hi + pad]},
+        xaxis=xaxis,
+        yaxis=yaxis,
         updatemenus=dropdown([escape_label(lab) for lab in labels], masks, title),
         margin={"t": 110},
         hovermode="closest",

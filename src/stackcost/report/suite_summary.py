@@ -308,6 +308,83 @@ def _h(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _means_html(summary: SuiteSummary, mode: str, precision: str, cuda: bool) -> list[str]:
+    """The group's geometric means vs the baseline: a row per backend, a column per metric."""
+    out = ['<div class="scroll"><table>']
+    out.append(f'<caption class="text">Geometric means vs {_h(summary.baseline)}</caption>')
+    out.append(
+        '<tr><th class="text">backend</th>'
+        + "".join(f"<th>{_h(label)}</th>" for label in METRICS.values())
+        + "</tr>"
+    )
+    for b in summary.backends:
+        cells = "".join(
+            f"<td>{_h(_mean(summary, mode, b, m, cuda, precision))}</td>" for m in METRICS
+        )
+        out.append(f'<tr><td class="text">{_h(b)}</td>{cells}</tr>')
+    out.append("</table></div>")
+    return out
+
+
+def _metric_html(summary: SuiteSummary, rows: list[Row], metric: str) -> list[str]:
+    """One metric per workload: a row per workload, a column per backend; the speedup
+    table also shows the baseline's own median."""
+    out = ['<div class="scroll"><table>']
+    out.append(
+        f'<caption class="text">{_h(_first_upper(METRICS[metric]))} vs '
+        f"{_h(summary.baseline)}, per workload</caption>"
+    )
+    head = '<th class="text">workload</th><th class="text">domain</th>'
+    if metric == "speedup":
+        head += f"<th>{_h(summary.baseline)} median</th>"
+    head += "".join(f"<th>{_h(b)}</th>" for b in summary.backends)
+    out.append(f"<tr>{head}</tr>")
+    for r in rows:
+        base = r.entries[summary.baseline]
+        tds = f'<td class="text">{_h(r.label)}</td><td class="text">{_h(r.domain)}</td>'
+        if metric == "speedup":
+            tds += f"<td>{_h(_median(base))}</td>"
+        tds += "".join(_td(r.entries[b], metric, r.device) for b in summary.backends)
+        out.append(f"<tr>{tds}</tr>")
+    out.append("</table></div>")
+    return out
+
+
+def _group_html(summary: SuiteSummary, mode: str, precision: str) -> list[str]:
+    """One (mode, precision)'s heading, means and per-workload tables, and what the means
+    leave out; one line instead where the baseline has nothing to compare with."""
+    rows = summary.rows_of(mode, precision)
+    cuda = any(r.device == "cuda" for r in rows)
+    name = MODE_NAMES.get(mode, mode)
+    if _shows_precision(summary, precision):
+        name += f" · {precision}"
+    out = [f"<h3>{_h(_first_upper(name))}</h3>"]
+    no_baseline = _no_baseline(summary, precision, rows)
+    if no_baseline:
+        out.append(f'<p class="note">{_h(_first_upper(no_baseline))}</p>')
+        return out
+    out += _means_html(summary, mode, precision, cuda)
+    metrics = ["speedup", "cpu_memory"]
+    if summary.has_device_memory:
+        metrics.append("device_memory")
+    for metric in metrics:
+        out += _metric_html(summary, rows, metric)
+    if not summary.has_device_memory:
+        out.append(
+            '<p class="note">No device memory: every cell ran on the CPU, so the device '
+            "memory ratio is — throughout.</p>"
+        )
+    left_out = summary.not_counted(mode, precision)
+    if left_out:
+        out.append(f"<p>Not in the {_h(_means_name(summary, mode, precision))}:</p>")
+        out.append('<ul class="notes">')
+        for r, b, e in left_out:
+            why = f" — {e.reason}" if e.reason and e.reason != e.status else ""
+            out.append(f"<li>{_h(r.label)} · {_h(b)}: <b>{_h(e.status)}</b>{_h(why)}</li>")
+        out.append("</ul>")
+    return out
+
+
 def suite_section(
     runs: Sequence[RunResult] | SuiteSummary,
     title: str = "",
@@ -326,64 +403,7 @@ def suite_section(
     if not summary.rows:
         out.append('<p class="note">No stored runs to summarize.</p>')
     for mode, precision in summary.groups:
-        rows = summary.rows_of(mode, precision)
-        cuda = any(r.device == "cuda" for r in rows)
-        name = MODE_NAMES.get(mode, mode)
-        if _shows_precision(summary, precision):
-            name += f" · {precision}"
-        out.append(f"<h3>{_h(_first_upper(name))}</h3>")
-        no_baseline = _no_baseline(summary, precision, rows)
-        if no_baseline:
-            out.append(f'<p class="note">{_h(_first_upper(no_baseline))}</p>')
-            continue
-        out.append('<div class="scroll"><table>')
-        out.append(f'<caption class="text">Geometric means vs {_h(summary.baseline)}</caption>')
-        out.append(
-            '<tr><th class="text">backend</th>'
-            + "".join(f"<th>{_h(label)}</th>" for label in METRICS.values())
-            + "</tr>"
-        )
-        for b in summary.backends:
-            cells = "".join(
-                f"<td>{_h(_mean(summary, mode, b, m, cuda, precision))}</td>" for m in METRICS
-            )
-            out.append(f'<tr><td class="text">{_h(b)}</td>{cells}</tr>')
-        out.append("</table></div>")
-        metrics = ["speedup", "cpu_memory"]
-        if summary.has_device_memory:
-            metrics.append("device_memory")
-        for metric in metrics:
-            out.append('<div class="scroll"><table>')
-            out.append(
-                f'<caption class="text">{_h(_first_upper(METRICS[metric]))} vs '
-                f"{_h(summary.baseline)}, per workload</caption>"
-            )
-            head = '<th class="text">workload</th><th class="text">domain</th>'
-            if metric == "speedup":
-                head += f"<th>{_h(summary.baseline)} median</th>"
-            head += "".join(f"<th>{_h(b)}</th>" for b in summary.backends)
-            out.append(f"<tr>{head}</tr>")
-            for r in rows:
-                base = r.entries[summary.baseline]
-                tds = f'<td class="text">{_h(r.label)}</td><td class="text">{_h(r.domain)}</td>'
-                if metric == "speedup":
-                    tds += f"<td>{_h(_median(base))}</td>"
-                tds += "".join(_td(r.entries[b], metric, r.device) for b in summary.backends)
-                out.append(f"<tr>{tds}</tr>")
-            out.append("</table></div>")
-        if not summary.has_device_memory:
-            out.append(
-                '<p class="note">No device memory: every cell ran on the CPU, so the device '
-                "memory ratio is — throughout.</p>"
-            )
-        left_out = summary.not_counted(mode, precision)
-        if left_out:
-            out.append(f"<p>Not in the {_h(_means_name(summary, mode, precision))}:</p>")
-            out.append('<ul class="notes">')
-            for r, b, e in left_out:
-                why = f" — {e.reason}" if e.reason and e.reason != e.status else ""
-                out.append(f"<li>{_h(r.label)} · {_h(b)}: <b>{_h(e.status)}</b>{_h(why)}</li>")
-            out.append("</ul>")
+        out += _group_html(summary, mode, precision)
     for mode in summary.modes:
         for precision in summary.quantized(mode):
             out.extend(_versus_html(summary, mode, precision))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from rich.table import Table
@@ -203,104 +204,128 @@ TIME_CAP_NOTE = (
 )
 
 
-def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
-    cells = result.cells()
-    # Runs execute series by series (so pruning can bite); read them workload by workload.
-    # Scenarios too, in the order given (--scenario single-stream,server), not by name.
+def _workload_order(cells: list[CellResult]) -> list[CellResult]:
+    """Runs execute series by series (so pruning can bite); read them workload by workload,
+    the scenarios in the order given (--scenario single-stream,server), not by name, and
+    the backends in the run's order."""
     ladder = {b: i for i, b in enumerate(dict.fromkeys(c.cell.backend for c in cells))}
     given = {s: i for i, s in enumerate(dict.fromkeys(_scenario_label(c) for c in cells))}
-    cells.sort(
-        key=lambda c: (_group_key(c, WORKLOAD), given[_scenario_label(c)], ladder[c.cell.backend])
+    return sorted(
+        cells,
+        key=lambda c: (_group_key(c, WORKLOAD), given[_scenario_label(c)], ladder[c.cell.backend]),
     )
-    speed = speedups(cells, baseline)
-    # Quantized cells add what they buy and cost: speed over fp32, weights, agreement.
-    quantized = any(quant.is_quantized(c.cell.precision) for c in cells)
-    over_fp32 = fp32_speedups(cells) if quantized else {}
-    varying, title = _shared(cells)
-    # One column per size axis of the run, headed by name and unit; a model without that
-    # axis leaves it blank. Numbers stay numbers (right-aligned, the unit said once, not
-    # on every row as one "size" column of '224 px' and '128 tokens' would), and an image
-    # run keeps its single column of pixel sides.
-    sizes = size_axes(c.cell for c in cells)
-    # Model names and reasons come from users and exceptions: Text, never markup.
-    table = FitTable(
-        title=Text(f"run {result.run_id}: {title}"),
-        header_style="bold",
-        drop=DROP,
-        hint=f" or read `stackcost report {result.run_id} --format md`",
-    )
-    # LoadGen scenario cells (stackcost.scenarios) add their columns; a timed-loop run's
-    # table stays as it was.
-    scenarios = any(c.cell.scenario is not None for c in cells)
-    spread = any(c.spreads is not None for c in cells)
-    columns = [
-        *varying,
-        "batch",
-        *(size_heading(a) for a in sizes),
-        "backend",
-        *(["scenario"] if scenarios else []),
-        "status",
-        *(["LoadGen", "verdict"] if scenarios else []),
-        "reps",
-        "latency ± CI",
-        "throughput",
-        f"vs {baseline}",
-        "peak RSS (Δ)",
-        "first call",
-        "startup",
-        "rel err",
-        *([SPREAD] if spread else []),
-        *(["vs fp32", "weights", "top-1 agree", "KL"] if quantized else []),
-    ]
-    for name in columns:
-        text = name in ("backend", "status", "model", "scenario", "verdict", "weights")
-        # fold, not ellipsis: a reason wraps word by word and is never cut short; numbers
-        # are right-aligned, which keeps them whole (fit).
-        table.add_column(Text(name), justify="left" if text else "right", overflow="fold")
-    for i, c in enumerate(cells):
-        cell = c.cell
-        reps, latency, throughput, first, startup = _timing(c)
-        mem, rel_err = c.peak_memory, c.max_rel_err
-        status = status_text(c.status, cell_reason(c))
-        # RSS grew with the iteration count in repetitions that agree: see measure/leak.py
-        if (leak := c.leak_bytes_per_iter) is not None:
-            status.append(f"\nleak {leak / 1024:.1f} KiB/iter", style="red")
-        elif (leak := c.leak_suspected_bytes_per_iter) is not None:
-            status.append(f"\nleak? {leak / 1024:.1f} KiB/iter (1 rep)", style="yellow")
-        extra = {
-            "model": cell.model.name,
-            "prec": cell.precision,
-            "thr": str(cell.threads),
-            "device": cell.device,
-            "mode": cell.mode,
-        }
-        ratio = speed.get(i)
-        view = scenario_view(c)
-        scenario_cols = []
-        if scenarios:
-            scenario_cols = [
-                Text(view.label if view else TIMED_LOOP_LABEL),
-                status,
-                Text(view.shown() if view else "—"),
-                Text(view.verdict if view else "—", style=_verdict_style(view)),
-            ]
-        table.add_row(
-            *(Text(extra[v]) for v in varying),
-            str(cell.batch_size),
-            *(size_value(cell, a) for a in sizes),
-            Text(cell.backend),
-            *(scenario_cols or [status]),
-            reps,
-            latency,
-            throughput,
-            Text(ratio_text(ratio.value, ratio.base_status) if ratio else "—"),
-            f"{mib(mem.peak_rss_bytes)} ({mib(mem.peak_over_baseline_bytes)})" if mem else "—",
-            first,
-            startup,
-            sci(rel_err),
-            *([_spread(c)] if spread else []),
-            *(_quant_columns(c, over_fp32.get(i)) if quantized else []),
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Which of the table's optional columns a run has.
+
+    One column per size axis of the run, headed by name and unit; a model without that
+    axis leaves it blank. Numbers stay numbers (right-aligned, the unit said once, not on
+    every row as one "size" column of '224 px' and '128 tokens' would), and an image run
+    keeps its single column of pixel sides. LoadGen scenario cells (stackcost.scenarios)
+    add their columns, and quantized cells what they buy and cost: speed over fp32,
+    weights, agreement; a timed-loop fp32 run's table stays as it was.
+    """
+
+    varying: list[str]  # the axes of _shared that differ between cells
+    sizes: list[str]
+    scenarios: bool
+    spread: bool
+    quantized: bool
+
+    @classmethod
+    def of(cls, cells: list[CellResult], varying: list[str]) -> _Columns:
+        return cls(
+            varying=varying,
+            sizes=size_axes(c.cell for c in cells),
+            scenarios=any(c.cell.scenario is not None for c in cells),
+            spread=any(c.spreads is not None for c in cells),
+            quantized=any(quant.is_quantized(c.cell.precision) for c in cells),
         )
+
+    def names(self, baseline: str) -> list[str]:
+        return [
+            *self.varying,
+            "batch",
+            *(size_heading(a) for a in self.sizes),
+            "backend",
+            *(["scenario"] if self.scenarios else []),
+            "status",
+            *(["LoadGen", "verdict"] if self.scenarios else []),
+            "reps",
+            "latency ± CI",
+            "throughput",
+            f"vs {baseline}",
+            "peak RSS (Δ)",
+            "first call",
+            "startup",
+            "rel err",
+            *([SPREAD] if self.spread else []),
+            *(["vs fp32", "weights", "top-1 agree", "KL"] if self.quantized else []),
+        ]
+
+
+def _status(c: CellResult) -> Text:
+    """The cell's status and reason, and a leak where RSS grew with the iteration count in
+    repetitions that agree (measure/leak.py), or in the one repetition there is."""
+    status = status_text(c.status, cell_reason(c))
+    if (leak := c.leak_bytes_per_iter) is not None:
+        status.append(f"\nleak {leak / 1024:.1f} KiB/iter", style="red")
+    elif (leak := c.leak_suspected_bytes_per_iter) is not None:
+        status.append(f"\nleak? {leak / 1024:.1f} KiB/iter (1 rep)", style="yellow")
+    return status
+
+
+def _row(c: CellResult, cols: _Columns, ratio: Ratio | None, over_fp32: Ratio | None) -> list:
+    """One cell's row, in _Columns.names' order; user strings as Text, never markup."""
+    cell = c.cell
+    reps, latency, throughput, first, startup = _timing(c)
+    mem = c.peak_memory
+    status = _status(c)
+    extra = {
+        "model": cell.model.name,
+        "prec": cell.precision,
+        "thr": str(cell.threads),
+        "device": cell.device,
+        "mode": cell.mode,
+    }
+    scenario_cols = []
+    if cols.scenarios:
+        view = scenario_view(c)
+        scenario_cols = [
+            Text(view.label if view else TIMED_LOOP_LABEL),
+            status,
+            Text(view.shown() if view else "—"),
+            Text(view.verdict if view else "—", style=_verdict_style(view)),
+        ]
+    return [
+        *(Text(extra[v]) for v in cols.varying),
+        str(cell.batch_size),
+        *(size_value(cell, a) for a in cols.sizes),
+        Text(cell.backend),
+        *(scenario_cols or [status]),
+        reps,
+        latency,
+        throughput,
+        Text(ratio_text(ratio.value, ratio.base_status) if ratio else "—"),
+        f"{mib(mem.peak_rss_bytes)} ({mib(mem.peak_over_baseline_bytes)})" if mem else "—",
+        first,
+        startup,
+        sci(c.max_rel_err),
+        *([_spread(c)] if cols.spread else []),
+        *(_quant_columns(c, over_fp32) if cols.quantized else []),
+    ]
+
+
+def _caption(
+    result: RunResult,
+    cells: list[CellResult],
+    baseline: str,
+    speed: dict[int, Ratio],
+    cols: _Columns,
+) -> str:
+    """What the columns mean, then a line for each mark or rule the table uses."""
     caption = (
         "reps = repetitions, each its own process; latency ± CI = the mean of the "
         "repetitions' medians ± the half-width of the 95% t-interval over them; with 1 rep, "
@@ -312,17 +337,17 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         "rel err = max|out-ref|/max|ref| vs eager fp32"
     )
     caption += "".join(f"\n{line}" for line in weights_lines(c.cell.model for c in cells))
-    if quantized:
+    if cols.quantized:
         caption += (
             f"\n{quant.SPEEDUP_NOTE}; weights in MB (10^6 bytes), beside the same weights "
             f"in fp32; {quant.ACCURACY_NOTE}"
         )
         caption += "".join(f"\n{line}" for line in quant.isa_lines([(result.run_id, result.env)]))
-    if spread:
+    if cols.spread:
         caption += "\n" + SPREAD_NOTE
     if (cell_ci := result.spec.get("cell_ci")) is not None:
         caption += "\n" + rule_note(cells, cell_ci, result.spec.get("max_repeats", 0))
-    if scenarios:
+    if cols.scenarios:
         caption += "\n" + SCENARIO_CAPTION
     if any(r.base_status != "ok" for r in speed.values()):
         caption += "\n" + ratio_note(baseline)
@@ -330,7 +355,33 @@ def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
         caption += "\n" + DISTURBED_NOTE
     if any(c.status == "unstable" and "time cap" in cell_reason(c) for c in cells):
         caption += "\n" + TIME_CAP_NOTE
-    table.caption = Text(caption)
+    return caption
+
+
+def results_table(result: RunResult, baseline: str = BASELINE) -> Table:
+    """The run's cells as a terminal table, workload by workload: latency, throughput and
+    the ratio to `baseline` on the same workload, memory, startup and error, with a caption
+    that says what the columns and marks mean."""
+    cells = _workload_order(result.cells())
+    speed = speedups(cells, baseline)
+    varying, title = _shared(cells)
+    cols = _Columns.of(cells, varying)
+    over_fp32 = fp32_speedups(cells) if cols.quantized else {}
+    # Model names and reasons come from users and exceptions: Text, never markup.
+    table = FitTable(
+        title=Text(f"run {result.run_id}: {title}"),
+        header_style="bold",
+        drop=DROP,
+        hint=f" or read `stackcost report {result.run_id} --format md`",
+    )
+    for name in cols.names(baseline):
+        text = name in ("backend", "status", "model", "scenario", "verdict", "weights")
+        # fold, not ellipsis: a reason wraps word by word and is never cut short; numbers
+        # are right-aligned, which keeps them whole (fit).
+        table.add_column(Text(name), justify="left" if text else "right", overflow="fold")
+    for i, c in enumerate(cells):
+        table.add_row(*_row(c, cols, speed.get(i), over_fp32.get(i)))
+    table.caption = Text(_caption(result, cells, baseline, speed, cols))
     return table
 
 

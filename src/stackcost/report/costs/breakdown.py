@@ -61,106 +61,166 @@ def breakdown_notes(rows: list[Row]) -> list[str]:
     return notes
 
 
+def _part_order(shown: list[Row]) -> list[str]:
+    """The parts the cells have: the profilers' known ones in their order, then the rest."""
+    known = [*CPU_PARTS, *GPU_PARTS]
+    seen = list(dict.fromkeys(k for r in shown for k in r.rep.breakdown.parts_ms))
+    return [p for p in known if p in seen] + [p for p in seen if p not in known]
+
+
+def _pct(ms: float | None, wall: float) -> float | None:
+    """`ms` as a percentage of the cell's profiled wall; None where there is none."""
+    return None if ms is None or wall <= 0 else 100 * ms / wall
+
+
+# One trace of the figure: the trace, the rows it draws, and its y in ms per row (the unit
+# toggle recomputes the y of every trace as a share of each row's wall).
+_Layer = tuple[go.Bar | go.Scatter, list[Row], list[float | None]]
+
+
+def _part_bar(shown: list[Row], part: str | None, color: str) -> _Layer:
+    """One stacked part across the cells; part None is the remainder, hatched."""
+    ys, custom = [], []
+    for r in shown:
+        b = r.rep.breakdown
+        ms = b.remainder_ms if part is None else b.parts_ms.get(part)
+        ys.append(ms)
+        share = f"{ms / b.wall_ms:.1%}" if ms is not None and b.wall_ms > 0 else "—"
+        custom.append(
+            [
+                _top(r.rep),
+                share,
+                f"{b.wall_ms:.4g}",
+                b.iters,
+                escape_label(r.label),
+                "—" if ms is None else f"{ms:.4g}",
+            ]
+        )
+    name = "remainder (not seen by the profiler)" if part is None else escape_label(part)
+    marker: dict[str, Any] = {"color": color}
+    if part is None:
+        marker["pattern"] = {"shape": "/", "fgcolor": "#555", "solidity": 0.3}
+    bar = go.Bar(
+        x=workload_axis(shown),
+        y=ys,
+        name=name,
+        marker=marker,
+        customdata=custom,
+        hovertemplate="%{customdata[4]}<br>"
+        f"{hover_literal(name)}: %{{customdata[5]}} ms/iter (%{{customdata[1]}} of the "
+        "%{customdata[2]} ms wall)<br>%{customdata[0]}"
+        "<br>profiled over %{customdata[3]} iterations<extra></extra>",
+    )
+    return bar, shown, ys
+
+
+def _part_bars(shown: list[Row]) -> list[_Layer]:
+    """Every part's bar, then the remainder's; parts without a colour of their own take
+    the palette's next."""
+    extra_colors = iter(PALETTE[5:])
+    bars = []
+    for part in [*_part_order(shown), None]:
+        color = (
+            REMAINDER_COLOR
+            if part is None
+            else PART_COLORS.get(part) or next(extra_colors, "#7f7f7f")
+        )
+        bars.append(_part_bar(shown, part, color))
+    return bars
+
+
+def _reference_marks(shown: list[Row]) -> list[_Layer]:
+    """What the bars are read against: the same step timed without the profiler (a black
+    tick) and the timed loop's median (a white diamond), where the cells have them."""
+    marks: list[_Layer] = []
+    ref = [r for r in shown if r.rep.breakdown.unprofiled_wall_ms is not None]
+    if ref:
+        ys = [r.rep.breakdown.unprofiled_wall_ms for r in ref]
+        tick = go.Scatter(
+            x=workload_axis(ref),
+            y=ys,
+            mode="markers",
+            name="unprofiled wall (same step, no profiler)",
+            marker={
+                "symbol": "line-ew-open",
+                "size": 28,
+                "color": "#000",
+                "line": {"width": 3, "color": "#000"},
+            },
+            customdata=[
+                [escape_label(r.label), f"{r.rep.breakdown.unprofiled_wall_ms:.4g}"] for r in ref
+            ],
+            hovertemplate="%{customdata[0]}<br>unprofiled wall %{customdata[1]} ms/iter"
+            "<extra></extra>",
+        )
+        marks.append((tick, ref, ys))
+    timed = [r for r in shown if r.median_ms is not None]
+    if timed:
+        ys = [r.median_ms for r in timed]
+        diamond = go.Scatter(
+            x=workload_axis(timed),
+            y=ys,
+            mode="markers",
+            name="median of the timed loop (the report's latency)",
+            marker={"symbol": "diamond", "size": 9, "color": "#fff", "line": {"width": 2}},
+            customdata=[[escape_label(r.label), f"{r.median_ms:.4g}"] for r in timed],
+            hovertemplate="%{customdata[0]}<br>timed loop median %{customdata[1]} ms per "
+            "batch<extra></extra>",
+        )
+        marks.append((diamond, timed, ys))
+    return marks
+
+
+def _unit_buttons(y_ms: list[list[float | None]], y_pct: list[list[float | None]]) -> dict:
+    """Buttons switching every trace between ms and shares of each cell's profiled wall."""
+    return {
+        "type": "buttons",
+        "direction": "right",
+        "x": 1,
+        "xanchor": "right",
+        "y": 1.12,
+        "yanchor": "bottom",
+        "buttons": [
+            {
+                "label": "ms per iteration",
+                "method": "update",
+                "args": [{"y": y_ms}, {"yaxis.title.text": Y_MS}],
+            },
+            {
+                "label": "share of the profiled wall (%)",
+                "method": "update",
+                "args": [{"y": y_pct}, {"yaxis.title.text": Y_PCT}],
+            },
+        ],
+    }
+
+
+BREAKDOWN_NOTE = (
+    "Bars are the profiled pass's wall per iteration split by the profiler's timeline; "
+    "the hatched remainder is wall the timeline did not see (negative: the parts "
+    "overlap or overrun the wall). The black tick is the same step timed without the "
+    "profiler: the gap up to the bar's top is instrumentation (a tick above the bar "
+    "means the reference ran slower than the profiled pass: interference, not "
+    "instrumentation). The white diamond is the timed loop's median, the latency the "
+    "rest of the report shows. The buttons switch "
+    "between milliseconds and shares of each cell's profiled wall (for backends whose "
+    "times differ by orders of magnitude)."
+)
+
+
 def breakdown_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
     """Stacked per-iteration parts per backend, grouped by workload; remainder hatched."""
     notes = breakdown_notes(rows)
     shown = [r for r in rows if r.rep.breakdown is not None]
     if not shown:
         return Panel(None, "No profiled cell has a breakdown.", notes)
-    known = [*CPU_PARTS, *GPU_PARTS]
-    seen = list(dict.fromkeys(k for r in shown for k in r.rep.breakdown.parts_ms))
-    parts = [p for p in known if p in seen] + [p for p in seen if p not in known]
-    x = workload_axis(shown)
     fig = go.Figure()
-    extra_colors = iter(PALETTE[5:])
     y_ms: list[list[float | None]] = []  # per trace: ms per iteration
     y_pct: list[list[float | None]] = []  # per trace: % of the profiled wall
-
-    def pct(ms: float | None, wall: float) -> float | None:
-        return None if ms is None or wall <= 0 else 100 * ms / wall
-
-    for part in [*parts, None]:
-        ys, custom = [], []
-        for r in shown:
-            b = r.rep.breakdown
-            ms = b.remainder_ms if part is None else b.parts_ms.get(part)
-            ys.append(ms)
-            share = f"{ms / b.wall_ms:.1%}" if ms is not None and b.wall_ms > 0 else "—"
-            custom.append(
-                [
-                    _top(r.rep),
-                    share,
-                    f"{b.wall_ms:.4g}",
-                    b.iters,
-                    escape_label(r.label),
-                    "—" if ms is None else f"{ms:.4g}",
-                ]
-            )
-        y_ms.append(ys)
-        y_pct.append([pct(ms, r.rep.breakdown.wall_ms) for ms, r in zip(ys, shown, strict=True)])
-        name = "remainder (not seen by the profiler)" if part is None else escape_label(part)
-        marker: dict[str, Any] = {
-            "color": REMAINDER_COLOR
-            if part is None
-            else PART_COLORS.get(part) or next(extra_colors, "#7f7f7f")
-        }
-        if part is None:
-            marker["pattern"] = {"shape": "/", "fgcolor": "#555", "solidity": 0.3}
-        fig.add_trace(
-            go.Bar(
-                x=x,
-                y=ys,
-                name=name,
-                marker=marker,
-                customdata=custom,
-                hovertemplate="%{customdata[4]}<br>"
-                f"{hover_literal(name)}: %{{customdata[5]}} ms/iter (%{{customdata[1]}} of the "
-                "%{customdata[2]} ms wall)<br>%{customdata[0]}"
-                "<br>profiled over %{customdata[3]} iterations<extra></extra>",
-            )
-        )
-    ref = [r for r in shown if r.rep.breakdown.unprofiled_wall_ms is not None]
-    if ref:
-        y_ms.append([r.rep.breakdown.unprofiled_wall_ms for r in ref])
-        y_pct.append(
-            [pct(r.rep.breakdown.unprofiled_wall_ms, r.rep.breakdown.wall_ms) for r in ref]
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=workload_axis(ref),
-                y=[r.rep.breakdown.unprofiled_wall_ms for r in ref],
-                mode="markers",
-                name="unprofiled wall (same step, no profiler)",
-                marker={
-                    "symbol": "line-ew-open",
-                    "size": 28,
-                    "color": "#000",
-                    "line": {"width": 3, "color": "#000"},
-                },
-                customdata=[
-                    [escape_label(r.label), f"{r.rep.breakdown.unprofiled_wall_ms:.4g}"]
-                    for r in ref
-                ],
-                hovertemplate="%{customdata[0]}<br>unprofiled wall %{customdata[1]} ms/iter"
-                "<extra></extra>",
-            )
-        )
-    timed = [r for r in shown if r.median_ms is not None]
-    if timed:
-        y_ms.append([r.median_ms for r in timed])
-        y_pct.append([pct(r.median_ms, r.rep.breakdown.wall_ms) for r in timed])
-        fig.add_trace(
-            go.Scatter(
-                x=workload_axis(timed),
-                y=y_ms[-1],
-                mode="markers",
-                name="median of the timed loop (the report's latency)",
-                marker={"symbol": "diamond", "size": 9, "color": "#fff", "line": {"width": 2}},
-                customdata=[[escape_label(r.label), f"{r.median_ms:.4g}"] for r in timed],
-                hovertemplate="%{customdata[0]}<br>timed loop median %{customdata[1]} ms per "
-                "batch<extra></extra>",
-            )
-        )
+    for trace, drawn, ms in [*_part_bars(shown), *_reference_marks(shown)]:
+        fig.add_trace(trace)
+        y_ms.append(ms)
+        y_pct.append([_pct(v, r.rep.breakdown.wall_ms) for v, r in zip(ms, drawn, strict=True)])
     fig.update_layout(
         template=TEMPLATE,
         height=HEIGHT + 40,
@@ -170,42 +230,10 @@ def breakdown_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
         xaxis={"title": {"text": "workload · backend"}},
         legend={"traceorder": "normal"},
         hovermode="closest",
-        updatemenus=[
-            {
-                "type": "buttons",
-                "direction": "right",
-                "x": 1,
-                "xanchor": "right",
-                "y": 1.12,
-                "yanchor": "bottom",
-                "buttons": [
-                    {
-                        "label": "ms per iteration",
-                        "method": "update",
-                        "args": [{"y": y_ms}, {"yaxis.title.text": Y_MS}],
-                    },
-                    {
-                        "label": "share of the profiled wall (%)",
-                        "method": "update",
-                        "args": [{"y": y_pct}, {"yaxis.title.text": Y_PCT}],
-                    },
-                ],
-            }
-        ],
+        updatemenus=[_unit_buttons(y_ms, y_pct)],
         margin={"t": 120},
     )
-    note = (
-        "Bars are the profiled pass's wall per iteration split by the profiler's timeline; "
-        "the hatched remainder is wall the timeline did not see (negative: the parts "
-        "overlap or overrun the wall). The black tick is the same step timed without the "
-        "profiler: the gap up to the bar's top is instrumentation (a tick above the bar "
-        "means the reference ran slower than the profiled pass: interference, not "
-        "instrumentation). The white diamond is the timed loop's median, the latency the "
-        "rest of the report shows. The buttons switch "
-        "between milliseconds and shares of each cell's profiled wall (for backends whose "
-        "times differ by orders of magnitude)."
-    )
-    return Panel(fig, note, notes)
+    return Panel(fig, BREAKDOWN_NOTE, notes)
 
 
 def op_tables(rows: list[Row]) -> list[dict[str, Any]]:

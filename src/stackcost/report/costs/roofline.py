@@ -93,21 +93,12 @@ def rep_intensity(rep: RepetitionResult) -> float | None:
     return w.flops / w.bytes
 
 
-def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
-    pts = [r for r in rows if rep_intensity(r.rep) is not None and (r.rep.achieved_gflops or 0) > 0]
-    notes = [
-        f"{r.label}: no FLOP count or no achieved GFLOP/s"
-        + (f" ({'; '.join(r.rep.profile_notes)})" if r.rep.profile_notes else "")
-        for r in rows
-        if r not in pts
-    ]
-    if not pts:
-        return Panel(None, "No profiled cell has both a FLOP count and a byte estimate.", notes)
-    all_roofs = roofs(pts)
+def _missing_peak_notes(pts: list[Row]) -> list[str]:
+    """Per (device, threads, precision) with no measured peak: its points have no roof."""
     missing = sorted(
         {(r.cell.device, r.cell.threads, r.cell.precision) for r in pts if r.peak_gflops is None}
     )
-    notes += [
+    return [
         (
             f"no measured {p} peak at {t} threads: those points have no roof"
             + (" (bf16 peak only where the CPU has native bf16)" if p != "fp32" else "")
@@ -117,6 +108,11 @@ def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
         )
         for d, t, p in missing
     ]
+
+
+def _above_roof_notes(pts: list[Row]) -> list[str]:
+    """Points above their own roof: the byte estimate or the peak is off, and says which."""
+    notes = []
     for r in pts:
         ceiling = None
         if r.peak_gflops is not None and r.peaks is not None:
@@ -127,15 +123,20 @@ def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
                 f"({ceiling:.4g} GFLOP/s at {rep_intensity(r.rep):.3g} FLOP/byte): the byte "
                 "estimate overcounts the memory traffic (cache reuse), or the peak is low"
             )
+    return notes
+
+
+def _roof_traces(pts: list[Row], all_roofs: list[Roof]) -> list[go.Scatter]:
+    """Each roof as a line, over the intensities of the points and ridges with room around."""
     intens = [rep_intensity(r.rep) for r in pts]
     ridges = [rf.peak_gflops / rf.stream_gbs for rf in all_roofs]
     lo = min([*intens, *ridges]) / 4
     hi = max([*intens, *ridges]) * 4
-    fig = go.Figure()
     many_runs = len({run for rf in all_roofs for run in rf.runs}) > 1
+    traces = []
     for i, rf in enumerate(all_roofs):
         xs, ys = rf.points(lo, hi)
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=xs,
                 y=ys,
@@ -145,8 +146,15 @@ def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
                 hovertemplate="ceiling %{y:.4g} GFLOP/s at %{x:.3g} FLOP/byte<extra></extra>",
             )
         )
+    return traces
+
+
+def _point_traces(pts: list[Row], colors: dict[str, str]) -> list[go.Scatter]:
+    """One trace per series, or per (series, thread count) where the points span several:
+    colour says the backend, shape the thread count."""
     threads = sorted({r.cell.threads for r in pts})
-    split = len(threads) > 1  # one trace per (series, threads): shape = thread count
+    split = len(threads) > 1
+    traces = []
     for series, t in dict.fromkeys((r.series, r.cell.threads if split else None) for r in pts):
         part = [r for r in pts if r.series == series and (t is None or r.cell.threads == t)]
         name = escape_label(series if t is None else f"{series} · {t} thr")
@@ -162,7 +170,7 @@ def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
                     f"{r.rep.work.bytes / 2**20:.4g}",
                 ]
             )
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=[rep_intensity(r.rep) for r in part],
                 y=[r.rep.achieved_gflops for r in part],
@@ -181,6 +189,26 @@ def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
                 f" (estimated)<extra>{hover_literal(escape_label(series))}</extra>",
             )
         )
+    return traces
+
+
+def roofline_figure(rows: list[Row], colors: dict[str, str]) -> Panel:
+    """Each cell with a FLOP count and a byte estimate at its arithmetic intensity and
+    achieved GFLOP/s, under the roofs of the peaks measured where it ran; notes say which
+    cells are not drawn, which have no roof and which sit above theirs."""
+    pts = [r for r in rows if rep_intensity(r.rep) is not None and (r.rep.achieved_gflops or 0) > 0]
+    notes = [
+        f"{r.label}: no FLOP count or no achieved GFLOP/s"
+        + (f" ({'; '.join(r.rep.profile_notes)})" if r.rep.profile_notes else "")
+        for r in rows
+        if r not in pts
+    ]
+    if not pts:
+        return Panel(None, "No profiled cell has both a FLOP count and a byte estimate.", notes)
+    notes += _missing_peak_notes(pts) + _above_roof_notes(pts)
+    fig = go.Figure()
+    for trace in [*_roof_traces(pts, roofs(pts)), *_point_traces(pts, colors)]:
+        fig.add_trace(trace)
     fig.update_layout(
         template=TEMPLATE,
         height=HEIGHT + 40,
