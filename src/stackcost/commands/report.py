@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from stackcost.backends import BASELINE, check_name
+from stackcost.api.catalog import BASELINE, check_backend
 from stackcost.clip import shown
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_dir, check_output_file, write_output, writing
@@ -49,7 +49,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from stackcost.api import load_runs
 
-    check_name(args.baseline)  # a typo would leave every ratio blank, silently
+    check_backend(args.baseline)  # a typo would leave every ratio blank, silently
     default = "report.html" if args.format == "html" else None  # else stdout
     output = args.output or default
     # Before the store is read and the report rendered: a bad output costs nothing.
