@@ -29,38 +29,20 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.backends import check_name, load_backend
+    from stackcost.api.build import build_native
     from stackcost.errors import SpecError
-    from stackcost.native.build import BuildError
     from stackcost.runspec.grammar import split_list
 
-    backends = []
-    for name in split_list(args.backends, "--backends", "libtorch,onednn"):
-        try:
-            check_name(name)
-        except SpecError as exc:
-            console.print(Text(str(exc), style="red"))
-            return 2
-        backends.append((name, load_backend(name)))
-    status = 0
-    built: dict[str, tuple[list[str], Any]] = {}  # executable -> (backends, first build)
-    failed: dict[str, list[str]] = {}  # message -> backends (sharing a program: retried)
-    for name, backend in backends:
-        try:
-            build = backend.build(args.cache_dir)
-        except BuildError as exc:
-            failed.setdefault(str(exc), []).append(name)
-            status = 1
-            continue
-        if build is None:
-            console.print(Text(f"{name} has nothing to build (not a native backend)", style="red"))
-            return 2
-        # Backends sharing a program built it once: the later ones found it cached.
-        built.setdefault(str(build.executable), ([], build))[0].append(name)
-    for message, names in failed.items():
-        console.print(Text(f"{', '.join(names)}: build failed", style="red"))
-        console.print(message, markup=False, highlight=False)
-    for executable, (names, build) in built.items():
-        what = f"compiled in {build.seconds:.1f} s" if build.compiled else "cached"
-        console.print(f"{', '.join(names)}: {executable} ({what})", markup=False)
-    return status
+    names = split_list(args.backends, "--backends", "libtorch,onednn")
+    try:
+        result = build_native(names, args.cache_dir)
+    except SpecError as exc:  # said on stdout, as a build's outcome, not as a usage error
+        console.print(Text(str(exc), style="red"))
+        return 2
+    for failure in result.failed:
+        console.print(Text(f"{', '.join(failure.backends)}: build failed", style="red"))
+        console.print(failure.message, markup=False, highlight=False)
+    for program in result.built:
+        what = f"compiled in {program.seconds:.1f} s" if program.compiled else "cached"
+        console.print(f"{', '.join(program.backends)}: {program.executable} ({what})", markup=False)
+    return 0 if result.ok else 1
