@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from stackcost.commands.train import save_initial_weights
+from stackcost.api.training_weights import save_initial_weights
 from stackcost.execute.worker import run_task
 from stackcost.result import MEASURED_STATUSES
 from stackcost.runspec.train import TrainSpec
