@@ -13,7 +13,6 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LONG = {
     "stackcost/backends/openvino.py": {"OpenVINOBackend.prepare": 85},
     "stackcost/commands/ab.py": {"add_parser": 95},
-    "stackcost/commands/axes.py": {"add_axis_args": 84},
     "stackcost/commands/heldout.py": {"add_parser": 86},
     "stackcost/compare/bisect.py": {"bisect": 131},
     "stackcost/execute/interleave.py": {"_burst_block": 94},

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from stackcost.api import executors
 from stackcost.cli import main
-from stackcost.commands import run as run_command
 from stackcost.execute.machine_lock import MachineBusy, MachineLock
 
 QUICK = ["--min-time", "0.01", "--max-time", "0.2", "--threads", "1", "--quiet"]
@@ -27,7 +27,7 @@ def machine(tmp_path, monkeypatch):
     def at_own_path(*args, **kwargs) -> MachineLock:
         return MachineLock(path, *args, **kwargs)
 
-    monkeypatch.setattr(run_command, "MachineLock", at_own_path)
+    monkeypatch.setattr(executors, "MachineLock", at_own_path)
     return path
 
 

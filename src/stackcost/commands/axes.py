@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import Any
 
-from stackcost.allocators import ALLOCATORS, DEFAULT_ALLOCATOR, GATE_ALLOCATOR, allocator_problem
+from stackcost.api.catalog import SIZE_AXES
 from stackcost.axes import GRID_AXES, PRECISIONS
-from stackcost.env import cores
 from stackcost.errors import SpecError
 from stackcost.runspec.grammar import (
     check_int,
@@ -21,19 +21,40 @@ from stackcost.runspec.grammar import (
     parse_scenarios,
     split_list,
 )
-from stackcost.scenarios.settings import (
-    MAX_LATENCY_BOUND_MS,
-    MAX_MIN_DURATION_MS,
+from stackcost.runspec.vocabulary import (
+    ALLOCATORS,
+    DEFAULT_ALLOCATOR,
+    GATE_ALLOCATOR,
     SCENARIO_CHOICES,
-    parse_duration_ms,
+    check_allocator,
+    check_lengths_form,
+    default_threads,
+    parse_bound_ms,
+    parse_serve_s,
+    parse_test_duration_ms,
 )
-from stackcost.workload import SIZE_AXES
+
+# A flag's default for `run`, or None for `sweep` (add_axis_args).
+Default = Callable[[str], str | None]
 
 
 def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
+    """Every flag of the grid, in --help's order: its axes, how each cell is measured,
+    the workers' setup, the scenarios, then the store and the progress display."""
+
     def d(value: str) -> str | None:
         return value if defaults else None
 
+    _add_grid_args(p, d)
+    _add_protocol_args(p, d)
+    _add_worker_args(p)
+    add_scenario_args(p, defaults)
+    p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
+    p.add_argument("--quiet", action="store_true", help="no live progress")
+
+
+def _add_grid_args(p: argparse.ArgumentParser, d: Default) -> None:
+    """The axes whose product is the grid's cells, and how many processes each gets."""
     p.add_argument("--backends", default=d("all"), help="comma list, or 'all' (default)")
     p.add_argument(
         "--batch-size",
@@ -54,8 +75,9 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         else:
             p.add_argument(
                 grid.flag,
-                default=d(str(cores())),
-                help=f"comma list of intra-op thread counts (default {cores()}, this machine)",
+                default=d(str(default_threads())),
+                help=f"comma list of intra-op thread counts (default {default_threads()}, "
+                "this machine)",
             )
     p.add_argument(
         "--mode", default=d("infer"), help="infer (train arrives with `stackcost train`)"
@@ -68,6 +90,11 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         "±this, e.g. 0.02, from max(--repeats, 3) processes up to --max-repeats",
     )
     p.add_argument("--max-repeats", metavar="N", help="upper bound of --cell-ci (default 12)")
+
+
+def _add_protocol_args(p: argparse.ArgumentParser, d: Default) -> None:
+    """How one repetition measures: backend knobs, time limits, the stop rule, the
+    output check, the batch search and the profile."""
     p.add_argument(
         "-o",
         "--option",
@@ -98,6 +125,10 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         "--sample-interval",
         help="side-channel sampling interval with --profile, in ms (default 10)",
     )
+
+
+def _add_worker_args(p: argparse.ArgumentParser) -> None:
+    """What each worker process starts with: inherited variables, the memory allocator."""
     p.add_argument(
         "--inherit-env",
         action="append",
@@ -111,9 +142,6 @@ def add_axis_args(p: argparse.ArgumentParser, defaults: bool) -> None:
         + "; ".join(f"{name}, {a.what}" for name, a in ALLOCATORS.items())
         + f" (default {DEFAULT_ALLOCATOR}; ab and bisect: {GATE_ALLOCATOR})",
     )
-    add_scenario_args(p, defaults)
-    p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
-    p.add_argument("--quiet", action="store_true", help="no live progress")
 
 
 def add_scenario_args(p: argparse.ArgumentParser, defaults: bool) -> None:
@@ -199,12 +227,10 @@ def scenario_fields(args: argparse.Namespace) -> dict[str, Any]:
         ("tpot_bound_ms", "tpot-bound", args.tpot_bound),
     ):
         if value is not None:
-            loadgen[key] = parse_duration_ms(value, flag, MAX_LATENCY_BOUND_MS)
+            loadgen[key] = parse_bound_ms(value, flag)
     if args.loadgen_min_duration is not None:
-        loadgen["min_duration_ms"] = round(
-            parse_duration_ms(
-                args.loadgen_min_duration, "loadgen-min-duration", MAX_MIN_DURATION_MS
-            )
+        loadgen["min_duration_ms"] = parse_test_duration_ms(
+            args.loadgen_min_duration, "loadgen-min-duration"
         )
     for key, flag, value in (
         ("samples_per_query", "samples-per-query", args.samples_per_query),
@@ -225,14 +251,8 @@ def scenario_fields(args: argparse.Namespace) -> dict[str, Any]:
     return fields
 
 
-# A day: a sweep's time per rate and its budget are bounded like LoadGen's durations.
-MAX_SERVE_MS = 86_400_000.0
-
-
 def serve_fields(args: argparse.Namespace) -> dict[str, Any]:
     """RunSpec's `serve` (the sweep of --scenario serve) from the flags that were given."""
-    from stackcost.serving.lengths import parse as parse_lengths
-
     serve: dict[str, Any] = {}
     if args.serve_rates is not None:
         serve["rates"] = int(number(args.serve_rates, "serve-rates", int, minimum=-1))
@@ -241,15 +261,11 @@ def serve_fields(args: argparse.Namespace) -> dict[str, Any]:
         ("budget_s", "serve-budget", args.serve_budget),
     ):
         if value is not None:
-            serve[key] = parse_duration_ms(value, flag, MAX_SERVE_MS) / 1e3
+            serve[key] = parse_serve_s(value, flag)
     if args.arrivals is not None:
         serve["arrivals"] = args.arrivals
     if args.lengths is not None:
-        try:
-            parse_lengths(args.lengths)
-        except ValueError as exc:
-            raise SpecError(str(exc)) from None
-        serve["lengths"] = args.lengths
+        serve["lengths"] = check_lengths_form(args.lengths)
     return serve
 
 
@@ -331,8 +347,6 @@ def axis_fields(args: argparse.Namespace) -> dict[str, Any]:
     if args.inherit_env:
         fields["inherit_env"] = args.inherit_env
     if args.allocator is not None:
-        if problem := allocator_problem(args.allocator):
-            raise SpecError(problem)
-        fields["allocator"] = args.allocator
+        fields["allocator"] = check_allocator(args.allocator)
     fields.update(scenario_fields(args))
     return fields

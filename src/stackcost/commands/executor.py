@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from stackcost.api.executors import (
+    CONNECT_TIMEOUT_S,
+    MAX_CONNECT_TIMEOUT_S,
+    Executor,
+    ExecutorChoice,
+    MachineLock,
+    check_executor_kind,
+    check_ray_address,
+    check_ray_ready,
+    open_executor,
+)
 from stackcost.errors import SpecError
-from stackcost.execute.local import Executor, LocalExecutor
-from stackcost.execute.machine_lock import MachineLock
-from stackcost.execute.ray_executor import CONNECT_TIMEOUT_S  # Ray is imported on connecting
 from stackcost.runspec.grammar import parse_float
-
-EXECUTORS = ("local", "ray")
-HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:\d{1,5}")
 
 
 def add_executor_args(p: argparse.ArgumentParser) -> None:
@@ -49,10 +53,7 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
 
 def check_executor_args(args: argparse.Namespace) -> None:
     """Bad --executor input, refused before anything is written (SpecError: exit 2)."""
-    if args.executor not in EXECUTORS:
-        raise SpecError(
-            f"--executor {args.executor!r} is not an executor (allowed: {', '.join(EXECUTORS)})"
-        )
+    check_executor_kind(args.executor)
     ray_only = [
         flag
         for flag, given in (
@@ -65,22 +66,11 @@ def check_executor_args(args: argparse.Namespace) -> None:
     if args.executor != "ray" and ray_only:
         raise SpecError(f"{ray_only[0]} applies to --executor ray only")
     if args.executor == "ray":
-        address = args.ray_address
-        if address is not None and address != "auto" and not HOST_PORT.fullmatch(address):
-            raise SpecError(
-                f"--ray-address {address!r} is not auto or HOST:PORT (e.g. 10.0.0.5:6379)"
-            )
-        if args.ray_connect_timeout is not None and address is None:
+        check_ray_address(args.ray_address)
+        if args.ray_connect_timeout is not None and args.ray_address is None:
             raise SpecError("--ray-connect-timeout applies with --ray-address")
         connect_timeout(args)
-        if args.no_wait:
-            raise SpecError(
-                "--no-wait applies to --executor local (a Ray repetition waits for its cores on its node)"
-            )
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise SpecError("--executor ray needs Ray: pip install 'stackcost[ray]'") from None
+        check_ray_ready(wait=not args.no_wait)
 
 
 def connect_timeout(args: argparse.Namespace) -> float:
@@ -88,7 +78,24 @@ def connect_timeout(args: argparse.Namespace) -> float:
     if args.ray_connect_timeout is None:
         return CONNECT_TIMEOUT_S
     return parse_float(
-        args.ray_connect_timeout, "--ray-connect-timeout", 0.0, 3600.0, high_closed=True
+        args.ray_connect_timeout,
+        "--ray-connect-timeout",
+        0.0,
+        MAX_CONNECT_TIMEOUT_S,
+        high_closed=True,
+    )
+
+
+def executor_choice(args: argparse.Namespace) -> ExecutorChoice:
+    """The executor flags (and --no-reuse, --no-wait) as the API's choice; checked first
+    (check_executor_args)."""
+    return ExecutorChoice(
+        kind=args.executor,
+        reuse=not args.no_reuse,
+        wait=not args.no_wait,
+        ray_address=args.ray_address,
+        ray_connect_timeout_s=connect_timeout(args),
+        ray_share_cores=args.ray_share_cores,
     )
 
 
@@ -106,24 +113,11 @@ def cluster_line(progress: Any, err: Console) -> Callable[[Any], None]:
     return show
 
 
-@contextlib.contextmanager
 def executor_for(
     args: argparse.Namespace,
     lock: Callable[[], MachineLock],
     on_change: Callable[[Any], None] | None = None,
-) -> Iterator[Executor]:
+) -> AbstractContextManager[Executor]:
     """The executor the flags ask for; with ray, connected for the block's duration (a
     cluster that does not answer is a SpecError, before any store is opened)."""
-    if args.executor == "local":
-        yield LocalExecutor(lock=lock(), worker_start="cold" if args.no_reuse else "warm")
-        return
-    from stackcost.execute.ray_executor import RayExecutor, connected
-
-    address = args.ray_address
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(connected(address, connect_timeout(args)))
-        except (ConnectionError, RuntimeError) as exc:
-            where = f"at {address}" if address else "started here"
-            raise SpecError(f"--executor ray: no Ray cluster {where}: {exc}") from None
-        yield RayExecutor(share_cores=args.ray_share_cores, on_change=on_change)
+    return open_executor(executor_choice(args), lock, on_change)

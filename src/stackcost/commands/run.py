@@ -3,29 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from stackcost.api import executors
+from stackcost.api.catalog import backend_names
+from stackcost.api.grid import (
+    IMPORT_TIMEOUT_S,
+    Session,
+    check_db,
+    check_policy,
+    gate_problem,
+    prepare,
+    retry_line,
+    session,
+)
 from stackcost.commands.axes import add_axis_args, axis_fields, number
 from stackcost.commands.executor import (
     add_executor_args,
     check_executor_args,
     cluster_line,
-    executor_for,
+    executor_choice,
 )
 from stackcost.errors import SpecError
-from stackcost.execute.machine_lock import MachineBusy, MachineLock
-from stackcost.execute.probe import TIMEOUT_S as IMPORT_TIMEOUT_S
-from stackcost.measure.disturbance import POLICIES
-from stackcost.result import VALID_STATUSES, headline
 from stackcost.runspec.grammar import parse_config, parse_float, parse_positive_ints, parse_shape
-from stackcost.runspec.run import db_problem, model_ref, validate
+from stackcost.runspec.run import model_ref, validate
 
 
 def add_parser(sub: Any) -> None:
@@ -146,29 +153,38 @@ def retry_notice(err: Console) -> Callable[[Any, Any, int, int], None]:
     """What the runner's on_retry prints: a disturbed repetition is measured again."""
 
     def retrying(cell: Any, result: Any, attempt: int, of: int) -> None:
-        err.print(
-            Text(
-                f"{cell.label()}: {headline(result.reason)}; try {attempt + 1} of {of + 1} "
-                "once the machine is quiet (--on-disturbed keep stores it as it is)",
-                style="yellow",
-            )
-        )
+        err.print(Text(retry_line(cell, result, attempt, of), style="yellow"))
 
     return retrying
 
 
-def machine_lock(args: argparse.Namespace, err: Console) -> MachineLock:
+def machine_lock(args: argparse.Namespace, err: Console) -> executors.MachineLock:
     """This command's turn on the machine: it queues behind another stackcost that is
     measuring, or with --no-wait refuses (MachineBusy) before any store is touched."""
-    command = this_command()
-    lock = MachineLock(
-        wait=not args.no_wait,
-        on_wait=lambda line: err.print(Text(line, style="yellow")),
-        who=f"pid {os.getpid()}: {command}"[:300],
+    return executors.machine_lock(
+        wait=not args.no_wait, on_wait=wait_notice(err), command=this_command()
     )
-    if args.no_wait and (other := lock.busy()):
-        raise MachineBusy(f"another stackcost is measuring on this machine ({other})")
-    return lock
+
+
+def wait_notice(err: Console) -> Callable[[str], None]:
+    """What the machine lock's on_wait prints: this command waits for another stackcost."""
+    return lambda line: err.print(Text(line, style="yellow"))
+
+
+def open_session(
+    args: argparse.Namespace, err: Console, progress: Any
+) -> AbstractContextManager[Session]:
+    """The executor and the store the flags ask for, open for a `with` block; notices go
+    to `err`, the cluster's state to `progress`'s bar."""
+    return session(
+        args.db,
+        executor_choice(args),
+        command=this_command(),
+        on_disturbed=args.on_disturbed,
+        on_retry=retry_notice(err),
+        on_wait=wait_notice(err),
+        on_cluster=cluster_line(progress, err),
+    )
 
 
 def measure_and_show(
@@ -184,26 +200,16 @@ def measure_and_show(
 
     Shared by run, sweep and train; `table` and `make_task` are where train differs.
     """
-    from stackcost.execute.runner import execute, prepare
-    from stackcost.report.profile_table import profile_table
     from stackcost.report.progress import LiveProgress
-    from stackcost.report.table import results_table
-    from stackcost.store.database import Store
 
-    if args.on_disturbed not in POLICIES:
-        raise SpecError(
-            f"--on-disturbed {args.on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
-        )
+    check_policy(args.on_disturbed)
     check_executor_args(args)
-    problem = db_problem(args.db)
-    if problem:
-        raise SpecError(problem)
+    check_db(args.db)
     # User code asked once, before the lock and the store; a spec `train` prepared already
     # comes back as it is.
     prepared = prepare(spec, import_timeout_s=import_timeout(args))
     err = Console(stderr=True)
     progress = LiveProgress(err, enabled=not args.quiet)
-    executor = executor_for(args, lambda: machine_lock(args, err), cluster_line(progress, err))
 
     def opened(run_id: str, resumed: bool, stored: int) -> None:
         if resumed:
@@ -211,21 +217,26 @@ def measure_and_show(
                 Text(f"resuming run {run_id}: {stored} repetitions already stored ({fresh_hint})")
             )
 
-    with executor as chosen, Store(args.db) as store, progress:
-        result = execute(
+    # The progress display starts once the executor and the store are open.
+    with open_session(args, err, progress) as measuring, progress:
+        result = measuring.measure(
             prepared,
-            store,
-            executor=chosen,
-            command=this_command(),
             resume=resume,
             on_start=progress.start,
             on_result=progress.result,
             on_open=opened,
-            on_disturbed=args.on_disturbed,
-            on_retry=retry_notice(err),
-            reuse_artifacts=not args.no_reuse,
-            **({"make_task": make_task} if make_task else {}),
+            make_task=make_task,
         )
+    _show(result, args, console, table)
+    return _exit_code(result)
+
+
+def _show(result: Any, args: argparse.Namespace, console: Console, table: Any) -> None:
+    """The run's table (serve and generate runs have their own), its profile when it was
+    asked for, and where it is stored."""
+    from stackcost.report.profile_table import profile_table
+    from stackcost.report.table import results_table
+
     if table is None and any(c.cell.serve is not None for c in result.cells()):
         from stackcost.report.serve_table import serve_table
 
@@ -239,24 +250,13 @@ def measure_and_show(
     if profile is not None:
         console.print(profile)
     console.print(Text.assemble("stored run ", (result.run_id, "bold"), f" in {args.db}"))
-    return _exit_code(result)
 
 
 def _exit_code(result: Any) -> int:
     """1 when a cell failed, the run stopped early, or nothing was measured cleanly; the
     last two say why in one line. A CI gate must not pass on a run that measured nothing."""
-    if result.stopped:
-        print(f"stackcost: stopped: {result.stopped}", file=sys.stderr)
-        return 1
-    statuses = Counter(rep.status for _, rep in result.records)
-    if not any(statuses[s] for s in VALID_STATUSES):
-        summary = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
-        first = next((rep.reason for _, rep in result.records if rep.reason), "")
-        why = f"; first reason: {headline(first)}" if first else ""
-        print(
-            f"stackcost: nothing was measured cleanly ({summary or 'no cells'}){why}",
-            file=sys.stderr,
-        )
+    if problem := gate_problem([result]):
+        print(f"stackcost: {problem}", file=sys.stderr)
         return 1
     return 1 if result.failed else 0
 
@@ -267,10 +267,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise SpecError("no model given: stackcost run MODEL (see `stackcost list models`)")
     if args.model_opt and args.model and args.model_opt != args.model:
         raise SpecError(f"two models given ({args.model!r} and {args.model_opt!r}): give one")
-    from stackcost.backends import REGISTRY
-
     fields = axis_fields(args)
     if fields["backends"] == "all":
-        fields["backends"] = list(REGISTRY)
+        fields["backends"] = backend_names()
     spec = validate({**fields, "models": [model_from_args(name, args)]})
     return measure_and_show(spec, args, console, resume=args.resume)

@@ -11,28 +11,19 @@ it ran.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections import Counter
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from stackcost.api.grid import check_db, check_policy, gate_problem, prepare
+from stackcost.api.suites import stored_runs
 from stackcost.axes import DEVICES, PRECISIONS
-from stackcost.commands.executor import check_executor_args, cluster_line, executor_for
-from stackcost.commands.run import (
-    add_session_args,
-    import_timeout,
-    machine_lock,
-    retry_notice,
-    this_command,
-)
+from stackcost.commands.executor import check_executor_args
+from stackcost.commands.run import add_session_args, import_timeout, open_session
 from stackcost.errors import SpecError
-from stackcost.measure.disturbance import POLICIES
-from stackcost.result import VALID_STATUSES
 from stackcost.runspec.grammar import split_list
-from stackcost.runspec.run import db_problem
 
 
 def add_parser(sub: Any) -> None:
@@ -84,15 +75,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         precisions = split_list(args.precisions, "--precisions", "fp32,int8")
     if args.summary_only and args.force:
         raise SpecError("--summary-only measures nothing: --force does not apply")
-    if args.on_disturbed not in POLICIES:
-        raise SpecError(
-            f"--on-disturbed {args.on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
-        )
+    check_policy(args.on_disturbed)
     check_executor_args(args)
     if not args.summary_only:
-        problem = db_problem(args.db)
-        if problem:
-            raise SpecError(problem)
+        check_db(args.db)
     # Every check before the store is touched; a summary is a view: nothing of this machine.
     suite = load_suite(
         args.suite, backends, precisions, device=args.device, for_viewing=args.summary_only
@@ -103,14 +89,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int:
-    from stackcost.report.suite_data import stored_runs, summarize
+    from stackcost.report.suite_data import summarize
     from stackcost.report.suite_summary import summary_renderables
-    from stackcost.store.database import Store
 
-    if not os.path.exists(args.db):
-        raise SpecError(f"--db {args.db}: no such store (run `stackcost suite {suite.name}` first)")
-    with Store(args.db, read_only=True):  # refuses a file that is not a store, one line
-        pass
     found = stored_runs(suite, args.db)
     if not found.runs:
         print(
@@ -127,58 +108,38 @@ def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int
 
 
 def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
-    from stackcost.execute.runner import execute, prepare
     from stackcost.report.progress import LiveProgress
     from stackcost.report.suite_data import summarize
     from stackcost.report.suite_summary import summary_renderables
     from stackcost.runspec.suite import Expected, workload_label_of_spec
-    from stackcost.store.database import Store
 
     # User code asked once per model, every entry before the lock and the store.
     prepared = [prepare(spec, import_timeout_s=import_timeout(args)) for spec in suite.specs]
     err = Console(stderr=True)
-    totals = [len(p.spec.cells()) * p.spec.repeats for p in prepared]
     # With the workloads learned: an entry that leaves a size out gets the model's default.
     labels = [workload_label_of_spec(p.spec) for p in prepared]
     expected = [Expected(label, p) for label in labels for p in suite.precisions]
-    total = sum(totals)
     progress = LiveProgress(err, enabled=not args.quiet)
-    executor = executor_for(args, lambda: machine_lock(args, err), cluster_line(progress, err))
-    results = []
-    with executor as chosen, Store(args.db) as store, progress:
-        for i, ready in enumerate(prepared):
-            offset = sum(totals[:i])
-            label = labels[i]
 
-            def opened(run_id: str, resumed: bool, stored: int, label: str = label) -> None:
-                if resumed and not args.quiet:
-                    err.print(
-                        Text(
-                            f"{label}: resuming run {run_id}: {stored} repetitions already "
-                            "stored (--force measures everything again)",
-                            style="dim",
-                        )
-                    )
-
-            def stored(cell: Any, result: Any, done: int, _total: int, offset: int = offset):
-                progress.result(cell, result, offset + done, total)
-
-            result = execute(
-                ready,
-                store,
-                executor=chosen,
-                command=this_command(),
-                resume=not args.force,
-                on_start=progress.start,
-                on_result=stored,
-                on_open=opened,
-                on_disturbed=args.on_disturbed,
-                on_retry=retry_notice(err),
-                reuse_artifacts=not args.no_reuse,
+    def opened(entry: int, run_id: str, resumed: bool, stored: int) -> None:
+        if resumed and not args.quiet:
+            err.print(
+                Text(
+                    f"{labels[entry]}: resuming run {run_id}: {stored} repetitions already "
+                    "stored (--force measures everything again)",
+                    style="dim",
+                )
             )
-            results.append(result)
-            if result.stopped:
-                break
+
+    # The progress display starts once the executor and the store are open.
+    with open_session(args, err, progress) as measuring, progress:
+        results = measuring.measure_suite(
+            prepared,
+            resume=not args.force,
+            on_start=progress.start,
+            on_result=progress.result,
+            on_open=opened,
+        )
     console.print(summary_renderables(summarize(results, suite.name, expected)))
     ids = " ".join(r.run_id for r in results)
     console.print(Text.assemble(f"stored {len(results)} runs in {args.db}: ", (ids, "bold")))
@@ -189,13 +150,7 @@ def _exit_code(results: list[Any]) -> int:
     """1 when the suite stopped early (--on-disturbed fail) or nothing was measured cleanly.
     A backend failing on a model is a result of the suite, listed in the summary: it does
     not fail the command (unlike `stackcost run`, where the user asked for that cell)."""
-    stopped = next((r.stopped for r in results if r.stopped), "")
-    if stopped:
-        print(f"stackcost: stopped: {stopped}", file=sys.stderr)
-        return 1
-    statuses = Counter(rep.status for r in results for _, rep in r.records)
-    if not any(statuses[s] for s in VALID_STATUSES):
-        summary = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
-        print(f"stackcost: nothing was measured cleanly ({summary or 'no cells'})", file=sys.stderr)
+    if problem := gate_problem(results, first_reason=False):
+        print(f"stackcost: {problem}", file=sys.stderr)
         return 1
     return 0

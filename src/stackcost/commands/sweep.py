@@ -7,11 +7,11 @@ from typing import Any
 
 from rich.console import Console
 
+from stackcost.api.catalog import SIZE_AXES
 from stackcost.commands.axes import add_axis_args, axis_fields
 from stackcost.commands.run import add_session_args, measure_and_show
 from stackcost.errors import SpecError
 from stackcost.runspec.grammar import split_list
-from stackcost.workload import SIZE_AXES
 
 
 def add_parser(sub: Any) -> None:
