@@ -4,6 +4,7 @@ precision is built from that graph by NNCF (stackcost.quantize.openvino)."""
 from __future__ import annotations
 
 import platform
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,23 +64,13 @@ class OpenVINOBackend(Backend):
     def prepare(self, model, example, cell, ctx):
         import time
 
-        import numpy as np
         import openvino as ov
 
         from stackcost.backends.onnx_export import onnx_for
 
         core = ov.Core()
         if cell.precision == "bf16":
-            from stackcost.env import ONEDNN_CAP_NAMES, onednn_bf16_capped, onednn_cap
-
-            if "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
-                raise RuntimeError("openvino bf16 requested but this CPU has no BF16 support")
-            if onednn_bf16_capped(cap := onednn_cap()):
-                # The plugin reads the CPU's flags and would fail to compile the model.
-                raise RuntimeError(
-                    f"openvino bf16 requested but oneDNN is capped at {cap} "
-                    f"({ONEDNN_CAP_NAMES}), which has no BF16 kernels"
-                )
+            _check_bf16(core)
 
         exporter = self.option(cell, "exporter")
         chosen = "exporter" in cell.backend_options
@@ -100,51 +91,77 @@ class OpenVINOBackend(Backend):
         compiled = core.compile_model(str(path), "CPU", config)
         compile_s = time.perf_counter() - start
 
-        # Bind the inputs once, by the graph's names (copied into OV-owned tensors, so no
-        # lifetime ties to numpy); step then is infer alone, without per-call conversion.
-        given = example.named()
-        request = compiled.create_infer_request()
-        for port in compiled.inputs:
-            x = np.ascontiguousarray(given[port.get_any_name()].detach().cpu().numpy())
-            request.set_tensor(port, ov.Tensor(x))
-        n_outputs = len(compiled.outputs)
-
-        def step():
-            request.infer()
-            # Output buffers are reused by the next infer, so hand back copies.
-            return [request.get_output_tensor(i).data.copy() for i in range(n_outputs)]
-
-        # A request of its own: the step's stays bound to its example.
-        other = compiled.create_infer_request()
-
-        def infer(ex: Example) -> Any:
-            given = ex.named()
-            other.infer(
-                {
-                    p: np.ascontiguousarray(given[p.get_any_name()].detach().cpu().numpy())
-                    for p in compiled.inputs
-                }
-            )
-            return [other.get_output_tensor(i).data.copy() for i in range(n_outputs)]
-
-        details.update(
-            {
-                "device": "CPU",
-                "inference_precision_requested": config["INFERENCE_PRECISION_HINT"],
-                "inference_precision": compiled.get_property(
-                    "INFERENCE_PRECISION_HINT"
-                ).get_type_name(),
-                "inference_threads": compiled.get_property("INFERENCE_NUM_THREADS"),
-                "num_streams": compiled.get_property("NUM_STREAMS"),
-                "performance_hint": str(compiled.get_property("PERFORMANCE_HINT")),
-                "compile_s": compile_s,
-                "openvino": ov.get_version(),
-            }
-        )
+        step, infer = _bound(compiled, example)
+        details.update(_compiled_details(compiled, config, compile_s))
         if is_quantized(cell.precision):
             # Read back: what the plugin runs with, not only what was asked.
             details["dynamic_quantization_group_size"] = compiled.get_property(DYNAMIC_GROUP)
         return Prepared(step, details, infer=infer)
+
+
+def _check_bf16(core: Any) -> None:
+    """Refuse a bf16 cell this CPU, or oneDNN's ISA cap, cannot run."""
+    from stackcost.env import ONEDNN_CAP_NAMES, onednn_bf16_capped, onednn_cap
+
+    if "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        raise RuntimeError("openvino bf16 requested but this CPU has no BF16 support")
+    if onednn_bf16_capped(cap := onednn_cap()):
+        # The plugin reads the CPU's flags and would fail to compile the model.
+        raise RuntimeError(
+            f"openvino bf16 requested but oneDNN is capped at {cap} "
+            f"({ONEDNN_CAP_NAMES}), which has no BF16 kernels"
+        )
+
+
+def _bound(compiled: Any, example: Example) -> tuple[Callable[[], Any], Callable[[Example], Any]]:
+    """The timed step, bound once to `example`, and an infer for any other example."""
+    import numpy as np
+    import openvino as ov
+
+    # Bind the inputs once, by the graph's names (copied into OV-owned tensors, so no
+    # lifetime ties to numpy); step then is infer alone, without per-call conversion.
+    given = example.named()
+    request = compiled.create_infer_request()
+    for port in compiled.inputs:
+        x = np.ascontiguousarray(given[port.get_any_name()].detach().cpu().numpy())
+        request.set_tensor(port, ov.Tensor(x))
+    n_outputs = len(compiled.outputs)
+
+    def step():
+        request.infer()
+        # Output buffers are reused by the next infer, so hand back copies.
+        return [request.get_output_tensor(i).data.copy() for i in range(n_outputs)]
+
+    # A request of its own: the step's stays bound to its example.
+    other = compiled.create_infer_request()
+
+    def infer(ex: Example) -> Any:
+        given = ex.named()
+        other.infer(
+            {
+                p: np.ascontiguousarray(given[p.get_any_name()].detach().cpu().numpy())
+                for p in compiled.inputs
+            }
+        )
+        return [other.get_output_tensor(i).data.copy() for i in range(n_outputs)]
+
+    return step, infer
+
+
+def _compiled_details(compiled: Any, config: dict[str, Any], compile_s: float) -> dict[str, Any]:
+    """What the compiled model runs with, read back from the plugin, beside what was asked."""
+    import openvino as ov
+
+    return {
+        "device": "CPU",
+        "inference_precision_requested": config["INFERENCE_PRECISION_HINT"],
+        "inference_precision": compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name(),
+        "inference_threads": compiled.get_property("INFERENCE_NUM_THREADS"),
+        "num_streams": compiled.get_property("NUM_STREAMS"),
+        "performance_hint": str(compiled.get_property("PERFORMANCE_HINT")),
+        "compile_s": compile_s,
+        "openvino": ov.get_version(),
+    }
 
 
 def _quantized(

@@ -541,31 +541,14 @@ def _burst_block(
     and the cell from now on, in processes)."""
     head = pairs[0]
     first = rng.sample(("base", "cand"), 2)  # which side's worker starts first
-    tasks = {}
-    for side in first:
-        cell = head.base if side == "base" else head.cand
-        task = runners[side].task_for(run_ids[side], cell, reps[side], artifacts[side])
-        if not isinstance(task, RepetitionTask):  # cannot run here: stored as such
-            reps[side] += 1
-            for pair in pairs:
-                _failed(pair, side, task)
-            return True
-        tasks[side] = task.model_copy(update={"bind_threads": design.bind_threads})
+    tasks = _burst_tasks(pairs, first, design, runners, run_ids, artifacts, reps)
+    if tasks is None:
+        return True
     lock = runners["base"].executor.lock  # one machine lock serves both sides
     with lock.held():
-        workers = {
-            side: PacedWorker(
-                runners[side].executor.python,
-                runners[side].executor.environ(tasks[side]),
-                tasks[side],
-            )
-            for side in first
-        }
         try:
-            steps_ns = {side: workers[side].ready() for side in first}
+            workers, steps_ns = _ready_workers(first, tasks, runners)
         except Refused as exc:
-            for w in workers.values():
-                w.kill()
             for pair in pairs:
                 pair.design = "processes"
                 pair.design_note = f"measured in processes, not bursts: {exc}"
@@ -575,23 +558,90 @@ def _burst_block(
             steps = burst_steps(workers, design.burst_ms, rng, shape.sizing)
         if steps:
             alt = alternate(workers, steps, head.block_s or design.block_s, rng, shape.min_pairs)
-        results = {}
-        for side in first:
-            w = workers[side]
-            if (alt and alt.kept) or not steps_ns[side] or w.proc.poll() is not None:
-                results[side] = w.finish()  # measured, or ended: its result says how
-            else:  # the other side never got warm: this one measured nothing to keep
-                w.kill()
-    for side in first:
-        if side not in results:
-            continue
-        r = results[side]
+        results = _finish_workers(workers, steps_ns, alt)
+    for side, r in results.items():
         runners[side].record(run_ids[side], tasks[side].cell, r)
         reps[side] += 1
         if on_repetition:
             on_repetition(block, head, side, r)
         for pair in pairs:
             _failed(pair, side, r)
+    _judge_bursts(pairs, first, steps, steps_ns, alt, results)
+    return True
+
+
+def _burst_tasks(
+    pairs: list[CellPair],
+    first: list[str],
+    design: Design,
+    runners: dict[str, Runner],
+    run_ids: dict[str, str],
+    artifacts: dict[str, Path],
+    reps: dict[str, int],
+) -> dict[str, RepetitionTask] | None:
+    """Each side's repetition task for a burst worker; None when a side cannot run here
+    (its runner stored why, and the pairs note it)."""
+    head = pairs[0]
+    tasks = {}
+    for side in first:
+        cell = head.base if side == "base" else head.cand
+        task = runners[side].task_for(run_ids[side], cell, reps[side], artifacts[side])
+        if not isinstance(task, RepetitionTask):  # cannot run here: stored as such
+            reps[side] += 1
+            for pair in pairs:
+                _failed(pair, side, task)
+            return None
+        tasks[side] = task.model_copy(update={"bind_threads": design.bind_threads})
+    return tasks
+
+
+def _ready_workers(
+    first: list[str], tasks: dict[str, RepetitionTask], runners: dict[str, Runner]
+) -> tuple[dict[str, PacedWorker], dict[str, float | None]]:
+    """One worker per side, started in `first`'s order, and each one's step time once it
+    is warm (None: it ended first). Refused, with both workers killed, when the cell cannot
+    be paced."""
+    workers = {
+        side: PacedWorker(
+            runners[side].executor.python,
+            runners[side].executor.environ(tasks[side]),
+            tasks[side],
+        )
+        for side in first
+    }
+    try:
+        return workers, {side: workers[side].ready() for side in first}
+    except Refused:
+        for w in workers.values():
+            w.kill()
+        raise
+
+
+def _finish_workers(
+    workers: dict[str, PacedWorker],
+    steps_ns: dict[str, float | None],
+    alt: Alternation | None,
+) -> dict[str, RepetitionResult]:
+    """Each worker's repetition result, where it has one to keep."""
+    results = {}
+    for side, w in workers.items():
+        if (alt and alt.kept) or not steps_ns[side] or w.proc.poll() is not None:
+            results[side] = w.finish()  # measured, or ended: its result says how
+        else:  # the other side never got warm: this one measured nothing to keep
+            w.kill()
+    return results
+
+
+def _judge_bursts(
+    pairs: list[CellPair],
+    first: list[str],
+    steps: int | None,
+    steps_ns: dict[str, float | None],
+    alt: Alternation | None,
+    results: dict[str, RepetitionResult],
+) -> None:
+    """Add the block's burst pairs to each metric's pair still measured, or count the
+    block lost for it."""
     for pair in pairs:
         if pair.failed:
             continue
@@ -618,7 +668,6 @@ def _burst_block(
         pair.blocks.append((values["base"], values["cand"]))
         # Paired values: mean log cand - mean log base is the mean log ratio of the pairs.
         pair.estimates.append(block_log_ratio(values["base"], values["cand"]))
-    return True
 
 
 def burst_value_ms(reply: Mapping[str, Any], metric: str) -> float | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 # stackcost precision -> llama.cpp file type (the name llama.cpp's quantize tool uses).
@@ -200,41 +201,15 @@ def write_gguf(model: torch.nn.Module, path: Path, tokenizer: Path | None = None
     with the vocabulary of the tokenizer folder `tokenizer` where it is a byte-level BPE;
     returns what was written (arch, tensor count, tokenizer, seconds)."""
     import gguf
-    import numpy as np
-    import torch
-
-    from stackcost.backends.base import Unsupported
 
     start = time.perf_counter()
     arch, undo_permute = _arch(model)
     config = model.config
-    n_layer = config.num_hidden_layers
-    n_head = config.num_attention_heads
-    n_head_kv = getattr(config, "num_key_value_heads", None) or n_head
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_head
     vocab = config.vocab_size
 
     writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_name(getattr(config, "name_or_path", "") or type(model).__name__)
-    writer.add_block_count(n_layer)
-    writer.add_context_length(config.max_position_embeddings)
-    writer.add_embedding_length(config.hidden_size)
-    writer.add_head_count(n_head)
-    writer.add_vocab_size(vocab)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    extra: dict[str, np.ndarray] = {}
-    if arch == "gpt2":  # convert_hf_to_gguf's GPT2Model: learned positions, LayerNorm
-        writer.add_feed_forward_length(getattr(config, "n_inner", None) or 4 * config.hidden_size)
-        writer.add_layer_norm_eps(config.layer_norm_epsilon)
-        rope_type = "none (learned positions)"
-    else:
-        writer.add_feed_forward_length(config.intermediate_size)
-        writer.add_head_count_kv(n_head_kv)
-        writer.add_key_length(head_dim)
-        writer.add_value_length(head_dim)
-        writer.add_rope_dimension_count(head_dim)
-        writer.add_layer_norm_rms_eps(config.rms_norm_eps)
-        rope_type = _write_rope(writer, config, head_dim, extra)
+    extra: dict[str, Any] = {}  # tensors the hyperparameters bring (llama3's rope factors)
+    rope_type = _write_hparams(writer, model, arch, extra)
 
     written = tokenizer is not None and _own_vocabulary(writer, vocab, tokenizer)
     if not written:
@@ -242,7 +217,70 @@ def write_gguf(model: torch.nn.Module, path: Path, tokenizer: Path | None = None
         if tokenizer is not None:
             written += f"; the checkpoint's tokenizer is not a byte-level BPE of {vocab} or fewer"
 
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], n_layer)
+    tensors = _tensors(model, arch, undo_permute)
+    tensors.update(extra)
+    for new, data in tensors.items():
+        writer.add_tensor(new, data)
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return {
+        "arch": arch,
+        "tensors": len(tensors),
+        "permuted_qk": undo_permute,
+        "rope": rope_type,
+        "tokenizer": written,
+        "convert_s": time.perf_counter() - start,
+    }
+
+
+def _heads(config: Any) -> tuple[int, int, int]:
+    """(attention heads, key/value heads, head size) of a transformers config."""
+    n_head = config.num_attention_heads
+    n_head_kv = getattr(config, "num_key_value_heads", None) or n_head
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_head
+    return n_head, n_head_kv, head_dim
+
+
+def _write_hparams(writer: Any, model: torch.nn.Module, arch: str, extra: dict[str, Any]) -> str:
+    """The model's hyperparameters, as the converter writes them for `arch`; the rope type."""
+    import gguf
+
+    config = model.config
+    n_head, n_head_kv, head_dim = _heads(config)
+    writer.add_name(getattr(config, "name_or_path", "") or type(model).__name__)
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_head_count(n_head)
+    writer.add_vocab_size(config.vocab_size)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    if arch == "gpt2":  # convert_hf_to_gguf's GPT2Model: learned positions, LayerNorm
+        writer.add_feed_forward_length(getattr(config, "n_inner", None) or 4 * config.hidden_size)
+        writer.add_layer_norm_eps(config.layer_norm_epsilon)
+        return "none (learned positions)"
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+    return _write_rope(writer, config, head_dim, extra)
+
+
+def _tensors(model: torch.nn.Module, arch: str, undo_permute: bool) -> dict[str, np.ndarray]:
+    """The model's weights as f32 arrays under their GGUF names, laid out as llama.cpp
+    reads them for `arch`."""
+    import gguf
+    import torch
+
+    from stackcost.backends.base import Unsupported
+
+    config = model.config
+    n_head, n_head_kv, _ = _heads(config)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], config.num_hidden_layers)
     tied = bool(getattr(config, "tie_word_embeddings", False))
     tensors: dict[str, np.ndarray] = {}
     with torch.no_grad():
@@ -265,22 +303,7 @@ def write_gguf(model: torch.nn.Module, path: Path, tokenizer: Path | None = None
     if arch == "gpt2" and tied:  # the converter writes GPT-2's tied head out as its own
         output = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight"
         tensors[output] = tensors[gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight"]
-    tensors.update(extra)
-    for new, data in tensors.items():
-        writer.add_tensor(new, data)
-
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return {
-        "arch": arch,
-        "tensors": len(tensors),
-        "permuted_qk": undo_permute,
-        "rope": rope_type,
-        "tokenizer": written,
-        "convert_s": time.perf_counter() - start,
-    }
+    return tensors
 
 
 def _write_rope(writer: Any, config: Any, head_dim: int, extra: dict[str, Any]) -> str:

@@ -58,9 +58,8 @@ class LlamaCppGenerator(Generator):
 
         from stackcost.backends import load_backend
         from stackcost.backends.base import Unsupported
-        from stackcost.generation.gguf import quantize, write_gguf
 
-        decoder, cell = self.decoder, self.decoder.cell
+        cell = self.decoder.cell
         precision = cell.precision
         if precision not in PRECISIONS:
             raise Unsupported(f"llama.cpp rung runs {sorted(PRECISIONS)}, not {precision}")
@@ -68,6 +67,34 @@ class LlamaCppGenerator(Generator):
         if precision == "w4":
             ftype = load_backend("llama.cpp").option(cell, "w4_type")
         versions = {"llama_cpp": llama_cpp.__version__, "gguf": _version("gguf", gguf)}
+        directory, record = self._gguf(ftype, versions)
+        self._path = directory / record["file"]
+        loaded = self._load(self._path)
+        self._n_vocab = self._llm.n_vocab()
+        self.details.update(
+            {
+                "llama_cpp": versions["llama_cpp"],
+                "gguf_version": versions["gguf"],
+                "gguf": str(self._path),
+                "gguf_bytes": self._path.stat().st_size,
+                "ftype": ftype,
+                "quantization": {**FTYPES, "w4": ftype} if precision == "w4" else dict(FTYPES),
+                "kv_type": "f32" if precision == "fp32" else "f16",
+                "n_threads": cell.threads,
+                **loaded,
+                "flash_attn": False,
+                "conversion": METHOD,
+                **record,
+            }
+        )
+
+    def _gguf(self, ftype: str, versions: dict[str, str]) -> tuple[Path, dict[str, Any]]:
+        """The folder holding the decoder's GGUF file of `ftype`, and its record: taken from
+        the artifact cache where there is one, else written into the workdir."""
+        from stackcost.generation.gguf import quantize, write_gguf
+
+        decoder, cell = self.decoder, self.decoder.cell
+        precision = cell.precision
 
         def make(directory: Path) -> dict[str, Any]:
             f32 = directory / "model-f32.gguf"
@@ -94,19 +121,22 @@ class LlamaCppGenerator(Generator):
                 "method": METHOD,
                 **versions,
             }
-            directory, record = decoder.cache.reuse_or_make(key, make)
-        else:
-            directory = decoder.workdir / "gguf"
-            directory.mkdir(parents=True, exist_ok=True)
-            record = make(directory)
-        self._path = directory / record["file"]
+            return decoder.cache.reuse_or_make(key, make)
+        directory = decoder.workdir / "gguf"
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory, make(directory)
 
+    def _load(self, path: Path) -> dict[str, int]:
+        """llama.cpp's Llama over the GGUF file, sized for the cell; its context and batch."""
+        import llama_cpp
+
+        cell = self.decoder.cell
         prompt_len = cell.sizes["prompt_len"]
         n_ctx = _round_up(prompt_len + cell.sizes["new_tokens"], 256)
         n_batch = max(512, _round_up(prompt_len, 64))  # the whole prompt in one llama_decode
-        kv_type = llama_cpp.GGML_TYPE_F32 if precision == "fp32" else llama_cpp.GGML_TYPE_F16
+        kv_type = llama_cpp.GGML_TYPE_F32 if cell.precision == "fp32" else llama_cpp.GGML_TYPE_F16
         self._llm = llama_cpp.Llama(
-            model_path=str(self._path),
+            model_path=str(path),
             n_ctx=n_ctx,
             n_batch=n_batch,
             n_threads=cell.threads,
@@ -118,24 +148,7 @@ class LlamaCppGenerator(Generator):
             seed=0,
             verbose=False,
         )
-        self._n_vocab = self._llm.n_vocab()
-        self.details.update(
-            {
-                "llama_cpp": versions["llama_cpp"],
-                "gguf_version": versions["gguf"],
-                "gguf": str(self._path),
-                "gguf_bytes": self._path.stat().st_size,
-                "ftype": ftype,
-                "quantization": {**FTYPES, "w4": ftype} if precision == "w4" else dict(FTYPES),
-                "kv_type": "f32" if precision == "fp32" else "f16",
-                "n_threads": cell.threads,
-                "n_ctx": n_ctx,
-                "n_batch": n_batch,
-                "flash_attn": False,
-                "conversion": METHOD,
-                **record,
-            }
-        )
+        return {"n_ctx": n_ctx, "n_batch": n_batch}
 
     def _last_logits(self) -> np.ndarray:
         import llama_cpp

@@ -317,17 +317,22 @@ def _versions() -> dict[str, str]:
 def _stateful(model: torch.nn.Module) -> ov.Model:
     """`model` as optimum-intel's stateful IR: inputs input_ids, attention_mask,
     position_ids, beam_idx; output logits; each layer's key and value a state."""
-    import numpy as np
-    import openvino as ov
-    import torch
-    from openvino import opset13
     from openvino._offline_transformations import apply_make_stateful_transformation
 
-    config = model.config
-    layers = config.num_hidden_layers
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    # Multi-head attention (GPT-2) keeps a key and value per head: no num_key_value_heads.
-    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    ovm = _traced(model)
+    inputs, outputs = _name_ports(ovm, model.config.num_hidden_layers)
+    _gather_by_beam(ovm, inputs)
+    apply_make_stateful_transformation(ovm, dict(zip(inputs, outputs, strict=True)))
+    _start_states_empty(ovm)
+    return ovm
+
+
+def _with_past(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` called with its past keys and values as one flat tuple of tensors (layer by
+    layer, key then value) and returning (logits, *presents) in the same order."""
+    import torch
+
+    layers = model.config.num_hidden_layers
     # transformers 5.x renamed past_key_values to cache (the old name warns until 5.40).
     cache_arg = (
         "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
@@ -362,6 +367,20 @@ def _stateful(model: torch.nn.Module) -> ov.Model:
             presents = [t for layer in out[cache_arg].layers for t in (layer.keys, layer.values)]
             return (out.logits, *presents)
 
+    return WithPast(model)
+
+
+def _traced(model: torch.nn.Module) -> ov.Model:
+    """`model` with its past as inputs and presents as outputs, traced by OpenVINO."""
+    import openvino as ov
+    import torch
+
+    config = model.config
+    layers = config.num_hidden_layers
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    # Multi-head attention (GPT-2) keeps a key and value per head: no num_key_value_heads.
+    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    with_past = _with_past(model)
     # Traced with a past and more than one new token: the general path of the mask code
     # (its q_length == 1 and empty-cache shortcuts are the untaken branches).
     batch, past_len, new = 2, 3, 2
@@ -373,8 +392,12 @@ def _stateful(model: torch.nn.Module) -> ov.Model:
         "past": past,
     }
     with torch.no_grad():
-        ovm = ov.convert_model(WithPast(model), example_input=example)
+        return ov.convert_model(with_past, example_input=example)
 
+
+def _name_ports(ovm: ov.Model, layers: int) -> tuple[list[str], list[str]]:
+    """Name the traced ports as optimum-intel does (past_key_values.N.key, logits,
+    present.N.value, ...); the past inputs' names and the presents', pair by pair."""
     names = [f"{k}.{i}" for i in range(layers) for k in ("key", "value")]
     inputs = [f"past_key_values.{n.split('.')[1]}.{n.split('.')[0]}" for n in names]
     outputs = [f"present.{n.split('.')[1]}.{n.split('.')[0]}" for n in names]
@@ -383,8 +406,15 @@ def _stateful(model: torch.nn.Module) -> ov.Model:
     ovm.outputs[0].get_tensor().set_names({"logits"})
     for port, name in zip(ovm.outputs[1:], outputs, strict=True):
         port.get_tensor().set_names({name})
+    return inputs, outputs
 
-    # beam_idx reorders each past along the batch, as the pipeline expects to feed it.
+
+def _gather_by_beam(ovm: ov.Model, inputs: list[str]) -> None:
+    """Add the beam_idx input, which reorders each past along the batch, as the pipeline
+    expects to feed it."""
+    import openvino as ov
+    from openvino import opset13
+
     beam = opset13.parameter(name="beam_idx", dtype=ov.Type.i32, shape=ov.PartialShape([-1]))
     beam.output(0).get_tensor().add_names({"beam_idx"})
     ovm.add_parameters([beam])
@@ -395,9 +425,13 @@ def _stateful(model: torch.nn.Module) -> ov.Model:
         for consumer in consumers:
             consumer.replace_source_output(gather.output(0))
     ovm.validate_nodes_and_infer_types()
-    apply_make_stateful_transformation(ovm, dict(zip(inputs, outputs, strict=True)))
 
-    # Each state starts empty: (batch of input_ids, kv heads, 0, head_dim) zeros.
+
+def _start_states_empty(ovm: ov.Model) -> None:
+    """Each state starts empty: (batch of input_ids, kv heads, 0, head_dim) zeros."""
+    import numpy as np
+    from openvino import opset13
+
     ids_shape = opset13.shape_of(ovm.input("input_ids"), output_type="i64")
     batch_dim = opset13.gather(ids_shape, opset13.constant([0]), opset13.constant(0))
     for op in ovm.get_ops():
@@ -409,7 +443,6 @@ def _stateful(model: torch.nn.Module) -> ov.Model:
             zero = opset13.constant(0.0, dtype=op.get_output_element_type(0))
             op.set_arguments([opset13.broadcast(zero, opset13.concat(parts, axis=0))])
     ovm.validate_nodes_and_infer_types()
-    return ovm
 
 
 def _tokenizer(home: Path, vocab_size: int, own: Path | None = None) -> str:

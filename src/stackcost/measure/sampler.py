@@ -172,24 +172,14 @@ def summarize(
         delta = interpolate(ts, vals, c1) - interpolate(ts, vals, c0)
         return max(delta, 0.0) * 1e9 / covered_ns
 
-    cpu, system = rate("cpu"), rate("sys")
-    means_from = "samples, interpolated to the window's edges"
-    if counters is not None and end_ns > start_ns:
-        seconds = (end_ns - start_ns) / 1e9
-        cpu = counters.cpu_s / seconds
-        if counters.system_busy_s is not None:
-            system = counters.system_busy_s / seconds
-        means_from = "the measured process's counters at the window's edges"
+    cpu, system, means_from = _cpu_means(rate("cpu"), rate("sys"), counters, end_ns - start_ns)
     own = rate("self")
     ncpu = int(header.get("logical_cpus") or psutil.cpu_count() or 1)
     basis = threads if threads else ncpu
     other = max(system - cpu - own, 0.0)
     gpus = _gpu_summary(inside, header)
-    interval = float(header.get("interval_s") or 0.0)
-    if not interval and len(samples) > 1:
-        interval = (samples[-1]["t"] - samples[0]["t"]) / 1e9 / (len(samples) - 1)
     return Telemetry(
-        interval_s=interval,
+        interval_s=_interval_s(samples, header),
         n_samples=sum(1 for s in run_ if start_ns <= s["t"] <= end_ns),
         gap_max_s=max((b - a for a, b in pairwise(ts)), default=0) / 1e9,
         sched=header.get("sched"),
@@ -218,6 +208,28 @@ def summarize(
             zones=list(header.get("rapl_zones") or []),
         ),
     )
+
+
+def _cpu_means(
+    cpu: float, system: float, counters: Window | None, window_ns: int
+) -> tuple[float, float, str]:
+    """The target's and the system's mean busy cores over the window, and where they came
+    from: the measured process's own counters where it read them (exact however late the
+    samples came), else the samples' interpolated `cpu` and `system`."""
+    if counters is None or window_ns <= 0:
+        return cpu, system, "samples, interpolated to the window's edges"
+    seconds = window_ns / 1e9
+    if counters.system_busy_s is not None:
+        system = counters.system_busy_s / seconds
+    return counters.cpu_s / seconds, system, "the measured process's counters at the window's edges"
+
+
+def _interval_s(samples: Sequence[Mapping[str, Any]], header: Mapping[str, Any]) -> float:
+    """The sampling interval the header asked for, else the samples' mean spacing."""
+    interval = float(header.get("interval_s") or 0.0)
+    if not interval and len(samples) > 1:
+        interval = (samples[-1]["t"] - samples[0]["t"]) / 1e9 / (len(samples) - 1)
+    return interval
 
 
 class SamplerError(RuntimeError):

@@ -301,29 +301,9 @@ def run(
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     tree = ProcessTree(pid)
     gpu = GpuProbe() if nvml else None
-    sched = "normal"
-    if sched_idle:
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-            sched = "idle"
-        except (AttributeError, OSError) as exc:
-            sched = f"normal (SCHED_IDLE refused: {_one_line(exc)})"
+    sched = _scheduled_idle() if sched_idle else "normal"
     rapl = RaplProbe(rapl_root)
-    header = {
-        "kind": "header",
-        "pid": pid,
-        "sampler_pid": os.getpid(),
-        "interval_s": interval_s,
-        "clock": "CLOCK_MONOTONIC (time.monotonic_ns)",
-        "logical_cpus": psutil.cpu_count() or 1,
-        "gpus": gpu.devices if gpu else [],
-        "gpu_reason": (gpu.reason if gpu else "NVML disabled (--no-nvml)"),
-        "rapl_available": bool(rapl.zones),
-        "rapl_zones": sorted(rapl.zones),
-        "rapl_reason": rapl.reason,
-        "sched": sched,
-    }
-    out.write(json.dumps(header) + "\n")
+    out.write(json.dumps(_header(pid, interval_s, gpu, rapl, sched)) + "\n")
     out.flush()
     clock = time.monotonic_ns
     system = SystemCpu()
@@ -336,16 +316,7 @@ def run(
             proc = tree.read(t0 / 1e9)
             if proc is None:
                 break
-            # Formatted by hand: json.dumps of the flat part costs ~25 us with cold caches.
-            line = (
-                f',"cpu":{proc[0]:.3f},"rss":{proc[1]},"nch":{proc[2]}'
-                f',"sys":{system.busy_s():.3f},"self":{sum(os.times()[:2]):.3f}'
-                f',"load1":{os.getloadavg()[0]:.2f}'
-            )
-            if gpu is not None and gpu.handles:
-                line += ',"gpu":' + json.dumps(gpu.read(tree.pids()), separators=(",", ":"))
-            if rapl.zones:
-                line += ',"rapl":' + json.dumps(rapl.read(), separators=(",", ":"))
+            line = _sample_fields(proc, system, tree, gpu, rapl)
             # Midpoint of the reads: each value is off by at most half their duration.
             out.write(f'{{"t":{(t0 + clock()) // 2}{line}}}\n')
             out.flush()
@@ -372,6 +343,56 @@ def run(
     out.write(json.dumps({"kind": "end", "reason": reason, "t": clock(), "samples": n}) + "\n")
     out.flush()
     return reason
+
+
+def _scheduled_idle() -> str:
+    """Put this process under SCHED_IDLE; the policy it runs under, and why not idle."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError) as exc:
+        return f"normal (SCHED_IDLE refused: {_one_line(exc)})"
+    return "idle"
+
+
+def _header(
+    pid: int, interval_s: float, gpu: GpuProbe | None, rapl: RaplProbe, sched: str
+) -> dict[str, Any]:
+    """The samples file's first record: what is sampled, how, and what could not be."""
+    return {
+        "kind": "header",
+        "pid": pid,
+        "sampler_pid": os.getpid(),
+        "interval_s": interval_s,
+        "clock": "CLOCK_MONOTONIC (time.monotonic_ns)",
+        "logical_cpus": psutil.cpu_count() or 1,
+        "gpus": gpu.devices if gpu else [],
+        "gpu_reason": (gpu.reason if gpu else "NVML disabled (--no-nvml)"),
+        "rapl_available": bool(rapl.zones),
+        "rapl_zones": sorted(rapl.zones),
+        "rapl_reason": rapl.reason,
+        "sched": sched,
+    }
+
+
+def _sample_fields(
+    proc: tuple[float, int, int],
+    system: SystemCpu,
+    tree: ProcessTree,
+    gpu: GpuProbe | None,
+    rapl: RaplProbe,
+) -> str:
+    """One sample's fields after its time, as JSON members (each led by a comma)."""
+    # Formatted by hand: json.dumps of the flat part costs ~25 us with cold caches.
+    line = (
+        f',"cpu":{proc[0]:.3f},"rss":{proc[1]},"nch":{proc[2]}'
+        f',"sys":{system.busy_s():.3f},"self":{sum(os.times()[:2]):.3f}'
+        f',"load1":{os.getloadavg()[0]:.2f}'
+    )
+    if gpu is not None and gpu.handles:
+        line += ',"gpu":' + json.dumps(gpu.read(tree.pids()), separators=(",", ":"))
+    if rapl.zones:
+        line += ',"rapl":' + json.dumps(rapl.read(), separators=(",", ":"))
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:

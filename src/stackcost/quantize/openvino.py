@@ -144,58 +144,12 @@ def quantize_model(
     if fix is None:
         fix = overflow_fix("auto", cpu_info()["flags"], onednn_cap())
     fp32_bytes = constant_bytes(model)
-    tool = f"nncf {nncf.__version__}"
-    notes: list[str] = []
     with _quiet_nncf():
         if precision == "int8":
-            if calibration is None or not calibration.examples:
-                raise ValueError("int8 needs calibration inputs (ctx.calibration)")
-            # NNCF's guidance: a transformer (attention: a Softmax in the graph) is quantized
-            # as ModelType.TRANSFORMER, which keeps its attention-mask and normalization
-            # arithmetic float; without it BERT-style graphs fail in bias correction.
-            transformer = any(op.get_type_name() == "Softmax" for op in model.get_ops())
-            built = nncf.quantize(
-                model.clone(),
-                nncf.Dataset(calibration.examples, feed),
-                preset=nncf.QuantizationPreset.PERFORMANCE,
-                **({"model_type": nncf.ModelType.TRANSFORMER} if transformer else {}),
-                # NNCF counts dataset items, here batches: every calibration batch is used.
-                subset_size=len(calibration.examples),
-                advanced_parameters=nncf.AdvancedQuantizationParameters(
-                    overflow_fix=nncf.OverflowFix(fix[0])
-                ),
-            )
-            tool += (
-                " quantize (preset performance: symmetric; fast bias correction; "
-                f"overflow_fix={fix[0]}{'; model_type transformer' if transformer else ''})"
-            )
+            built, how = _static_int8(model, calibration, feed, fix[0])
         else:
-            mode = WEIGHT_MODES[precision]
-            options: dict[str, Any] = {}
-            if precision == "w4":
-                options = {
-                    "group_size": W4_GROUP_SIZE,
-                    "ratio": 1.0,
-                    "advanced_parameters": nncf.AdvancedCompressionParameters(
-                        group_size_fallback_mode=nncf.GroupSizeFallbackMode.ADJUST,
-                        min_adjusted_group_size=W4_MIN_GROUP_SIZE,
-                    ),
-                }
-            elif precision == "int8-dyn":
-                # The plugin quantizes activations per call in FullyConnected only; int8
-                # Convolution weights would make them weight-only ops in an int8-dyn cell.
-                options = {
-                    "ignored_scope": nncf.IgnoredScope(
-                        types=["Convolution", "GroupConvolution"], validate=False
-                    )
-                }
-            built = nncf.compress_weights(
-                model.clone(), mode=getattr(nncf.CompressWeightsMode, mode), **options
-            )
-            tool += f" compress_weights {mode}"
-            if precision == "w4":
-                tool += f" group_size={W4_GROUP_SIZE} ratio=1.0"
-    tool += f"; openvino {ov.get_version().split('-')[0]}"
+            built, how = _compressed(model, precision)
+    tool = f"nncf {nncf.__version__} {how}; openvino {ov.get_version().split('-')[0]}"
 
     ops = weighted_ops(built)
     group = DYNAMIC_GROUP_SIZE if precision == "int8-dyn" else 0
@@ -211,7 +165,6 @@ def quantize_model(
         activations = _fake_quant_text(built)
     else:
         activations = f"float ({DYNAMIC_GROUP}=0: the CPU plugin does not quantize them per call)"
-    notes += _notes(ops, precision)
     groups = sorted({op.weight.group for op in ops if op.low_weight and op.weight.group})
     record = QuantRecord(
         precision=precision,
@@ -228,9 +181,73 @@ def quantize_model(
         fp32_weight_bytes=fp32_bytes,
         scheme=f"overflow_fix={fix[0]}" if precision == "int8" else None,
         scheme_reason=fix[1] if precision == "int8" else None,
-        notes=notes,
+        notes=_notes(ops, precision),
     )
     return Quantized(built, record, config)
+
+
+def _static_int8(
+    model: ov.Model,
+    calibration: Calibration | None,
+    feed: Callable[[Example], Mapping[str, np.ndarray]],
+    fix: str,
+) -> tuple[ov.Model, str]:
+    """int8 weights and activations by `nncf.quantize`, calibrated on `calibration`; the
+    model built and how, for the record."""
+    import nncf
+
+    if calibration is None or not calibration.examples:
+        raise ValueError("int8 needs calibration inputs (ctx.calibration)")
+    # NNCF's guidance: a transformer (attention: a Softmax in the graph) is quantized
+    # as ModelType.TRANSFORMER, which keeps its attention-mask and normalization
+    # arithmetic float; without it BERT-style graphs fail in bias correction.
+    transformer = any(op.get_type_name() == "Softmax" for op in model.get_ops())
+    built = nncf.quantize(
+        model.clone(),
+        nncf.Dataset(calibration.examples, feed),
+        preset=nncf.QuantizationPreset.PERFORMANCE,
+        **({"model_type": nncf.ModelType.TRANSFORMER} if transformer else {}),
+        # NNCF counts dataset items, here batches: every calibration batch is used.
+        subset_size=len(calibration.examples),
+        advanced_parameters=nncf.AdvancedQuantizationParameters(overflow_fix=nncf.OverflowFix(fix)),
+    )
+    return built, (
+        "quantize (preset performance: symmetric; fast bias correction; "
+        f"overflow_fix={fix}{'; model_type transformer' if transformer else ''})"
+    )
+
+
+def _compressed(model: ov.Model, precision: str) -> tuple[ov.Model, str]:
+    """Weights of a weight-only precision (w8, w4, int8-dyn) by `nncf.compress_weights`;
+    the model built and how, for the record."""
+    import nncf
+
+    mode = WEIGHT_MODES[precision]
+    options: dict[str, Any] = {}
+    if precision == "w4":
+        options = {
+            "group_size": W4_GROUP_SIZE,
+            "ratio": 1.0,
+            "advanced_parameters": nncf.AdvancedCompressionParameters(
+                group_size_fallback_mode=nncf.GroupSizeFallbackMode.ADJUST,
+                min_adjusted_group_size=W4_MIN_GROUP_SIZE,
+            ),
+        }
+    elif precision == "int8-dyn":
+        # The plugin quantizes activations per call in FullyConnected only; int8
+        # Convolution weights would make them weight-only ops in an int8-dyn cell.
+        options = {
+            "ignored_scope": nncf.IgnoredScope(
+                types=["Convolution", "GroupConvolution"], validate=False
+            )
+        }
+    built = nncf.compress_weights(
+        model.clone(), mode=getattr(nncf.CompressWeightsMode, mode), **options
+    )
+    how = f"compress_weights {mode}"
+    if precision == "w4":
+        how += f" group_size={W4_GROUP_SIZE} ratio=1.0"
+    return built, how
 
 
 def dynamic_quantization_changes(
