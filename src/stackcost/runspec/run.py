@@ -238,19 +238,7 @@ def model_ref(
     trust_pickle: bool = False,
 ) -> ModelRef:
     """A ModelRef with the zoo's defaults filled in; raises SpecError on bad input."""
-    if init not in zoo.INIT_SCHEMES:
-        raise SpecError(f"unknown init {init!r} (allowed: {', '.join(zoo.INIT_SCHEMES)})")
-    check_int(seed, "seed")
-    check_widths(num_classes, in_channels)
-    if head is not None and head not in HEADS:
-        raise SpecError(f"unknown head {head!r} (allowed: {', '.join(HEADS)})")
-    hf = name.startswith(HF_PREFIX) or zoo.is_hf_entry(name)
-    if (config or head) and not hf:
-        flag = "-c/--config" if config else "--head"
-        raise SpecError(f"{flag} applies to Hugging Face models (hf:TYPE, {zoo.hf_entries()})")
-    for key, value in (config or {}).items():  # before the probe: no transformers needed
-        if problem := hf_size_problem(key, value):
-            raise SpecError(f"{name}: {problem}")
+    _check_model_flags(name, init, seed, num_classes, in_channels, config, head)
     if name.startswith(HF_PREFIX) and is_checkpoint_name(name.removeprefix(HF_PREFIX)):
         given = {
             "-c/--config": config,
@@ -264,24 +252,14 @@ def model_ref(
     if trust_pickle:
         raise SpecError(f"--trust-pickle applies to checkpoint folders (hf:./path), not {name!r}")
     if name.startswith(HF_PREFIX):
-        if not HF_NAME.fullmatch(name):
-            raise SpecError(f"model {name!r} is not of the form hf:<model_type>, e.g. hf:bert")
-        for what, given in (("--input-shape", input_shape), ("--in-channels", in_channels)):
-            if given is not None:
-                raise SpecError(f"{what} does not apply to {name}: its config sets the inputs")
+        _check_hf_type(name, input_shape, in_channels)
         # The type and the overrides are checked against transformers in a child (probe).
         return ModelRef(
             name=name, num_classes=num_classes or 0, init=init, seed=seed,
             config=dict(config or {}), head=head,
         )  # fmt: skip
     if ":" in name:
-        if in_channels is not None:
-            raise SpecError(
-                f"--in-channels {in_channels} does not apply to factory {name!r}: "
-                "its --input-shape (or its Workload) sets the inputs"
-            )
-        if not FACTORY_PATH.fullmatch(name):
-            raise SpecError(f"model factory {name!r} is not of the form 'package.module:factory'")
+        _check_factory(name, in_channels)
         # Not imported here: user code runs in a probe and in workers only (execute/probe.py).
         return ModelRef(
             name=name,
@@ -292,16 +270,7 @@ def model_ref(
             input_shape=input_shape,
             seed=seed,
         )
-    if name not in zoo.MODELS:
-        allowed = ", ".join(zoo.MODELS)
-        raise SpecError(
-            f"unknown model {name!r} (allowed: {allowed}, hf:<model_type>, or package.module:ATTR)"
-        )
-    if input_shape is not None:
-        raise SpecError(
-            f"--input-shape does not apply to zoo model {name!r}: its inputs are declared "
-            "by the zoo (see `stackcost list models`)"
-        )
+    _check_zoo_model(name, input_shape)
     info = zoo.model_info(name)
     return ModelRef(
         name=name,
@@ -313,6 +282,65 @@ def model_ref(
         config=dict(config or {}),
         head=head,
     )
+
+
+def _check_model_flags(
+    name: str,
+    init: str,
+    seed: int,
+    num_classes: int | None,
+    in_channels: int | None,
+    config: dict[str, Any] | None,
+    head: str | None,
+) -> None:
+    """The checks every kind of model shares, before its kind decides the rest."""
+    if init not in zoo.INIT_SCHEMES:
+        raise SpecError(f"unknown init {init!r} (allowed: {', '.join(zoo.INIT_SCHEMES)})")
+    check_int(seed, "seed")
+    check_widths(num_classes, in_channels)
+    if head is not None and head not in HEADS:
+        raise SpecError(f"unknown head {head!r} (allowed: {', '.join(HEADS)})")
+    hf = name.startswith(HF_PREFIX) or zoo.is_hf_entry(name)
+    if (config or head) and not hf:
+        flag = "-c/--config" if config else "--head"
+        raise SpecError(f"{flag} applies to Hugging Face models (hf:TYPE, {zoo.hf_entries()})")
+    for key, value in (config or {}).items():  # before the probe: no transformers needed
+        if problem := hf_size_problem(key, value):
+            raise SpecError(f"{name}: {problem}")
+
+
+def _check_hf_type(name: str, input_shape: tuple[int, ...] | None, in_channels: int | None) -> None:
+    """An hf:<model_type> name: well formed, and no input flag (its config sets the inputs)."""
+    if not HF_NAME.fullmatch(name):
+        raise SpecError(f"model {name!r} is not of the form hf:<model_type>, e.g. hf:bert")
+    for what, given in (("--input-shape", input_shape), ("--in-channels", in_channels)):
+        if given is not None:
+            raise SpecError(f"{what} does not apply to {name}: its config sets the inputs")
+
+
+def _check_factory(name: str, in_channels: int | None) -> None:
+    """A package.module:factory name: well formed, its inputs set by --input-shape alone."""
+    if in_channels is not None:
+        raise SpecError(
+            f"--in-channels {in_channels} does not apply to factory {name!r}: "
+            "its --input-shape (or its Workload) sets the inputs"
+        )
+    if not FACTORY_PATH.fullmatch(name):
+        raise SpecError(f"model factory {name!r} is not of the form 'package.module:factory'")
+
+
+def _check_zoo_model(name: str, input_shape: tuple[int, ...] | None) -> None:
+    """A zoo model: one the zoo has, whose inputs the zoo declares."""
+    if name not in zoo.MODELS:
+        allowed = ", ".join(zoo.MODELS)
+        raise SpecError(
+            f"unknown model {name!r} (allowed: {allowed}, hf:<model_type>, or package.module:ATTR)"
+        )
+    if input_shape is not None:
+        raise SpecError(
+            f"--input-shape does not apply to zoo model {name!r}: its inputs are declared "
+            "by the zoo (see `stackcost list models`)"
+        )
 
 
 def _check_sizes(spec: RunSpec) -> None:

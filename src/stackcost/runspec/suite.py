@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stackcost.axes import DEVICES, PRECISIONS, QUANTIZED
 from stackcost.backends import BASELINE, check_name
-from stackcost.cell import Device
+from stackcost.cell import Device, ModelRef
 from stackcost.clip import middle, one_line, shown
 from stackcost.errors import SpecError
 from stackcost.measure.protocol import Protocol
@@ -252,82 +252,23 @@ def _expand(
     precisions_given: Sequence[str] | None,
     for_viewing: bool,
 ) -> Suite:
-    from stackcost import zoo
-    from stackcost.env import cores
-    from stackcost.runspec.grammar import check_int
-    from stackcost.runspec.run import model_ref, validate
-    from stackcost.workload import SIZE_AXES
+    """The suite file as one validated RunSpec per model entry, in the file's order."""
+    from stackcost.runspec.run import validate
 
-    backends = list(override) if override else suite.backends
-    for i, name in enumerate(backends):
-        try:
-            check_name(name)
-        except SpecError as exc:
-            where = "--backends" if override else f"{_at(source, lines, 'backends', i)}: backends"
-            raise SpecError(f"{where}: {exc}") from None
-    if len(set(backends)) != len(backends):
-        raise SpecError(f"{source}: backends: {', '.join(backends)} names one twice")
-    if BASELINE not in backends:  # the summary's ratios are to eager: it is always run
-        backends = [BASELINE, *backends]
+    backends = _backends(suite, source, lines, override)
     precisions = _precisions(suite, source, lines, precisions_given)
-    try:
-        protocol = Protocol.model_validate({**SUITE_PROTOCOL, **suite.protocol})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        what = ".".join(str(p) for p in err["loc"])
-        where = _at(source, lines, "protocol", *err["loc"])
-        if err["type"] == "extra_forbidden":
-            raise SpecError(
-                f"{where}: unknown key protocol.{shown(what, 40)[1:-1]} "
-                f"(allowed: {', '.join(Protocol.model_fields)})"
-            ) from None
-        raise SpecError(
-            f"{where}: protocol.{what} = {shown(err.get('input'))}: {one_line(err['msg'], 80)}"
-        ) from None
-    threads = suite.threads if for_viewing else suite.threads or cores()
-    # validate's one check of this machine is the thread count against its CPUs: a view
-    # validates at 1 thread and keeps the file's count (views match runs without it),
-    # bounded as validate would.
-    checked_threads = 1 if for_viewing else threads
-    if threads is not None and threads != checked_threads:
-        try:
-            check_int(threads, "threads")
-        except SpecError as exc:
-            raise SpecError(f"{_at(source, lines, 'threads')}: {exc}") from None
+    protocol = _protocol(suite, source, lines)
+    threads, checked_threads = _threads(suite, source, lines, for_viewing)
     seen: set[tuple] = set()
     specs = []
     for i, entry in enumerate(suite.models):
         where = _at(source, lines, "models", i)
-        try:
-            ref = model_ref(
-                entry.name,
-                init=entry.init,
-                seed=entry.seed,
-                config=dict(entry.config),
-                head=entry.head,
-            )
-        except SpecError as exc:
-            raise SpecError(f"{where}: models[{i}]: {exc}") from None
-        sizes: dict[str, list[int]] = {}
-        if isinstance(entry.size, int):
-            axes = zoo.MODELS[ref.name].axes if ref.name in zoo.MODELS else None
-            if axes is None or len(axes) != 1:
-                why = (
-                    "has no size axis (leave size out)"
-                    if axes == ()
-                    else f"has not one known size axis: give size as {{axis: value}} "
-                    f"(axes: {', '.join(SIZE_AXES)})"
-                )
-                where_size = _at(source, lines, "models", i, "size")
-                raise SpecError(f"{where_size}: models[{i}].size: {ref.name} {why}")
-            sizes = {axes[0]: [entry.size]}
-        elif entry.size:
-            sizes = {axis: [value] for axis, value in entry.size.items()}
+        ref = _entry_model(entry, i, where)
         fields = {
             "models": [ref],
             "backends": backends,
             "batch_sizes": [entry.batch],
-            "sizes": sizes,
+            "sizes": _entry_sizes(entry, ref, i, source, lines),
             "precisions": precisions,
             "threads": [checked_threads],
             "devices": [suite.device],
@@ -364,6 +305,103 @@ def _expand(
         threads=threads,
         specs=specs,
     )
+
+
+def _backends(
+    suite: SuiteFile, source: str, lines: dict[tuple, int], override: Sequence[str] | None
+) -> list[str]:
+    """The backends every entry is run through: --backends, else the file's; each known,
+    none twice, and eager among them."""
+    backends = list(override) if override else suite.backends
+    for i, name in enumerate(backends):
+        try:
+            check_name(name)
+        except SpecError as exc:
+            where = "--backends" if override else f"{_at(source, lines, 'backends', i)}: backends"
+            raise SpecError(f"{where}: {exc}") from None
+    if len(set(backends)) != len(backends):
+        raise SpecError(f"{source}: backends: {', '.join(backends)} names one twice")
+    if BASELINE not in backends:  # the summary's ratios are to eager: it is always run
+        backends = [BASELINE, *backends]
+    return backends
+
+
+def _protocol(suite: SuiteFile, source: str, lines: dict[tuple, int]) -> Protocol:
+    """The suite's protocol over SUITE_PROTOCOL; an error names its line in the file."""
+    try:
+        return Protocol.model_validate({**SUITE_PROTOCOL, **suite.protocol})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        what = ".".join(str(p) for p in err["loc"])
+        where = _at(source, lines, "protocol", *err["loc"])
+        if err["type"] == "extra_forbidden":
+            raise SpecError(
+                f"{where}: unknown key protocol.{shown(what, 40)[1:-1]} "
+                f"(allowed: {', '.join(Protocol.model_fields)})"
+            ) from None
+        raise SpecError(
+            f"{where}: protocol.{what} = {shown(err.get('input'))}: {one_line(err['msg'], 80)}"
+        ) from None
+
+
+def _threads(
+    suite: SuiteFile, source: str, lines: dict[tuple, int], for_viewing: bool
+) -> tuple[int | None, int | None]:
+    """(the thread count the specs record, the one validate checks them at)."""
+    from stackcost.env import cores
+    from stackcost.runspec.grammar import check_int
+
+    threads = suite.threads if for_viewing else suite.threads or cores()
+    # validate's one check of this machine is the thread count against its CPUs: a view
+    # validates at 1 thread and keeps the file's count (views match runs without it),
+    # bounded as validate would.
+    checked_threads = 1 if for_viewing else threads
+    if threads is not None and threads != checked_threads:
+        try:
+            check_int(threads, "threads")
+        except SpecError as exc:
+            raise SpecError(f"{_at(source, lines, 'threads')}: {exc}") from None
+    return threads, checked_threads
+
+
+def _entry_model(entry: SuiteModel, i: int, where: str) -> ModelRef:
+    """The entry's model, with the zoo's defaults; an error names the entry."""
+    from stackcost.runspec.run import model_ref
+
+    try:
+        return model_ref(
+            entry.name,
+            init=entry.init,
+            seed=entry.seed,
+            config=dict(entry.config),
+            head=entry.head,
+        )
+    except SpecError as exc:
+        raise SpecError(f"{where}: models[{i}]: {exc}") from None
+
+
+def _entry_sizes(
+    entry: SuiteModel, ref: ModelRef, i: int, source: str, lines: dict[tuple, int]
+) -> dict[str, list[int]]:
+    """The entry's size as size axes: a bare number is the size of a zoo model's one axis."""
+    from stackcost import zoo
+    from stackcost.workload import SIZE_AXES
+
+    if isinstance(entry.size, int):
+        axes = zoo.MODELS[ref.name].axes if ref.name in zoo.MODELS else None
+        if axes is None or len(axes) != 1:
+            why = (
+                "has no size axis (leave size out)"
+                if axes == ()
+                else f"has not one known size axis: give size as {{axis: value}} "
+                f"(axes: {', '.join(SIZE_AXES)})"
+            )
+            where_size = _at(source, lines, "models", i, "size")
+            raise SpecError(f"{where_size}: models[{i}].size: {ref.name} {why}")
+        return {axes[0]: [entry.size]}
+    if entry.size:
+        return {axis: [value] for axis, value in entry.size.items()}
+    return {}
 
 
 def _precisions(
