@@ -108,26 +108,16 @@ def verified_generators(bench: Bench, rows: int, count: int = 1) -> Verified | R
     """Steps 1-3 of a repetition (the module's docstring), for `count` generators over a
     prompt of `rows` rows: the generators, or the repetition's answer when the cell cannot
     run (not a decoder, a mixture of experts, its runtime missing, sizes refused)."""
-    import numpy as np
-
     from stackcost import zoo
     from stackcost.backends.artifacts import ArtifactCache
     from stackcost.backends.base import Unsupported
     from stackcost.generation.base import Decoder
     from stackcost.result import RepetitionResult
-    from stackcost.verify import verify
 
     task, cell, backend, phases = bench.task, bench.cell, bench.backend, bench.phases
     workload = zoo.workload_of(cell.model)
-    if workload.domain != "generation":
-        return RepetitionResult(
-            status="unsupported",
-            reason=f"{cell.model.name} is not a decoder with its LM head: generate runs "
-            "llama-tiny, llama-150m, llama-1b, or hf:TYPE --head causal-lm",
-        )
-    # Before the build: a mixture of experts' weights alone may not fit (hf:mixtral).
-    if (moe := moe_reason(workload)) is not None:
-        return RepetitionResult(status="unsupported", reason=moe)
+    if (refused := _not_generated(workload, cell)) is not None:
+        return refused
     prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
     t = time.perf_counter()
     model = bench.build_model(workload)
@@ -155,25 +145,8 @@ def verified_generators(bench: Bench, rows: int, count: int = 1) -> Verified | R
         )
         for i in range(count)
     ]
-    names = ("prefill logits", "decode logits")
-    teacher = np.concatenate([prompt, expected], axis=1)
-    checks, colds, phases.prepare_s = [], [], 0.0
     try:
-        for generator in generators:
-            t = time.perf_counter()
-            generator.prepare()
-            phases.prepare_s += time.perf_counter() - t
-            # The first generation first: whatever compiles on first use is its cold start.
-            colds.append(generator.generate(prompt, new_tokens))
-            forced = generator.teacher_forced(teacher, prompt_len)
-            checks.append(
-                verify(
-                    {names[0]: forced[:, :1], names[1]: forced[:, 1:]},
-                    [(names[0], ref_logits[:, :1]), (names[1], ref_logits[:, 1:])],
-                    task.tolerance,
-                    QUANTIZED.get(cell.precision),
-                )
-            )
+        checks, colds = _prepare_and_verify(bench, generators, prompt, expected, ref_logits)
     except Unsupported as exc:  # found out only once the sizes were known
         return RepetitionResult(status="unsupported", reason=str(exc))
     token_agreement, prefix = agreement(colds[0].tokens, expected)
@@ -186,6 +159,60 @@ def verified_generators(bench: Bench, rows: int, count: int = 1) -> Verified | R
         agreeing_prefix=prefix,
         memory=memory,
     )
+
+
+def _not_generated(workload: Workload, cell: Cell) -> RepetitionResult | None:
+    """Why the cell's model is not generated from, before anything is built: not a
+    decoder with its LM head, or a mixture of experts; None when it is."""
+    from stackcost.result import RepetitionResult
+
+    if workload.domain != "generation":
+        return RepetitionResult(
+            status="unsupported",
+            reason=f"{cell.model.name} is not a decoder with its LM head: generate runs "
+            "llama-tiny, llama-150m, llama-1b, or hf:TYPE --head causal-lm",
+        )
+    # Before the build: a mixture of experts' weights alone may not fit (hf:mixtral).
+    if (moe := moe_reason(workload)) is not None:
+        return RepetitionResult(status="unsupported", reason=moe)
+    return None
+
+
+def _prepare_and_verify(
+    bench: Bench,
+    generators: list[Generator],
+    prompt: np.ndarray,
+    expected: np.ndarray,
+    ref_logits: np.ndarray,
+) -> tuple[list[Verification], list[Generation]]:
+    """Step 3 for each generator: prepare it (timed into phases.prepare_s), run its cold
+    generation, and check its teacher-forced logits against eager's. Raises Unsupported
+    when the runtime refuses the sizes."""
+    import numpy as np
+
+    from stackcost.verify import verify
+
+    task, cell, phases = bench.task, bench.cell, bench.phases
+    prompt_len, new_tokens = cell.sizes["prompt_len"], cell.sizes["new_tokens"]
+    names = ("prefill logits", "decode logits")
+    teacher = np.concatenate([prompt, expected], axis=1)
+    checks, colds, phases.prepare_s = [], [], 0.0
+    for generator in generators:
+        t = time.perf_counter()
+        generator.prepare()
+        phases.prepare_s += time.perf_counter() - t
+        # The first generation first: whatever compiles on first use is its cold start.
+        colds.append(generator.generate(prompt, new_tokens))
+        forced = generator.teacher_forced(teacher, prompt_len)
+        checks.append(
+            verify(
+                {names[0]: forced[:, :1], names[1]: forced[:, 1:]},
+                [(names[0], ref_logits[:, :1]), (names[1], ref_logits[:, 1:])],
+                task.tolerance,
+                QUANTIZED.get(cell.precision),
+            )
+        )
+    return checks, colds
 
 
 def token_timing(generation: Generation, prompt_len: int) -> TokenTiming:

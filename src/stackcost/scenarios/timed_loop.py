@@ -9,7 +9,7 @@ module verifies its output against eager's reference, checks memory growth, and 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stackcost.axes import QUANTIZED
 from stackcost.scenarios.base import Bench, Scenario, wrong
@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 
     from stackcost.backends.base import Backend, Run
     from stackcost.cell import Cell
+    from stackcost.measure.copies import HostCopies
+    from stackcost.measure.flops import Work
     from stackcost.measure.protocol import Measurement, Protocol
+    from stackcost.profile.breakdown import Breakdown
     from stackcost.result import RepetitionResult, Status
     from stackcost.scenarios.subject import Subject
     from stackcost.scenarios.task import RepetitionTask
@@ -38,25 +41,12 @@ class TimedLoop(Scenario):
         from stackcost.scenarios.subject import Subject
         from stackcost.verify import verify
 
-        task, cell, backend = bench.task, bench.cell, bench.backend
+        task, cell = bench.task, bench.cell
         subject = Subject.build(bench)
         thread_env = bench.thread_env()
         with profiling.sampling(task) as sampler:
-            # In this process (prepare + the timed loop) or in a C++ program: the backend's.
             try:
-                if task.paced_fd is not None:
-                    run = _paced(backend, subject, cell, task, bench.rebind)
-                else:
-                    bench.rebind()
-                    run = backend.run_repetition(
-                        subject.model,
-                        subject.example,
-                        cell,
-                        subject.ctx,
-                        task.protocol,
-                        task.timeout_s,
-                        profile_iters=profiling.PROFILE_ITERS if task.profile else 0,
-                    )
+                run = _run_repetition(bench, subject)
             except Unsupported as exc:  # found out only once the inputs were known
                 return RepetitionResult(status="unsupported", reason=str(exc))
             bench.phases.prepare_s = run.prepare_s
@@ -65,14 +55,7 @@ class TimedLoop(Scenario):
                 sampler.mark("timed_end")
         m = run.measurement
         disturbance = assess(m.window) if m.window is not None else None
-        details = {
-            **run.details,
-            "thread_env": thread_env,
-            "reference": subject.reference_from,
-            "inputs": subject.example.record(),
-        }
-        if m.page_faults_per_step is not None:
-            details["page_faults_per_step"] = round(m.page_faults_per_step, 1)
+        details = _details(run, subject, thread_env)
         telemetry = energy = None
         notes: list[str] = []
         if sampler is not None:
@@ -85,13 +68,8 @@ class TimedLoop(Scenario):
         assert m.stats is not None
         work = achieved_gflops = breakdown = host_copies = None
         if task.profile:
-            work, achieved_gflops = profiling.work(subject.model, subject.example, cell, m.stats)
-            breakdown, breakdown_notes = profiling.breakdown(backend, run, cell)
-            notes += breakdown_notes
-            if cell.device == "cuda":
-                from stackcost.measure.copies import host_to_device
-
-                host_copies = host_to_device(subject.example.tensors)
+            work, achieved_gflops, breakdown, host_copies, more = _profiled(bench, subject, run)
+            notes += more
         status, reason = _verdict(m, wrong(verification, task.tolerance), task.protocol)
         return RepetitionResult(
             status=status,
@@ -118,6 +96,61 @@ class TimedLoop(Scenario):
             host_copies=host_copies,
             disturbance=disturbance,
         )
+
+
+def _run_repetition(bench: Bench, subject: Subject) -> Run:
+    """The backend's repetition: in this process (prepare + the timed loop) or in a C++
+    program, or paced by the parent in bursts (ab). Raises Unsupported."""
+    from stackcost.scenarios import profiling
+
+    task, cell, backend = bench.task, bench.cell, bench.backend
+    if task.paced_fd is not None:
+        return _paced(backend, subject, cell, task, bench.rebind)
+    bench.rebind()
+    return backend.run_repetition(
+        subject.model,
+        subject.example,
+        cell,
+        subject.ctx,
+        task.protocol,
+        task.timeout_s,
+        profile_iters=profiling.PROFILE_ITERS if task.profile else 0,
+    )
+
+
+def _details(run: Run, subject: Subject, thread_env: dict[str, str | None]) -> dict[str, Any]:
+    """The repetition's details: the backend's own, the threads' environment, where the
+    reference came from, the inputs, and the page faults per step where counted."""
+    m = run.measurement
+    details = {
+        **run.details,
+        "thread_env": thread_env,
+        "reference": subject.reference_from,
+        "inputs": subject.example.record(),
+    }
+    if m.page_faults_per_step is not None:
+        details["page_faults_per_step"] = round(m.page_faults_per_step, 1)
+    return details
+
+
+def _profiled(
+    bench: Bench, subject: Subject, run: Run
+) -> tuple[Work, float | None, Breakdown | None, HostCopies | None, list[str]]:
+    """--profile's additions, after the timed loop: the work done and the FLOP/s achieved,
+    where the time went (a profiled pass, with its notes), and on CUDA the cost of copying
+    the inputs from the host."""
+    from stackcost.scenarios import profiling
+
+    cell, m = bench.cell, run.measurement
+    assert m.stats is not None
+    work, achieved_gflops = profiling.work(subject.model, subject.example, cell, m.stats)
+    breakdown, notes = profiling.breakdown(bench.backend, run, cell)
+    host_copies = None
+    if cell.device == "cuda":
+        from stackcost.measure.copies import host_to_device
+
+        host_copies = host_to_device(subject.example.tensors)
+    return work, achieved_gflops, breakdown, host_copies, notes
 
 
 def _paced(

@@ -41,7 +41,9 @@ from stackcost.scenarios.sut import QSL_SAMPLES, StepServer
 if TYPE_CHECKING:
     import numpy as np
 
+    from stackcost.cell import Cell
     from stackcost.generation.base import Generator, OnToken
+    from stackcost.generation.metrics import TokenTiming
     from stackcost.result import RepetitionResult, ScenarioResult
 
 # A sample's answer: its prompt's index in the QSL, told as each token is ready -> tokens.
@@ -143,18 +145,8 @@ class TokenServing(Scenario):
         task, cell, phases = bench.task, bench.cell, bench.phases
         config = cell.scenario
         assert config is not None
-        if self.kind.tokens is None:  # the spec refuses it; a cell built by hand may not
-            return RepetitionResult(
-                status="unsupported",
-                reason=f"LoadGen's {self.kind.name} does not serve generated tokens here: "
-                f"generate runs under {' or '.join(TOKEN_KINDS)}",
-            )
-        if cell.batch_size != 1:
-            return RepetitionResult(
-                status="unsupported",
-                reason=f"a LoadGen sample is one sequence (batch 1), not a batch of "
-                f"{cell.batch_size}: LoadGen's arrivals set how many are served at once",
-            )
+        if (refused := self._refused(cell)) is not None:
+            return refused
         ready = verified_generators(bench, rows=1, count=config.instances)
         if isinstance(ready, RepetitionResult):
             return ready
@@ -165,11 +157,7 @@ class TokenServing(Scenario):
             generator.decoder.config.vocab_size, QSL_SAMPLES, prompt_len, cell.model.seed
         )
 
-        t0 = time.perf_counter()
-        timings = []
-        while time.perf_counter() - t0 < CALIBRATION_S or len(timings) < CALIBRATION_MIN_STEPS:
-            timings.append(token_timing(generator.generate(prompts[:1], new_tokens), prompt_len))
-        phases.warmup_s = time.perf_counter() - t0
+        timings = _calibrate(bench, generator, prompts[:1])
         unloaded = token_numbers(
             generator,
             cell,
@@ -218,3 +206,34 @@ class TokenServing(Scenario):
             disturbance=assess(window),
             scenario=s,
         )
+
+    def _refused(self, cell: Cell) -> RepetitionResult | None:
+        """Why this cell is not served here (the spec refuses both; a cell built by hand
+        may not): a LoadGen kind without token latencies, or a batch over one sequence."""
+        from stackcost.result import RepetitionResult
+
+        if self.kind.tokens is None:
+            return RepetitionResult(
+                status="unsupported",
+                reason=f"LoadGen's {self.kind.name} does not serve generated tokens here: "
+                f"generate runs under {' or '.join(TOKEN_KINDS)}",
+            )
+        if cell.batch_size != 1:
+            return RepetitionResult(
+                status="unsupported",
+                reason=f"a LoadGen sample is one sequence (batch 1), not a batch of "
+                f"{cell.batch_size}: LoadGen's arrivals set how many are served at once",
+            )
+        return None
+
+
+def _calibrate(bench: Bench, generator: Generator, prompt: np.ndarray) -> list[TokenTiming]:
+    """Step 2: back-to-back generations of the verified prompt, for CALIBRATION_S and at
+    least CALIBRATION_MIN_STEPS of them (timed as the repetition's warmup)."""
+    prompt_len, new_tokens = bench.cell.sizes["prompt_len"], bench.cell.sizes["new_tokens"]
+    t0 = time.perf_counter()
+    timings = []
+    while time.perf_counter() - t0 < CALIBRATION_S or len(timings) < CALIBRATION_MIN_STEPS:
+        timings.append(token_timing(generator.generate(prompt, new_tokens), prompt_len))
+    bench.phases.warmup_s = time.perf_counter() - t0
+    return timings
