@@ -13,6 +13,7 @@ import math
 import os
 import random
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +22,13 @@ from stackcost.scenarios.base import Bench, Scenario
 if TYPE_CHECKING:
     import torch
 
-    from stackcost.backends.base import TrainRun
+    from stackcost.backends.base import TrainPrepared, TrainRun
+    from stackcost.backends.torch_common import Numerics
     from stackcost.cell import Cell, TrainConfig
-    from stackcost.data.splits import Split
+    from stackcost.data.splits import Batches, Split
     from stackcost.result import EpochRecord, RepetitionResult
     from stackcost.scenarios.task import TrainTask
+    from stackcost.workload import Example
 
 TRAIN = "train"
 # A loss this many times the first epoch's (the first step's, during epoch 1) has diverged.
@@ -254,47 +257,20 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
     """The epochs in this process, over `prepare_train`'s step; `t`: when the build began."""
     import torch
 
-    from stackcost.backends import PrepareContext
     from stackcost.backends.base import TrainRun
-    from stackcost.backends.torch_common import numerics
-    from stackcost.data.splits import Batches
     from stackcost.measure.counters import Edge, Window
-    from stackcost.result import EpochRecord
 
-    task, cell = bench.task, bench.cell
-    cfg = cell.train
-    assert cfg is not None
-    device = torch.device(cell.device)
-    cuda = cell.device == "cuda"
-    model = model.to(device).train()
-    train = Batches(splits["train"], cell.batch_size, True)
-    test = Batches(splits["test"], cell.batch_size, False)
-    if len(train) == 0:
-        raise ValueError(
-            f"{len(splits['train'])} training samples make no full batch of {cell.batch_size}"
-        )
-    example = train.get(train.order(None), 0)[0].to(device)  # what torchscript traces
+    cell = bench.cell
+    model = model.to(torch.device(cell.device)).train()
+    train, test, example = _batches(cell, splits)
     bench.phases.build_s = time.perf_counter() - t
 
     watch = bench.watch_memory()
     t = time.perf_counter()
-    ctx = PrepareContext(workdir=Path(task.workdir))
-    optimizer = _OptimizerFactory(cfg, cfg.epochs * len(train))
-    # On a GPU, fp32 training is IEEE fp32 in every torch rung: torch's default would let
-    # cuDNN convolutions round to TF32. Set before the rung traces or compiles; recorded.
-    fp32_math = numerics(cell)
-    prepared = bench.backend.prepare_train(model, optimizer, cross_entropy, example, cell, ctx)
-    scheduler = optimizer.schedule()
+    prepared, scheduler, fp32_math = _prepare(bench, model, example, len(train))
     prepare_s = time.perf_counter() - t
 
-    # Pinned: the copy runs asynchronously, straight from the batch's page-locked memory.
-    pinned = cuda and prepared.place is None and not cfg.pageable
-
-    def place(x: Any, y: Any) -> tuple[Any, Any]:
-        if prepared.place is not None:
-            return prepared.place(x, y)
-        return x.map(lambda t: t.to(device, non_blocking=pinned)), y.to(device, non_blocking=pinned)
-
+    epochs = _Epochs(cell, prepared, scheduler, train, test)
     details = {
         **prepared.details,
         **fp32_math.details(),
@@ -302,124 +278,242 @@ def _loop(bench: Bench, model: torch.nn.Module, splits: dict[str, Split], t: flo
         "torch_interop_threads": torch.get_num_interop_threads(),
     }
     random_layers = stochastic_layers(model)
-
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize()
-
-    clock = time.perf_counter_ns
-    records: list[EpochRecord] = []
-    samples_ns: list[int] = []
-    first_losses: list[float] = []
-    cold_ns: int | None = None  # the first step, compile included: its own number
-    reference: float | None = None  # loss the divergence rule compares against
-    diverged = ""
     t_loop = time.perf_counter()
     first = Edge.now()
-    for epoch in range(1, cfg.epochs + 1):
-        generator = torch.Generator().manual_seed(cfg.data_seed + epoch)
-        order = train.order(generator)
-        wait_ns = copy_ns = step_ns = 0
-        losses: list[float] = []
-        correct = seen = predicted = 0  # samples seen; predictions made (tokens, for a LM)
-        copy_bytes = 0
-        t_epoch = clock()
-        for i in range(len(train)):
-            t0 = clock()
-            x, y = train.get(order, i)
-            if pinned:
-                x, y = x.map(lambda t: t.pin_memory()), y.pin_memory()
-            t1 = clock()
-            placed_x, placed_y = place(x, y)
-            sync()
-            t2 = clock()
-            loss, out = prepared.step(placed_x, placed_y)
-            sync()
-            t3 = clock()
-            if scheduler is not None:
-                scheduler.step()
-            wait_ns, copy_ns, step_ns = wait_ns + t1 - t0, copy_ns + t2 - t1, step_ns + t3 - t2
-            copy_bytes += x.nbytes() + y.nbytes
-            if cold_ns is None:
-                cold_ns = t3 - t2
-            else:
-                samples_ns.append(t3 - t2)
-            value = float(loss)
-            losses.append(value)
-            if len(first_losses) < FIRST_LOSSES:
-                first_losses.append(value)
-            # Torch levels' labels are already on the logits' device; others' stay torch.
-            correct += _correct(out, y if prepared.place else placed_y)
-            seen += len(y)
-            predicted += y.numel()
-            if reference is None:
-                reference = value
-            if not math.isfinite(value):
-                diverged = f"loss {value} at epoch {epoch} step {i + 1}"
-            elif value > DIVERGENCE_FACTOR * reference:
-                diverged = (
-                    f"loss {value:.3g} > {DIVERGENCE_FACTOR:g} x {reference:.3g} "
-                    f"at epoch {epoch} step {i + 1}"
-                )
-            if diverged:
-                break
-        train_ns = clock() - t_epoch
-        steps = len(losses)
-        record: dict[str, Any] = dict(
-            epoch=epoch,
-            complete=not diverged,
-            steps=steps,
-            train_samples=seen,
-            train_loss=sum(losses) / steps,
-            train_accuracy=correct / predicted,
-            train_s=train_ns / 1e9,
-            loader_wait_s=wait_ns / 1e9,
-            step_s=step_ns / 1e9,
-            train_samples_per_s=seen / (train_ns / 1e9),
-            copy_bytes_per_batch=copy_bytes / steps,
-            copy_ms_per_batch=copy_ns / steps / 1e6,
-            copy_device=cell.device,
-            copy_pinned=pinned if cuda else None,
-        )
-        if diverged:
-            records.append(EpochRecord(epoch_s=train_ns / 1e9, **record))
-            break
-        if epoch == 1:
-            reference = sum(losses) / steps
-        t_eval = clock()
-        eval_correct, eval_loss = 0, 0.0
-        eval_order = test.order(None)
-        for i in range(len(test)):
-            x, y = test.get(eval_order, i)
-            logits = prepared.evaluate(place(x, y)[0])
-            y = y.to(logits.device)
-            eval_loss += float(cross_entropy(logits, y, reduction="sum").item())
-            eval_correct += int((logits.argmax(-1) == y).sum().item())
-        eval_ns = clock() - t_eval
-        n_eval = len(test.labels)
-        scored = test.labels.numel()  # per sample, or per token for a LM
-        records.append(
-            EpochRecord(
-                epoch_s=(train_ns + eval_ns) / 1e9,
-                eval_accuracy=eval_correct / scored if n_eval else None,
-                eval_loss=eval_loss / scored if n_eval else None,
-                eval_samples=n_eval,
-                eval_s=eval_ns / 1e9,
-                eval_samples_per_s=n_eval / (eval_ns / 1e9) if n_eval else None,
-                **record,
-            )
-        )
+    records = epochs.run()
     timed_s = time.perf_counter() - t_loop
     window = Window.between(first, Edge.now())
     return TrainRun(
         epochs=records,
-        samples_ns=samples_ns,
-        cold_ns=cold_ns or 0,
+        samples_ns=epochs.samples_ns,
+        cold_ns=epochs.cold_ns or 0,
         prepare_s=prepare_s,
         timed_s=timed_s,
         details=details,
-        loop={"stochastic_layers": random_layers, "first_losses": first_losses},
+        loop={"stochastic_layers": random_layers, "first_losses": epochs.first_losses},
         memory=watch.read(),
         window=window,
-        diverged=diverged,
+        diverged=epochs.diverged,
     )
+
+
+def _batches(cell: Cell, splits: dict[str, Split]) -> tuple[Batches, Batches, Example]:
+    """The training batches (shuffled, full ones only), the evaluation batches, and the
+    first training batch's inputs on the device: what torchscript traces."""
+    import torch
+
+    from stackcost.data.splits import Batches
+
+    train = Batches(splits["train"], cell.batch_size, True)
+    test = Batches(splits["test"], cell.batch_size, False)
+    if len(train) == 0:
+        raise ValueError(
+            f"{len(splits['train'])} training samples make no full batch of {cell.batch_size}"
+        )
+    example = train.get(train.order(None), 0)[0].to(torch.device(cell.device))
+    return train, test, example
+
+
+def _prepare(
+    bench: Bench, model: torch.nn.Module, example: Example, steps_per_epoch: int
+) -> tuple[TrainPrepared, torch.optim.lr_scheduler.LRScheduler | None, Numerics]:
+    """The backend's train step over the model, its learning-rate schedule, and the float
+    math it was prepared under (recorded)."""
+    from stackcost.backends import PrepareContext
+    from stackcost.backends.torch_common import numerics
+
+    cell = bench.cell
+    cfg = cell.train
+    assert cfg is not None
+    ctx = PrepareContext(workdir=Path(bench.task.workdir))
+    optimizer = _OptimizerFactory(cfg, cfg.epochs * steps_per_epoch)
+    # On a GPU, fp32 training is IEEE fp32 in every torch rung: torch's default would let
+    # cuDNN convolutions round to TF32. Set before the rung traces or compiles; recorded.
+    fp32_math = numerics(cell)
+    prepared = bench.backend.prepare_train(model, optimizer, cross_entropy, example, cell, ctx)
+    return prepared, optimizer.schedule(), fp32_math
+
+
+@dataclass
+class _EpochTotals:
+    """One epoch's training steps, summed: times, bytes copied, losses and predictions."""
+
+    wait_ns: int = 0
+    copy_ns: int = 0
+    step_ns: int = 0
+    copy_bytes: int = 0
+    losses: list[float] = field(default_factory=list)
+    correct: int = 0
+    seen: int = 0  # samples
+    predicted: int = 0  # predictions made (tokens, for a LM)
+
+    def record(
+        self, epoch: int, train_ns: int, complete: bool, cell: Cell, pinned: bool
+    ) -> dict[str, Any]:
+        """The epoch's training fields of its EpochRecord."""
+        steps = len(self.losses)
+        return dict(
+            epoch=epoch,
+            complete=complete,
+            steps=steps,
+            train_samples=self.seen,
+            train_loss=sum(self.losses) / steps,
+            train_accuracy=self.correct / self.predicted,
+            train_s=train_ns / 1e9,
+            loader_wait_s=self.wait_ns / 1e9,
+            step_s=self.step_ns / 1e9,
+            train_samples_per_s=self.seen / (train_ns / 1e9),
+            copy_bytes_per_batch=self.copy_bytes / steps,
+            copy_ms_per_batch=self.copy_ns / steps / 1e6,
+            copy_device=cell.device,
+            copy_pinned=pinned if cell.device == "cuda" else None,
+        )
+
+
+class _Epochs:
+    """The epochs over a prepared train step, and what they record across epochs: the
+    steps' times, the first losses, the loss divergence is judged against."""
+
+    def __init__(
+        self,
+        cell: Cell,
+        prepared: TrainPrepared,
+        scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+        train: Batches,
+        test: Batches,
+    ) -> None:
+        import torch
+
+        assert cell.train is not None
+        self.cell, self.cfg = cell, cell.train
+        self.prepared, self.scheduler = prepared, scheduler
+        self.train, self.test = train, test
+        self.device = torch.device(cell.device)
+        self.cuda = cell.device == "cuda"
+        # Pinned: the copy runs asynchronously, straight from the batch's page-locked memory.
+        self.pinned = self.cuda and prepared.place is None and not self.cfg.pageable
+        self.samples_ns: list[int] = []
+        self.first_losses: list[float] = []
+        self.cold_ns: int | None = None  # the first step, compile included: its own number
+        self.reference: float | None = None  # loss the divergence rule compares against
+        self.diverged = ""
+
+    def run(self) -> list[EpochRecord]:
+        """Every epoch, each ending with its evaluation; up to the first that diverged."""
+        from stackcost.result import EpochRecord
+
+        records: list[EpochRecord] = []
+        for epoch in range(1, self.cfg.epochs + 1):
+            record, train_ns = self._train_epoch(epoch)
+            if self.diverged:
+                records.append(EpochRecord(epoch_s=train_ns / 1e9, **record))
+                break
+            if epoch == 1:
+                self.reference = record["train_loss"]
+            records.append(self._evaluated(record, train_ns))
+        return records
+
+    def _place(self, x: Any, y: Any) -> tuple[Any, Any]:
+        """A batch where the step reads it: the backend's placement, else torch's copy."""
+        if self.prepared.place is not None:
+            return self.prepared.place(x, y)
+        device, pinned = self.device, self.pinned
+        return x.map(lambda t: t.to(device, non_blocking=pinned)), y.to(device, non_blocking=pinned)
+
+    def _sync(self) -> None:
+        """Wait for the GPU, so that each timed part ends when its work does."""
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def _train_epoch(self, epoch: int) -> tuple[dict[str, Any], int]:
+        """One pass over the shuffled training batches, stopped by divergence: its
+        EpochRecord's training fields, and its time in ns."""
+        import torch
+
+        generator = torch.Generator().manual_seed(self.cfg.data_seed + epoch)
+        order = self.train.order(generator)
+        totals = _EpochTotals()
+        t_epoch = time.perf_counter_ns()
+        for i in range(len(self.train)):
+            value = self._step(order, i, totals)
+            self.diverged = self._divergence(value, epoch, i)
+            if self.diverged:
+                break
+        train_ns = time.perf_counter_ns() - t_epoch
+        return totals.record(epoch, train_ns, not self.diverged, self.cell, self.pinned), train_ns
+
+    def _step(self, order: torch.Tensor, i: int, totals: _EpochTotals) -> float:
+        """Batch i: loaded, copied and stepped, each timed apart; its loss."""
+        clock = time.perf_counter_ns
+        t0 = clock()
+        x, y = self.train.get(order, i)
+        if self.pinned:
+            x, y = x.map(lambda t: t.pin_memory()), y.pin_memory()
+        t1 = clock()
+        placed_x, placed_y = self._place(x, y)
+        self._sync()
+        t2 = clock()
+        loss, out = self.prepared.step(placed_x, placed_y)
+        self._sync()
+        t3 = clock()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        totals.wait_ns += t1 - t0
+        totals.copy_ns += t2 - t1
+        totals.step_ns += t3 - t2
+        totals.copy_bytes += x.nbytes() + y.nbytes
+        if self.cold_ns is None:
+            self.cold_ns = t3 - t2
+        else:
+            self.samples_ns.append(t3 - t2)
+        value = float(loss)
+        totals.losses.append(value)
+        if len(self.first_losses) < FIRST_LOSSES:
+            self.first_losses.append(value)
+        # Torch levels' labels are already on the logits' device; others' stay torch.
+        totals.correct += _correct(out, y if self.prepared.place else placed_y)
+        totals.seen += len(y)
+        totals.predicted += y.numel()
+        return value
+
+    def _divergence(self, value: float, epoch: int, i: int) -> str:
+        """Why the loss of step i has diverged, or "": not finite, or DIVERGENCE_FACTOR
+        times the reference (the first step's, then the first epoch's mean)."""
+        if self.reference is None:
+            self.reference = value
+        if not math.isfinite(value):
+            return f"loss {value} at epoch {epoch} step {i + 1}"
+        if value > DIVERGENCE_FACTOR * self.reference:
+            return (
+                f"loss {value:.3g} > {DIVERGENCE_FACTOR:g} x {self.reference:.3g} "
+                f"at epoch {epoch} step {i + 1}"
+            )
+        return ""
+
+    def _evaluated(self, record: dict[str, Any], train_ns: int) -> EpochRecord:
+        """The epoch's record, with its evaluation pass over the held-out batches."""
+        from stackcost.result import EpochRecord
+
+        t_eval = time.perf_counter_ns()
+        eval_correct, eval_loss = 0, 0.0
+        eval_order = self.test.order(None)
+        for i in range(len(self.test)):
+            x, y = self.test.get(eval_order, i)
+            logits = self.prepared.evaluate(self._place(x, y)[0])
+            y = y.to(logits.device)
+            eval_loss += float(cross_entropy(logits, y, reduction="sum").item())
+            eval_correct += int((logits.argmax(-1) == y).sum().item())
+        eval_ns = time.perf_counter_ns() - t_eval
+        n_eval = len(self.test.labels)
+        scored = self.test.labels.numel()  # per sample, or per token for a LM
+        return EpochRecord(
+            epoch_s=(train_ns + eval_ns) / 1e9,
+            eval_accuracy=eval_correct / scored if n_eval else None,
+            eval_loss=eval_loss / scored if n_eval else None,
+            eval_samples=n_eval,
+            eval_s=eval_ns / 1e9,
+            eval_samples_per_s=n_eval / (eval_ns / 1e9) if n_eval else None,
+            **record,
+        )
