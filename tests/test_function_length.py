@@ -13,13 +13,6 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LONG = {
     "stackcost/commands/ab.py": {"add_parser": 95},
     "stackcost/compare/bisect.py": {"bisect": 131},
-    "stackcost/runspec/run.py": {"model_ref": 89},
-    "stackcost/runspec/suite.py": {"_expand": 121},
-    "stackcost/scenarios/generate.py": {"verified_generators": 82},
-    "stackcost/scenarios/timed_loop.py": {"TimedLoop.run": 89},
-    "stackcost/scenarios/token_serving.py": {"TokenServing.run": 85},
-    "stackcost/scenarios/train.py": {"_loop": 173},
-    "stackcost/zoo/hf.py": {"hf_workload": 113},
 }
 
 

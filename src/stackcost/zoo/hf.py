@@ -25,7 +25,7 @@ import inspect
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stackcost.workload import Input, Workload
 from stackcost.zoo import tasks
@@ -468,9 +468,82 @@ def _one_modality(model_type: str, kind: str, cfg: Any) -> None:
     )
 
 
+class _Source(NamedTuple):
+    """Where a Hugging Face model's config comes from, and what it is built as."""
+
+    model_type: str
+    cfg: Any  # the config the model is built from (transformers' PretrainedConfig)
+    base_config: dict[str, Any]  # a zoo entry's own overrides, under the user's
+    head: str | None
+    entry: Workload | None  # the zoo entry it is, if any
+    task: tasks.Task | None  # a checkpoint's saved task, if any
+
+
+class _Fed(NamedTuple):
+    """What one modality feeds a model, the sizes it allows, and its domain."""
+
+    inputs: tuple[Input, ...]
+    sizes: dict[str, int]
+    minimum: dict[str, int]
+    maximum: dict[str, int]
+    domain: str
+    channels: int
+
+
 def hf_workload(ref: ModelRef) -> Workload:
     """What an "hf:<model_type>" model, or a zoo Hugging Face entry with -c/--head, is fed
     and how big it may be, from its config; ZooError (one line) on a bad type or key."""
+    model_type, cfg, base_config, head, entry, task = _source(ref)
+    _head_class(model_type, head)  # a head the type lacks is refused here, not in a cell
+    kind = task.modality if task else modality(model_type)
+    _one_modality(model_type, kind, cfg)
+    shapes_only = check_buildable(ref, model_type, cfg, _label(ref, model_type), head)
+    if ref.checkpoint_path:
+        check_checkpoint_weights(ref, shapes_only)
+    num_classes = (ref.num_classes or 2) if ref.head == "classification" else 0
+    if task is not None and task.labelled:
+        num_classes = int(cfg.num_labels)
+    if kind == "image":
+        fed = _image_fed(cfg)
+    elif kind == "audio":
+        fed = _audio_fed(model_type, cfg)
+    else:
+        fed = _text_fed(ref, model_type, cfg, head, shapes_only)
+    domain, sizes, minimum, maximum = fed.domain, fed.sizes, fed.minimum, fed.maximum
+    if entry is not None:
+        # The entry's defaults where they still apply: its sizes unless an override set
+        # them (image_size), its domain.
+        domain = entry.domain
+        for axis, value in entry.sizes.items():
+            if axis in sizes and not (axis == "resolution" and "image_size" in ref.config):
+                sizes[axis] = value
+    for axis, value in sizes.items():  # a default the config no longer allows is clipped
+        sizes[axis] = max(minimum.get(axis, 1), min(value, maximum.get(axis, value)))
+    return Workload(
+        name=entry.name if entry else ref.name,
+        description=_describe(ref, model_type, cfg, entry),
+        builder=BUILDER,
+        inputs=fed.inputs,
+        sizes=sizes,
+        minimum=minimum,
+        maximum=maximum,
+        keyword=True,
+        domain=domain,
+        num_classes=num_classes,
+        in_channels=fed.channels,
+        experts=experts(cfg),
+        params={
+            "model_type": model_type,
+            "config": base_config,
+            **({"head": entry.params["head"]} if entry and "head" in entry.params else {}),
+            **({"head": head} if ref.checkpoint_path and head else {}),
+        },
+    )
+
+
+def _source(ref: ModelRef) -> _Source:
+    """The model's type, config and head: a checkpoint's saved ones, an hf:TYPE's
+    defaults, or a zoo entry's, each under the user's overrides."""
     from stackcost.zoo import MODELS
 
     entry: Workload | None = None
@@ -488,96 +561,71 @@ def hf_workload(ref: ModelRef) -> Workload:
             model_type, base_config = entry.params["model_type"], dict(entry.params["config"])
         head = ref.head or (entry.params.get("head") if entry is not None else None)
         cfg = make_config(ref, model_type, base_config, None)
-    _head_class(model_type, head)  # a head the type lacks is refused here, not in a cell
-    kind = task.modality if task else modality(model_type)
-    _one_modality(model_type, kind, cfg)
-    shapes_only = check_buildable(ref, model_type, cfg, _label(ref, model_type), head)
-    if ref.checkpoint_path:
-        check_checkpoint_weights(ref, shapes_only)
-    num_classes = (ref.num_classes or 2) if ref.head == "classification" else 0
-    if task is not None and task.labelled:
-        num_classes = int(cfg.num_labels)
+    return _Source(model_type, cfg, base_config, head, entry, task)
+
+
+def _image_fed(cfg: Any) -> _Fed:
+    """Pixels, square at the config's image_size; at least one patch where it has them."""
     minimum: dict[str, int] = {}
+    channels = int(getattr(cfg, "num_channels", 3))
+    inputs = (Input("pixel_values", ("batch", channels, "resolution", "resolution")),)
+    sizes = {"resolution": int(getattr(cfg, "image_size", DEFAULT_RESOLUTION))}
+    patch = getattr(cfg, "patch_size", None)
+    if isinstance(patch, int):
+        minimum["resolution"] = patch
+    domain = "vision-transformer" if patch else "vision"
+    return _Fed(inputs, sizes, minimum, {}, domain, channels)
+
+
+def _audio_fed(model_type: str, cfg: Any) -> _Fed:
+    """A raw waveform, at least the conv stack's receptive field long."""
+    if not hasattr(cfg, "conv_kernel"):
+        raise ZooError(
+            f"hf:{model_type} is not fed raw audio (input_values); stackcost feeds "
+            "waveform encoders such as wav2vec2, hubert, wavlm"
+        )
+    inputs = (Input("input_values", ("batch", "samples")),)
+    sizes = {"samples": DEFAULT_SAMPLES}
+    minimum = {"samples": _receptive_field(cfg.conv_kernel, cfg.conv_stride)}
+    return _Fed(inputs, sizes, minimum, {}, "speech", 1)
+
+
+def _text_fed(
+    ref: ModelRef, model_type: str, cfg: Any, head: str | None, shapes_only: nn.Module
+) -> _Fed:
+    """Token ids and their mask (and decoder ids for an encoder-decoder), as long as the
+    position table holds; a causal LM's prompt and the tokens it generates after it."""
     maximum: dict[str, int] = {}
-    if kind == "image":
-        channels = int(getattr(cfg, "num_channels", 3))
-        inputs = (Input("pixel_values", ("batch", channels, "resolution", "resolution")),)
-        sizes = {"resolution": int(getattr(cfg, "image_size", DEFAULT_RESOLUTION))}
-        patch = getattr(cfg, "patch_size", None)
-        if isinstance(patch, int):
-            minimum["resolution"] = patch
-        domain = "vision-transformer" if patch else "vision"
-    elif kind == "audio":
-        channels = 1
-        if not hasattr(cfg, "conv_kernel"):
+    vocab = getattr(cfg, "vocab_size", None)
+    if not isinstance(vocab, int) or vocab < 1:
+        raise ZooError(f"hf:{model_type} has no vocab_size: not a text model stackcost feeds")
+    length = "prompt_len" if head == CAUSAL_LM else "seq_len"
+    ids = Input("input_ids", ("batch", length), "int64", "ids", vocab)
+    mask = Input("attention_mask", ("batch", length), "int64", "mask")
+    inputs: tuple[Input, ...] = (ids, mask)
+    if head == CAUSAL_LM:
+        domain = "generation"
+    elif getattr(cfg, "is_encoder_decoder", False):
+        if ref.head == "classification":
+            # T5/BART-style heads pool at <eos> tokens, which random ids do not hold.
             raise ZooError(
-                f"hf:{model_type} is not fed raw audio (input_values); stackcost feeds "
-                "waveform encoders such as wav2vec2, hubert, wavlm"
+                f"hf:{model_type} --head classification pools at <eos> tokens, which "
+                "stackcost's random token ids do not contain; use the base model"
             )
-        inputs = (Input("input_values", ("batch", "samples")),)
-        sizes = {"samples": DEFAULT_SAMPLES}
-        minimum["samples"] = _receptive_field(cfg.conv_kernel, cfg.conv_stride)
-        domain = "speech"
+        inputs += (Input("decoder_input_ids", ("batch", "seq_len"), "int64", "ids", vocab),)
+        domain = "seq2seq"
     else:
-        channels = 3
-        vocab = getattr(cfg, "vocab_size", None)
-        if not isinstance(vocab, int) or vocab < 1:
-            raise ZooError(f"hf:{model_type} has no vocab_size: not a text model stackcost feeds")
-        length = "prompt_len" if head == CAUSAL_LM else "seq_len"
-        ids = Input("input_ids", ("batch", length), "int64", "ids", vocab)
-        mask = Input("attention_mask", ("batch", length), "int64", "mask")
-        inputs = (ids, mask)
+        _, auto = _mappings()
+        causal = model_type in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        masked = model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        domain = "decoder" if causal and not masked else "nlp"
+    sizes = {"seq_len": DEFAULT_SEQ_LEN}
+    if head == CAUSAL_LM:  # the prompt and what follows it
+        sizes = {"prompt_len": DEFAULT_PROMPT_LEN, "new_tokens": DEFAULT_NEW_TOKENS}
+    positions = getattr(cfg, "max_position_embeddings", None)  # n_positions via alias
+    if isinstance(positions, int) and positions > 0:
+        positions = position_limit(shapes_only, positions)
+        maximum[length] = positions
         if head == CAUSAL_LM:
-            domain = "generation"
-        elif getattr(cfg, "is_encoder_decoder", False):
-            if ref.head == "classification":
-                # T5/BART-style heads pool at <eos> tokens, which random ids do not hold.
-                raise ZooError(
-                    f"hf:{model_type} --head classification pools at <eos> tokens, which "
-                    "stackcost's random token ids do not contain; use the base model"
-                )
-            inputs += (Input("decoder_input_ids", ("batch", "seq_len"), "int64", "ids", vocab),)
-            domain = "seq2seq"
-        else:
-            _, auto = _mappings()
-            causal = model_type in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-            masked = model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
-            domain = "decoder" if causal and not masked else "nlp"
-        sizes = {"seq_len": DEFAULT_SEQ_LEN}
-        if head == CAUSAL_LM:  # the prompt and what follows it
-            sizes = {"prompt_len": DEFAULT_PROMPT_LEN, "new_tokens": DEFAULT_NEW_TOKENS}
-        positions = getattr(cfg, "max_position_embeddings", None)  # n_positions via alias
-        if isinstance(positions, int) and positions > 0:
-            positions = position_limit(shapes_only, positions)
-            maximum[length] = positions
-            if head == CAUSAL_LM:
-                maximum["new_tokens"] = positions
-    if entry is not None:
-        # The entry's defaults where they still apply: its sizes unless an override set
-        # them (image_size), its domain.
-        domain = entry.domain
-        for axis, value in entry.sizes.items():
-            if axis in sizes and not (axis == "resolution" and "image_size" in ref.config):
-                sizes[axis] = value
-    for axis, value in sizes.items():  # a default the config no longer allows is clipped
-        sizes[axis] = max(minimum.get(axis, 1), min(value, maximum.get(axis, value)))
-    return Workload(
-        name=entry.name if entry else ref.name,
-        description=_describe(ref, model_type, cfg, entry),
-        builder=BUILDER,
-        inputs=inputs,
-        sizes=sizes,
-        minimum=minimum,
-        maximum=maximum,
-        keyword=True,
-        domain=domain,
-        num_classes=num_classes,
-        in_channels=channels,
-        experts=experts(cfg),
-        params={
-            "model_type": model_type,
-            "config": base_config,
-            **({"head": entry.params["head"]} if entry and "head" in entry.params else {}),
-            **({"head": head} if ref.checkpoint_path and head else {}),
-        },
-    )
+            maximum["new_tokens"] = positions
+    return _Fed(inputs, sizes, {}, maximum, domain, 3)
