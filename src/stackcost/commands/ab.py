@@ -18,27 +18,21 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from stackcost.allocators import GATE_ALLOCATOR
+from stackcost.api import paired
 from stackcost.commands.axes import add_axis_args, axis_fields, number
 from stackcost.commands.run import (
-    IMPORT_TIMEOUT_S,
     add_import_timeout_arg,
     add_model_args,
     import_timeout,
     machine_lock,
     model_from_args,
     retry_notice,
+    this_command,
 )
 from stackcost.errors import SpecError
-from stackcost.measure.disturbance import POLICIES
-from stackcost.measure.paired import (
-    DEFAULT_ALPHA,
-    DEFAULT_MAX_BLOCKS,
-    DEFAULT_MIN_BLOCKS,
-    DEFAULT_THRESHOLD,
-)
 from stackcost.outputs import check_output_file, write_output
 from stackcost.runspec.grammar import parse_float
+from stackcost.runspec.run import db_problem
 
 SIDE_HELP = (
     "a Python interpreter with stackcost installed (another venv), or git:REF (the "
@@ -62,6 +56,25 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--model", dest="model_opt", metavar="MODEL", help="zoo name or module:factory")
     add_model_args(p)
     add_axis_args(p, defaults=True)
+    _add_side_args(p)
+    _add_design_args(p)
+    p.add_argument(
+        "--on-undecided",
+        metavar="pass|fail",
+        help="what a noisy (undecided) cell makes the exit status: 0 or 1 "
+        f"(default: {EXIT_UNDECIDED}, neither a pass nor a regression)",
+    )
+    p.add_argument("--seed-order", default="0", help="seed of the block orders (default 0)")
+    p.add_argument("--on-disturbed", default="retry", help="retry (default), keep or fail")
+    p.add_argument("--no-wait", action="store_true", help="refuse (exit 75) if the machine is busy")
+    p.add_argument("--no-reuse", action="store_true", help="cold workers, no artifact cache")
+    add_import_timeout_arg(p)
+    p.add_argument("--markdown", metavar="FILE", help="also write a summary for a PR comment")
+    p.add_argument("--json", metavar="FILE", help="also write the pair's verdicts as JSON")
+
+
+def _add_side_args(p: argparse.ArgumentParser) -> None:
+    """--base and --cand, each with the variables and backend options of its own."""
     for side, what in (("base", "the baseline"), ("cand", "the candidate")):
         p.add_argument(f"--{side}", metavar="SIDE", help=f"{what}: {SIDE_HELP}")
         p.add_argument(
@@ -79,15 +92,19 @@ def add_parser(sub: Any) -> None:
             help=f"a backend option for {what} only (repeatable)",
         )
     p.add_argument("--repo", default=".", help="git repository of git:REF sides (default .)")
+
+
+def _add_design_args(p: argparse.ArgumentParser) -> None:
+    """How blocks are measured and when the verdict is clear (api.paired.ab_design)."""
     p.add_argument(
         "--threshold",
-        default=str(DEFAULT_THRESHOLD),
-        help=f"relative latency change that counts (default {DEFAULT_THRESHOLD})",
+        default=str(paired.DEFAULT_THRESHOLD),
+        help=f"relative latency change that counts (default {paired.DEFAULT_THRESHOLD})",
     )
     p.add_argument(
         "--alpha",
-        default=str(DEFAULT_ALPHA),
-        help=f"error budget over all looks (default {DEFAULT_ALPHA})",
+        default=str(paired.DEFAULT_ALPHA),
+        help=f"error budget over all looks (default {paired.DEFAULT_ALPHA})",
     )
     p.add_argument(
         "--pacing",
@@ -97,13 +114,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--block-time",
-        default=str(BLOCK_S),
-        help=f"bursts: seconds each block alternates bursts for (default {BLOCK_S:g})",
+        default=str(paired.BLOCK_S),
+        help=f"bursts: seconds each block alternates bursts for (default {paired.BLOCK_S:g})",
     )
     p.add_argument(
         "--burst-ms",
-        default=str(BURST_MS),
-        help=f"bursts: a burst's length in ms, at least one step (default {BURST_MS:g})",
+        default=str(paired.BURST_MS),
+        help=f"bursts: a burst's length in ms, at least one step (default {paired.BURST_MS:g})",
     )
     p.add_argument(
         "--bind-threads",
@@ -121,39 +138,17 @@ def add_parser(sub: Any) -> None:
         "their bursts gets blocks of half the time and 1.5x the cap; otherwise blocks of "
         "twice the time (default: replan)",
     )
+    blocks = paired.BLOCKS.items()
     p.add_argument(
         "--min-blocks",
         help="blocks before the first look (default "
-        + ", ".join(f"{k} {v[0]}" for k, v in BLOCKS.items())
+        + ", ".join(f"{k} {v[0]}" for k, v in blocks)
         + ")",
     )
     p.add_argument(
         "--max-blocks",
-        help="cap on blocks per cell (default "
-        + ", ".join(f"{k} {v[1]}" for k, v in BLOCKS.items())
-        + ")",
+        help="cap on blocks per cell (default " + ", ".join(f"{k} {v[1]}" for k, v in blocks) + ")",
     )
-    p.add_argument(
-        "--on-undecided",
-        metavar="pass|fail",
-        help="what a noisy (undecided) cell makes the exit status: 0 or 1 "
-        f"(default: {EXIT_UNDECIDED}, neither a pass nor a regression)",
-    )
-    p.add_argument("--seed-order", default="0", help="seed of the block orders (default 0)")
-    p.add_argument("--on-disturbed", default="retry", help="retry (default), keep or fail")
-    p.add_argument("--no-wait", action="store_true", help="refuse (exit 75) if the machine is busy")
-    p.add_argument("--no-reuse", action="store_true", help="cold workers, no artifact cache")
-    add_import_timeout_arg(p)
-    p.add_argument("--markdown", metavar="FILE", help="also write a summary for a PR comment")
-    p.add_argument("--json", metavar="FILE", help="also write the pair's verdicts as JSON")
-
-
-MAX_BLOCKS = 1_000
-# Blocks (first look, cap) by pacing. A burst block is two fresh workers and BLOCK_S of
-# bursts (about 6-8 s here); per-process bias means many short blocks beat a few long ones.
-BLOCKS = {"bursts": (6, 20), "processes": (DEFAULT_MIN_BLOCKS, DEFAULT_MAX_BLOCKS)}
-BLOCK_S = 2.0
-BURST_MS = 20.0
 
 
 def exit_code(outcome: str, on_undecided: str | None) -> int:
@@ -165,24 +160,19 @@ def exit_code(outcome: str, on_undecided: str | None) -> int:
     return 0
 
 
-def _design(args: argparse.Namespace):
-    from stackcost.execute.interleave import PACINGS, Design
-
-    if args.pacing not in PACINGS:
-        raise SpecError(f"--pacing {args.pacing!r}: allowed: {', '.join(PACINGS)}")
+def _design(args: argparse.Namespace) -> Any:
+    """The Design from the flags, each refused by name, in the order they are read."""
+    paired.check_pacing(args.pacing)
     threshold = parse_float(args.threshold, "--threshold", 0.0, 1.0)
     alpha = parse_float(args.alpha, "--alpha", 0.0, 1.0)
-    default_lo, default_hi = BLOCKS[args.pacing]
+    default_lo, default_hi = paired.BLOCKS[args.pacing]
     lo = int(number(args.min_blocks or str(default_lo), "--min-blocks", int, 1))
     hi = int(number(args.max_blocks or str(default_hi), "--max-blocks", int, 1))
     block_s = parse_float(args.block_time, "--block-time", 0.0, 600.0)
     burst_ms = parse_float(args.burst_ms, "--burst-ms", 0.0, 60_000.0)
-    if hi > MAX_BLOCKS:
-        raise SpecError(f"--max-blocks {hi} is more than {MAX_BLOCKS}")
-    if lo > hi:
-        raise SpecError(f"--min-blocks {lo} is more than --max-blocks {hi}")
+    paired.check_blocks(lo, hi)
     seed = int(number(args.seed_order, "--seed-order", int, -1))
-    return Design(
+    return paired.ab_design(
         threshold=threshold,
         alpha=alpha,
         min_blocks=lo,
@@ -193,22 +183,15 @@ def _design(args: argparse.Namespace):
         burst_ms=burst_ms,
         bind_threads=args.bind_threads,
         replan=args.replan,
-        allocator=args.allocator or GATE_ALLOCATOR,
+        allocator=args.allocator or paired.GATE_ALLOCATOR,
     )
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.backends import REGISTRY
-    from stackcost.execute.sides import resolve
-    from stackcost.runspec.run import db_problem, validate
-
     name = args.model_opt or args.model
     if not name:
         raise SpecError("no model given: stackcost ab MODEL --base SIDE --cand SIDE")
-    if args.on_disturbed not in POLICIES:
-        raise SpecError(
-            f"--on-disturbed {args.on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
-        )
+    paired.check_policy(args.on_disturbed)
     if args.on_undecided is not None and args.on_undecided not in ON_UNDECIDED:
         raise SpecError(
             f"--on-undecided {args.on_undecided!r} is not a choice (allowed: pass, fail; "
@@ -216,52 +199,24 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
     design = _design(args)
     fields = axis_fields(args)
-    # The gate's workers reuse the pages they touched: a process's draw of glibc's moving
-    # thresholds must not decide a verdict (stackcost.allocators).
-    fields.setdefault("allocator", design.allocator)
-    if fields.get("repeats", 1) != 1:
+    if fields.get("repeats", 1) != 1:  # named as given: --repeats 3,1 reads as 3
         raise SpecError(
             f"--repeats {args.repeats} does not apply to ab: it measures blocks of 4 "
             "repetitions until the verdict is clear (--min-blocks, --max-blocks)"
         )
-    if "cell_ci" in fields or "max_repeats" in fields:
-        raise SpecError(
-            "--cell-ci and --max-repeats are run's stop rule; ab measures blocks until the "
-            "verdict is clear (--min-blocks, --max-blocks)"
-        )
-    if fields["backends"] == "all":
-        fields["backends"] = list(REGISTRY)
+    fields = paired.ab_fields(fields, design.allocator)
     for flag in ("markdown", "json"):
         if path := getattr(args, flag):
             check_output_file(Path(path), f"--{flag}", [Path(args.db)])
     if problem := db_problem(args.db):
         raise SpecError(problem)
     model = model_from_args(name, args)
-    err = Console(stderr=True)
-    cache = Path.home() / ".cache" / "stackcost" / "ab-venvs"
-    sides = {
-        side: resolve(
-            side,
-            getattr(args, side),
-            getattr(args, f"{side}_env"),
-            getattr(args, f"{side}_option"),
-            repo=Path(args.repo),
-            cache=cache,
-            log=lambda line: err.print(Text(line)),
-        )
-        for side in ("base", "cand")
-    }
-    specs = {}
-    for side, s in sides.items():
-        options = {b: dict(kv) for b, kv in fields.get("backend_options", {}).items()}
-        for backend, kv in s.options.items():
-            options.setdefault(backend, {}).update(kv)
-        specs[side] = validate({**fields, "backend_options": options, "models": [model]})
-    return _measure(args, console, err, sides, specs, design)
+    return _measure(args, console, model, fields, design)
 
 
-def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
-    from stackcost.commands.run import this_command
+def _measure(args: argparse.Namespace, console: Console, model: Any, fields, design) -> int:
+    """Resolve the sides, measure them with block-by-block progress on stderr, and print
+    the verdicts; the exit status is the gate's."""
     from stackcost.compare.ab_render import (
         DROP,
         as_json,
@@ -270,11 +225,9 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         summary_line,
         table,
     )
-    from stackcost.execute.interleave import FAILING, UNDECIDED
     from stackcost.report.fit import fit
 
-    for line in sides_lines(sides):
-        err.print(Text(line))
+    err = Console(stderr=True)
 
     def shown(block, pair, side, r) -> None:
         if args.quiet:
@@ -289,17 +242,30 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
         cap = pair.cap_in(design)  # a replanned cell's own cap
         err.print(Text(f"block {block + 1}/{cap} {label} {side}: {value}{r.status}"))
 
-    ab = measure_sides(
-        specs,
-        sides,
+    def print_sides(sides) -> None:
+        for line in sides_lines(sides):
+            err.print(Text(line))
+
+    ab = paired.ab(
+        model,
+        fields,
         design,
-        Path(args.db),
-        machine_lock(args, err),
-        err,
+        base=args.base,
+        cand=args.cand,
+        base_env=args.base_env,
+        cand_env=args.cand_env,
+        base_options=args.base_option,
+        cand_options=args.cand_option,
+        repo=args.repo,
+        db=args.db,
+        lock=lambda: machine_lock(args, err),
         on_disturbed=args.on_disturbed,
         reuse=not args.no_reuse,
         import_timeout_s=import_timeout(args),
+        on_log=lambda line: err.print(Text(line)),
+        on_sides=print_sides,
         on_repetition=shown,
+        on_retry=retry_notice(err),
         command=this_command(),
     )
     for line in sides_lines(ab.sides):
@@ -307,67 +273,11 @@ def _measure(args, console: Console, err: Console, sides, specs, design) -> int:
     hint = " or read every column with --markdown FILE"
     console.print(fit(table(ab), console, console.width, DROP, hint))
     console.print(summary_line(ab), markup=False)
-    for c in ab.cells:  # one plain line per failing cell: greppable in CI logs
-        if c.verdict in (*FAILING, *UNDECIDED):
-            console.print(f"{c.verdict}: {c.label}", markup=False, highlight=False)
+    for c in paired.flagged(ab):  # one plain line per failing cell: greppable in CI logs
+        console.print(f"{c.verdict}: {c.label}", markup=False, highlight=False)
     if args.markdown:
         write_output(Path(args.markdown), markdown(ab), "--markdown")
     if args.json:
         write_output(Path(args.json), as_json(ab), "--json")
     console.print(Text.assemble("stored pair ", (ab.pair_id, "bold"), f" in {args.db}"))
     return exit_code(ab.outcome, args.on_undecided)
-
-
-def measure_sides(
-    specs: dict[str, Any],
-    sides: dict[str, Any],
-    design: Any,
-    db: Path,
-    lock: Any,
-    err: Console,
-    *,
-    on_disturbed: str = "retry",
-    reuse: bool = True,
-    import_timeout_s: float = IMPORT_TIMEOUT_S,
-    on_repetition: Any = None,
-    command: str = "",
-) -> Any:
-    """Both sides' specs measured interleaved into `db` (execute.interleave): the ABResult.
-    `ab` and cell-mode `bisect` (one good and one point a call) both measure through it."""
-    from stackcost.execute.interleave import interleave
-    from stackcost.execute.local import LocalExecutor
-    from stackcost.execute.runner import Runner, prepare
-    from stackcost.store.database import Store
-
-    prepared = {
-        side: prepare(spec, import_timeout_s=import_timeout_s, python=sides[side].python)
-        for side, spec in specs.items()
-    }
-    executors = {
-        side: LocalExecutor(
-            python=s.python,
-            lock=lock,
-            worker_start="warm" if reuse else "cold",
-            extra_env=s.env,
-        )
-        for side, s in sides.items()
-    }
-    with (
-        Store(db) as store,
-        executors["base"].session(),
-        executors["cand"].session(),
-    ):
-        runners = {
-            side: Runner(
-                prepared[side],
-                store,
-                executors[side],
-                None,
-                None,
-                on_disturbed=on_disturbed,
-                on_retry=retry_notice(err),
-                reuse_artifacts=reuse,
-            )
-            for side in sides
-        }
-        return interleave(runners, sides, design, command=command, on_repetition=on_repetition)

@@ -26,12 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
-from stackcost.commands.axes import add_axis_args, number
-from stackcost.commands.run import add_model_args
+from stackcost.api import paired
+from stackcost.commands.axes import add_axis_args, axis_fields, number
+from stackcost.commands.run import add_model_args, machine_lock, model_from_args, this_command
 from stackcost.errors import SpecError
 from stackcost.report.fit import FitTable
 from stackcost.runspec.grammar import parse_float, split_list
+from stackcost.runspec.run import db_problem
 
 # Found, but not every point on the way was decided (as `stackcost ab`'s undecided).
 EXIT_UNSURE = 3
@@ -113,44 +116,89 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitStack) -> int:
-    from stackcost.compare.bisect import (
-        BisectError,
-        bisect,
-        git_measure,
-        git_points,
-        version_measure,
-    )
+    from stackcost.compare.bisect import BisectError, bisect
 
-    measure_pair = None
+    def measured(line: str) -> None:
+        console.print(f"  measured {line}", highlight=False, markup=False)
+
     try:
-        if args.git:
-            if not args.good:
-                raise SpecError("--git needs --good REV")
-            repo = Path(args.git)
-            points = git_points(repo, args.good, args.bad)
-            if args.model_opt:
-                measure, measure_pair = None, cell_pairs(args, repo, Console(stderr=True))
-            else:
-                measure = git_measure(repo, args.shell_command, args.command_timeout)
+        if args.model_opt:  # cell mode: run() made sure --git is given
+            repo, points = _git_points(args)
+            result = _bisect_cell(args, repo, points, measured)
         else:
-            points = split_list(args.versions, "--versions", "torch==2.3.0,torch==2.4.0")
-            if len(points) < 2 or any("==" not in v for v in points):
-                raise SpecError("--versions needs at least two PKG==VERSION items")
-            venvs = stack.enter_context(tempfile.TemporaryDirectory(prefix="stackcost-venvs-"))
-            measure = version_measure(
-                args.shell_command, Path(venvs), args.pip_arg, args.command_timeout
+            points, measure = _command_points(args, stack)
+            result = bisect(
+                points,
+                measure,
+                judging=args.judging,
+                higher_is_better=args.higher_is_better,
+                log=measured,
             )
-        result = bisect(
-            points,
-            measure,
-            measure_pair=measure_pair,
-            judging=args.judging,
-            higher_is_better=args.higher_is_better,
-            log=lambda s: console.print(f"  measured {s}", highlight=False, markup=False),
-        )
     except BisectError as exc:
         raise SpecError(str(exc)) from None
+    console.print(_probes_table(result, args.git))
+    return _answer(result, args.git, console)
 
+
+def _git_points(args: argparse.Namespace) -> tuple[Path, list[str]]:
+    """The repository, and its commits from --good to --bad (BisectError on a bad rev)."""
+    from stackcost.compare.bisect import git_points
+
+    if not args.good:
+        raise SpecError("--git needs --good REV")
+    repo = Path(args.git)
+    return repo, git_points(repo, args.good, args.bad)
+
+
+def _command_points(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[list[str], Any]:
+    """--command: the commits or versions, and how a point is measured by the command (a
+    process per value, in a worktree of the commit or a venv of the version)."""
+    from stackcost.compare.bisect import git_measure, version_measure
+
+    if args.git:
+        repo, points = _git_points(args)
+        return points, git_measure(repo, args.shell_command, args.command_timeout)
+    points = split_list(args.versions, "--versions", "torch==2.3.0,torch==2.4.0")
+    if len(points) < 2 or any("==" not in v for v in points):
+        raise SpecError("--versions needs at least two PKG==VERSION items")
+    venvs = stack.enter_context(tempfile.TemporaryDirectory(prefix="stackcost-venvs-"))
+    return points, version_measure(
+        args.shell_command, Path(venvs), args.pip_arg, args.command_timeout
+    )
+
+
+def _bisect_cell(args: argparse.Namespace, repo: Path, points: list[str], measured) -> Any:
+    """Cell mode: the one cell of the flags at each commit, measured beside the good one
+    in warm paired workers (api.paired.bisect) into --db."""
+    err = Console(stderr=True)
+    fields = paired.cell_fields(axis_fields(args))
+    spec = paired.cell_spec(fields, model_from_args(args.model_opt, args))
+    if problem := db_problem(args.db):
+        raise SpecError(problem)
+    lock = machine_lock(args, err)
+    seed = int(number(args.seed_order, "--seed-order", int, -1))
+    return paired.bisect(
+        points,
+        spec,
+        repo=repo,
+        db=args.db,
+        judging=args.judging,
+        higher_is_better=args.higher_is_better,
+        seed=seed,
+        lock=lambda: lock,
+        on_measured=measured,
+        on_log=_ignore if args.quiet else (lambda line: err.print(Text(line))),
+        on_notice=lambda line: err.print(Text(line)),
+        command=this_command(),
+    )
+
+
+def _ignore(line: str) -> None:
+    pass
+
+
+def _probes_table(result: Any, git: bool) -> FitTable:
+    """Every point measured, in the order it was, with its verdict."""
     ratio = "× good beside it"
     t = FitTable(title="probes (in order)", title_justify="left", drop=(ratio, "pairs"))
     for col in ("point", "value", ratio, "pairs", "verdict", "note"):
@@ -159,9 +207,13 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         value = "—" if p.value is None else f"{p.value:.4g}"
         shown = "—" if p.ratio is None else f"{p.ratio:.3f}"
         verdict = p.verdict + ("?" if not p.sure else "")
-        point = p.point[:12] if args.git else p.point
+        point = p.point[:12] if git else p.point
         t.add_row(point, value, shown, str(len(p.values)), verdict, p.note)
-    console.print(t)
+    return t
+
+
+def _answer(result: Any, git: bool, console: Console) -> int:
+    """How the points were judged, and the first bad one: the exit status says how sure."""
     j = result.judging
     console.print(
         f"good {result.good_value:.4g}, bad {result.bad_value:.4g}"
@@ -175,7 +227,7 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         console.print(
             f"first bad (unsure): {result.first_bad}; "
             f"judged by the mean at the cap of {j.max_pairs} pairs, its interval still on the "
-            f"middle: {', '.join(u[:12] if args.git else u for u in result.unsure)}; rerun "
+            f"middle: {', '.join(u[:12] if git else u for u in result.unsure)}; rerun "
             "with a larger --max-pairs: each pair is a fresh pair of processes, and more of "
             "them average what each carries of its own",
             markup=False,
@@ -188,72 +240,3 @@ def _bisect(args: argparse.Namespace, console: Console, stack: contextlib.ExitSt
         "ambiguous (skipped points): the first bad is one of " + ", ".join(result.candidates)
     )
     return 1
-
-
-def cell_pairs(args: argparse.Namespace, repo: Path, err: Console):
-    """Cell mode's measure_pair: the cell at the good commit and at a point, measured in
-    warm paired workers (ab's bursts, two blocks a call) into --db; each block's
-    geometric means, (point, good). None when either side cannot be built or measured."""
-    import functools
-    import itertools
-    import statistics
-
-    from rich.text import Text
-
-    from stackcost.allocators import GATE_ALLOCATOR
-    from stackcost.commands.ab import BLOCK_S, BURST_MS, measure_sides
-    from stackcost.commands.axes import axis_fields
-    from stackcost.commands.run import machine_lock, model_from_args, this_command
-    from stackcost.execute.interleave import Design
-    from stackcost.execute.runner import prepare
-    from stackcost.execute.sides import resolve
-    from stackcost.runspec.run import db_problem, validate
-
-    fields = axis_fields(args)
-    fields.setdefault("allocator", GATE_ALLOCATOR)  # as ab's (stackcost.allocators)
-    if "cell_ci" in fields or "max_repeats" in fields:
-        raise SpecError("--cell-ci and --max-repeats are run's stop rule, not bisect's")
-    spec = validate({**fields, "models": [model_from_args(args.model_opt, args)]})
-    if len(spec.cells()) != 1:
-        raise SpecError(
-            f"cell mode measures one cell, and these flags make {len(spec.cells())}: give "
-            "one backend, batch size, precision, thread count and size"
-        )
-    if problem := db_problem(args.db):
-        raise SpecError(problem)
-    cache = Path.home() / ".cache" / "stackcost" / "ab-venvs"
-    lock = machine_lock(args, err)
-    # Each call's blocks get burst orders of their own, from --seed-order on.
-    seeds = itertools.count(1000 * int(number(args.seed_order, "--seed-order", int, -1)))
-    prepared: dict[str, Any] = {}  # per commit: its probe (in its venv) asked once
-
-    @functools.cache  # a commit's venv is checked (a python started) once, not every call
-    def side(name: str, sha: str):
-        log = (lambda line: None) if args.quiet else (lambda line: err.print(Text(line)))
-        return resolve(name, f"git:{sha}", [], [], repo=repo, cache=cache, log=log)
-
-    def spec_at(sha: str, python: str):
-        if sha not in prepared:
-            prepared[sha] = prepare(spec, python=python)
-        return prepared[sha]
-
-    def measure_pair(good: str, point: str) -> list[tuple[float, float]] | None:
-        try:
-            sides = {"base": side("base", good), "cand": side("cand", point)}
-            specs = {"base": spec_at(good, sides["base"].python)}
-            specs["cand"] = spec_at(point, sides["cand"].python)
-        except SpecError as exc:  # it does not install or import: skipped, as git bisect skip
-            err.print(Text(f"{point[:12]}: {exc}"))
-            return None
-        design = Design(min_blocks=2, max_blocks=2, seed=next(seeds), block_s=BLOCK_S,
-                        burst_ms=BURST_MS, allocator=spec.allocator)  # fmt: skip
-        ab = measure_sides(specs, sides, design, Path(args.db), lock, err, command=this_command())
-        cell = ab.cells[0]
-        if cell.failed or not cell.blocks:
-            return None
-        return [
-            (statistics.geometric_mean(cand), statistics.geometric_mean(base))
-            for base, cand in cell.blocks
-        ]
-
-    return measure_pair
