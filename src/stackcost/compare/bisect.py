@@ -18,7 +18,7 @@ looks, as `stackcost ab` does: measure/paired.py). A point still straddling the 
 at max_pairs is judged by its mean, and the answer says it is unsure.
 
 A process per value still carries its own bias and lands in the machine's modes of
-seconds. Cell mode (`measure_pair`, commands/bisect.py) measures a stackcost cell instead:
+seconds. Cell mode (`measure_pair`, api/paired.py) measures a stackcost cell instead:
 the point and the good endpoint in warm paired workers alternating bursts, a block of them
 giving one pair of values; a call may give several, and a look is taken when the count of
 pairs crosses it.
@@ -149,36 +149,146 @@ def bisect(
         raise ValueError("give one of measure or measure_pair")
     if len(points) < 2:
         raise BisectError("need a good and a bad point")
-    sign = -1.0 if higher_is_better else 1.0
-    good_point = points[0]
-    probes: list[Probe] = []
-    pairs = 0  # alternates the order of each pair: good first, then point first
-    in_logs = True  # ratios where every value is positive (a time); set by the first pair
+    search = _Search(points, measure, measure_pair, judging, higher_is_better, log)
+    bad, middle = search.gap()
+    lo, hi = search.narrow(middle)
+    candidates = [points[i] for i in range(lo + 1, hi + 1)]
+    return BisectResult(
+        list(points),
+        candidates[0] if len(candidates) == 1 else None,
+        candidates,
+        search.probes,
+        statistics.median(bad.good_values),
+        statistics.median(bad.values),
+        bad.ratio if search.in_logs else None,
+        judging,
+    )
 
-    def pair(p: Probe) -> bool:
+
+class _Search:
+    """One bisection: how a pair is measured, and the probes taken so far."""
+
+    def __init__(
+        self,
+        points: Sequence[str],
+        measure: Measure | None,
+        measure_pair: MeasurePair | None,
+        judging: Judging,
+        higher_is_better: bool,
+        log: Callable[[str], None],
+    ) -> None:
+        self.points, self.judging, self.log = points, judging, log
+        self.measure, self.measure_pair = measure, measure_pair
+        self.sign = -1.0 if higher_is_better else 1.0
+        self.good = points[0]
+        self.probes: list[Probe] = []
+        self.pairs = 0  # alternates the order of each pair: good first, then point first
+        self.in_logs = True  # ratios where every value is positive (a time); set by the first pair
+
+    def gap(self) -> tuple[Probe, float]:
+        """The bad endpoint, measured until it is surely worse than good, and the middle
+        of the gap between them that every other point is judged against."""
+        bad = self.probe(len(self.points) - 1, lambda low, high: low > 0)
+        if not bad.values:
+            raise BisectError(f"cannot measure the endpoints ({bad.note})")
+        c = self.worse(bad)
+        gap = statistics.fmean(c) if c else 0.0
+        if not c or bad.interval is None or bad.interval[0] <= 0:
+            low = "—" if bad.interval is None else f"{bad.interval[0]:+.3g}"
+            raise BisectError(
+                f"bad ({bad.value:.4g}) is not surely worse than good measured beside it "
+                f"({statistics.median(bad.good_values):.4g}) after {len(bad.values)} pairs "
+                f"(mean change {gap:+.3g}, lower bound {low}): nothing to bisect"
+            )
+        bad.verdict = "bad"
+        return bad, gap / 2
+
+    def narrow(self, middle: float) -> tuple[int, int]:
+        """Halve the range from the last good to the first bad point until they are
+        adjacent, or only skipped points lie between: (last good, first bad) indices."""
+        lo, hi, skipped = 0, len(self.points) - 1, set[int]()
+        while hi - lo > 1:
+            inside = [i for i in range(lo + 1, hi) if i not in skipped]
+            if not inside:
+                break
+            m = min(inside, key=lambda i: abs(i - (lo + hi) / 2))
+            p = self.probe(m, lambda low, high: low > middle or high < middle)
+            c = self.worse(p)
+            if c is None or p.verdict == "skipped":
+                p.verdict = "skipped"
+                skipped.add(m)
+                continue
+            mean = statistics.fmean(c)
+            low, high = p.interval or (-math.inf, math.inf)
+            p.sure = low > middle or high < middle
+            if not p.sure:
+                p.note = (
+                    f"unsure: after {len(c)} pairs the change {mean:+.3g} [{low:+.3g}, "
+                    f"{high:+.3g}] still holds the middle {middle:+.3g}; judged by its mean"
+                )
+            if mean > middle:
+                p.verdict, hi = "bad", m
+            else:
+                p.verdict, lo = "good", m
+        return lo, hi
+
+    def probe(self, i: int, decided: Callable[[float, float], bool]) -> Probe:
+        """Pairs until `decided(low, high)` at a look, or max_pairs, or a failure."""
+        p = Probe(self.points[i])
+        looked = 0  # looks passed: a measure_pair call may add several pairs at once
+        while len(p.values) < self.judging.max_pairs and self.pair(p):
+            due = [n for n in self.judging.looks if n <= len(p.values)]
+            if len(due) > looked and (c := self.worse(p)) is not None:
+                looked = len(due)
+                _, low, high = mean_interval(c, self.judging.confidence)
+                p.interval = (low, high)
+                if decided(low, high):
+                    break
+        self.probes.append(p)
+        shown = p.note if p.value is None else f"{p.value:.4g}"
+        if p.ratio is not None:
+            shown += f", {p.ratio:.3f}x good beside it over {len(p.values)} pairs"
+        self.log(f"{self.points[i]}: {shown}")
+        return p
+
+    def worse(self, p: Probe) -> list[float] | None:
+        """Each pair's change of `p`, signed so that worse is above zero."""
+        c = p.changes(self.in_logs)
+        return None if c is None else [self.sign * x for x in c]
+
+    def pair(self, p: Probe) -> bool:
         """Measure the point and the good endpoint beside it; False if either fails."""
-        nonlocal pairs, in_logs
-        if measure_pair is not None:
-            blocks = measure_pair(good_point, p.point)
-            if not blocks:
-                p.verdict, p.note = "skipped", f"{p.point[:12]} or good failed to measure"
-                return False
-            odd = next((v for b in blocks for v in b if not math.isfinite(v)), None)
-            if odd is not None:
-                p.verdict, p.note = "skipped", _not_finite(f"{p.point[:12]} or good", odd)
-                return False
-            for point_value, good_value in blocks:
-                p.values.append(point_value)
-                p.good_values.append(good_value)
-            if not probes and len(p.values) == len(blocks):  # the bad endpoint's first
-                in_logs = min(p.values[0], p.good_values[0]) > 0
-            return True
-        assert measure is not None
-        order = (good_point, p.point) if pairs % 2 == 0 else (p.point, good_point)
-        pairs += 1
-        got = {name: measure(name) for name in order}
-        if got[p.point] is None or got[good_point] is None:
-            failed = p.point if got[p.point] is None else good_point
+        first = not self.probes and not p.values  # the bad endpoint's first pair
+        measured = self._cells(p) if self.measure_pair is not None else self._processes(p)
+        if measured and first:  # it says whether values are times (logs) or may be <= 0
+            self.in_logs = min(p.values[0], p.good_values[0]) > 0
+        return measured
+
+    def _cells(self, p: Probe) -> bool:
+        """Cell mode: one call gives the pairs of its blocks, both sides in warm workers."""
+        assert self.measure_pair is not None
+        blocks = self.measure_pair(self.good, p.point)
+        if not blocks:
+            p.verdict, p.note = "skipped", f"{p.point[:12]} or good failed to measure"
+            return False
+        odd = next((v for b in blocks for v in b if not math.isfinite(v)), None)
+        if odd is not None:
+            p.verdict, p.note = "skipped", _not_finite(f"{p.point[:12]} or good", odd)
+            return False
+        for point_value, good_value in blocks:
+            p.values.append(point_value)
+            p.good_values.append(good_value)
+        return True
+
+    def _processes(self, p: Probe) -> bool:
+        """A process per value: the good endpoint and the point, in alternating order."""
+        assert self.measure is not None
+        good = self.good
+        order = (good, p.point) if self.pairs % 2 == 0 else (p.point, good)
+        self.pairs += 1
+        got = {name: self.measure(name) for name in order}
+        if got[p.point] is None or got[good] is None:
+            failed = p.point if got[p.point] is None else good
             p.verdict, p.note = "skipped", f"{failed[:12]} failed to build, install or measure"
             return False
         for name, value in got.items():
@@ -186,84 +296,8 @@ def bisect(
                 p.verdict, p.note = "skipped", _not_finite(name[:12], value)  # type: ignore[arg-type]
                 return False
         p.values.append(got[p.point])  # type: ignore[arg-type]
-        p.good_values.append(got[good_point])  # type: ignore[arg-type]
-        if not probes and len(p.values) == 1:  # the first pair, the bad endpoint's
-            in_logs = min(p.values[0], p.good_values[0]) > 0
+        p.good_values.append(got[good])  # type: ignore[arg-type]
         return True
-
-    def worse(p: Probe) -> list[float] | None:
-        c = p.changes(in_logs)
-        return None if c is None else [sign * x for x in c]
-
-    def probe(i: int, decided: Callable[[float, float], bool]) -> Probe:
-        """Pairs until `decided(low, high)` at a look, or max_pairs, or a failure."""
-        p = Probe(points[i])
-        looked = 0  # looks passed: a measure_pair call may add several pairs at once
-        while len(p.values) < judging.max_pairs and pair(p):
-            due = [n for n in judging.looks if n <= len(p.values)]
-            if len(due) > looked and (c := worse(p)) is not None:
-                looked = len(due)
-                _, low, high = mean_interval(c, judging.confidence)
-                p.interval = (low, high)
-                if decided(low, high):
-                    break
-        probes.append(p)
-        shown = p.note if p.value is None else f"{p.value:.4g}"
-        if p.ratio is not None:
-            shown += f", {p.ratio:.3f}x good beside it over {len(p.values)} pairs"
-        log(f"{points[i]}: {shown}")
-        return p
-
-    bad = probe(len(points) - 1, lambda low, high: low > 0)
-    if not bad.values:
-        raise BisectError(f"cannot measure the endpoints ({bad.note})")
-    c = worse(bad)
-    gap = statistics.fmean(c) if c else 0.0
-    if not c or bad.interval is None or bad.interval[0] <= 0:
-        low = "—" if bad.interval is None else f"{bad.interval[0]:+.3g}"
-        raise BisectError(
-            f"bad ({bad.value:.4g}) is not surely worse than good measured beside it "
-            f"({statistics.median(bad.good_values):.4g}) after {len(bad.values)} pairs "
-            f"(mean change {gap:+.3g}, lower bound {low}): nothing to bisect"
-        )
-    bad.verdict = "bad"
-    middle = gap / 2
-
-    lo, hi, skipped = 0, len(points) - 1, set[int]()
-    while hi - lo > 1:
-        inside = [i for i in range(lo + 1, hi) if i not in skipped]
-        if not inside:
-            break
-        m = min(inside, key=lambda i: abs(i - (lo + hi) / 2))
-        p = probe(m, lambda low, high: low > middle or high < middle)
-        c = worse(p)
-        if c is None or p.verdict == "skipped":
-            p.verdict = "skipped"
-            skipped.add(m)
-            continue
-        mean = statistics.fmean(c)
-        low, high = p.interval or (-math.inf, math.inf)
-        p.sure = low > middle or high < middle
-        if not p.sure:
-            p.note = (
-                f"unsure: after {len(c)} pairs the change {mean:+.3g} [{low:+.3g}, "
-                f"{high:+.3g}] still holds the middle {middle:+.3g}; judged by its mean"
-            )
-        if mean > middle:
-            p.verdict, hi = "bad", m
-        else:
-            p.verdict, lo = "good", m
-    candidates = [points[i] for i in range(lo + 1, hi + 1)]
-    return BisectResult(
-        list(points),
-        candidates[0] if len(candidates) == 1 else None,
-        candidates,
-        probes,
-        statistics.median(bad.good_values),
-        statistics.median(bad.values),
-        bad.ratio if in_logs else None,
-        judging,
-    )
 
 
 def _not_finite(what: str, value: float) -> str:
