@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackcost.allocators import GATE_ALLOCATOR
+from stackcost.api.grid import IMPORT_TIMEOUT_S, POLICIES, check_policy
 from stackcost.cell import ModelRef
 from stackcost.compare.bisect import BisectResult, Judging, MeasurePair
 from stackcost.errors import SpecError
-from stackcost.execute.probe import TIMEOUT_S as IMPORT_TIMEOUT_S
-from stackcost.measure.disturbance import POLICIES
 from stackcost.measure.paired import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_BLOCKS,
@@ -89,14 +88,6 @@ def _venv_cache() -> Path:
 
 
 # -- the design: how blocks are measured and a verdict decided ----------------------------
-
-
-def check_policy(on_disturbed: str) -> None:
-    """Raise SpecError unless `on_disturbed` is a disturbance policy (POLICIES)."""
-    if on_disturbed not in POLICIES:
-        raise SpecError(
-            f"--on-disturbed {on_disturbed!r} is not a policy (allowed: {', '.join(POLICIES)})"
-        )
 
 
 def check_pacing(pacing: str) -> None:
