@@ -7,7 +7,7 @@ import argparse
 from stackcost.axes import GRID_AXES, GRID_COLUMNS, PRECISION_TOLERANCE, PRECISIONS
 from stackcost.cell import Cell, ModelRef
 from stackcost.commands.axes import add_axis_args
-from stackcost.report import data
+from stackcost.report.frames import tidy
 from stackcost.runspec.file import SweepFile
 from stackcost.runspec.run import RunSpec
 from stackcost.store.database import CELL_COLUMNS
@@ -24,7 +24,7 @@ def test_every_grid_axis_is_a_spec_key_a_flag_a_cell_field_and_a_column():
         assert axis.flag in flags
         assert axis.name in Cell.model_fields and axis.name in cell.flat()
         assert axis.name in CELL_COLUMNS
-        assert axis.name in data.WORKLOAD_AXES and axis.name in data.CELL_COLUMNS
+        assert axis.name in tidy.WORKLOAD_AXES and axis.name in tidy.CELL_COLUMNS
     assert [c for c in cell.flat() if c in GRID_AXES] == list(GRID_COLUMNS)
 
 

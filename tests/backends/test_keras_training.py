@@ -13,7 +13,7 @@ import torch
 from stackcost.api import load_runs
 from stackcost.cell import TrainConfig
 from stackcost.cli import main
-from stackcost.report.train_agreement import agreement, eager_twin
+from stackcost.report.frames.train import agreement, eager_twin
 from stackcost.runspec.run import model_ref
 from stackcost.zoo import build_model
 from tests.conftest import needs

@@ -146,7 +146,7 @@ def test_views_never_probe_nor_read_this_machine(tmp_path: Path, no_machine, cap
 
 
 def test_the_suite_summary_finds_runs_of_the_suite_and_no_other(tmp_path: Path, no_machine):
-    from stackcost.report.suite_data import stored_runs
+    from stackcost.report.frames.suite import stored_runs
 
     db = tmp_path / "s.db"
     ids = _suite_store(db, {"here": 1})

@@ -6,7 +6,7 @@ import pytest
 
 import stackcost
 from stackcost.measure import peaks
-from stackcost.report.profile_table import percent_of_peak, profile_table
+from stackcost.report.terminal.profile import percent_of_peak, profile_table
 
 FAST = dict(protocol={"min_time_s": 0.2, "max_time_s": 1.0, "warmup_max_time_s": 0.3})
 

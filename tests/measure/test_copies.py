@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from stackcost.measure.copies import HostCopies, host_to_device
-from stackcost.report.profile_table import copies_line
+from stackcost.report.terminal.profile import copies_line
 
 
 def test_without_cuda_there_is_no_copy_to_time():

@@ -11,7 +11,7 @@ from rich.console import Console
 from stackcost.measure.leak import check_leak, confirmed
 from stackcost.measure.protocol import Protocol
 from stackcost.measure.stats import summarize
-from stackcost.report.table import results_table
+from stackcost.report.terminal.run import results_table
 from stackcost.result import RepetitionResult
 from stackcost.store.runs import CellResult, RunResult
 from tests.conftest import tiny_cell

@@ -362,10 +362,10 @@ def test_train_answer_records_the_first_losses(monkeypatch, tmp_path: Path):
 @pytest.mark.parametrize("arch", ["resnet18", "mnist-cnn"])
 def test_first_training_losses_agree_with_eager(cudnn_build, tmp_path: Path, arch):
     """stackcost_cudnn train against eager (CPU, fp32) from the same weights and batches:
-    the train table's tolerances (report/train_agreement.py): step 1 within 1e-4, steps 2-3
+    the train table's tolerances (report/frames/train.py): step 1 within 1e-4, steps 2-3
     within 5e-2; mnist-cnn with dropout off against an eager model with p = 0."""
     from stackcost.native.training import train_args, write_train_files
-    from stackcost.report.train_agreement import TOLERANCES, relative
+    from stackcost.report.frames.train import TOLERANCES, relative
     from tests.native.test_onednn_train import mnist_problem
     from tests.native.train_reference import eager_losses, problem
 
@@ -395,7 +395,7 @@ def test_train_cli_records_the_cudnn_level_beside_eager(cudnn_build, tmp_path: P
     says why it compares nothing rather than passing or failing."""
     from stackcost.api import load_runs
     from stackcost.cli import main
-    from stackcost.report.train_agreement import agreement, eager_twin
+    from stackcost.report.frames.train import agreement, eager_twin
 
     db = tmp_path / "t.db"
     argv = ["train", "mnist-cnn", "--device", "cuda", "--dataset", "digits"]
@@ -419,7 +419,7 @@ def test_resnet18_learns_digits(cudnn_build, tmp_path: Path, capsys):
     its first losses agree with eager's within the train table's tolerances."""
     from stackcost.api import load_runs
     from stackcost.cli import main
-    from stackcost.report.train_agreement import agreement, eager_twin
+    from stackcost.report.frames.train import agreement, eager_twin
 
     db = tmp_path / "r.db"
     argv = ["train", "resnet18", "--device", "cuda", "--dataset", "digits"]

@@ -117,7 +117,7 @@ def test_resnet18_trains_as_eager(standin, tmp_path):
     p = problem(lr=0.01)
     reference, _ = eager_losses(p, max_steps=3)
     answer = train(standin, p, tmp_path / "three", 3)
-    from stackcost.report.train_agreement import TOLERANCES, relative
+    from stackcost.report.frames.train import TOLERANCES, relative
 
     diffs = relative(answer["losses"], reference)
     assert diffs[0] < 1e-5 and all(d <= t for d, t in zip(diffs, TOLERANCES, strict=True)), diffs

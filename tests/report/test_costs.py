@@ -8,15 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stackcost.report import costs, data
-from stackcost.report.costs.best import best_tables
-from stackcost.report.costs.breakdown import breakdown_figure, op_tables
-from stackcost.report.costs.energy import energy_figure
-from stackcost.report.costs.roofline import peak_table, roof, roofline_figure
-from stackcost.report.costs.rows import Row, collect
-from stackcost.report.costs.scaling import scaling_figure, scaling_frame
-from stackcost.report.costs.utilization import utilization_figure
-from stackcost.report.html import render_html
+from stackcost.report.frames import tidy
+from stackcost.report.frames.costs import Row, collect, roof, scaling_frame
+from stackcost.report.html import costs
+from stackcost.report.html.costs.best import best_tables
+from stackcost.report.html.costs.breakdown import breakdown_figure, op_tables
+from stackcost.report.html.costs.energy import energy_figure
+from stackcost.report.html.costs.roofline import peak_table, roofline_figure
+from stackcost.report.html.costs.scaling import scaling_figure
+from stackcost.report.html.costs.utilization import utilization_figure
+from stackcost.report.html.page import render_html
 from stackcost.report.style import series_colors
 from tests.report.costs_fixtures import (
     BUSY_CELL,
@@ -37,12 +38,12 @@ def prof(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def summ(prof):
-    return data.summary(prof)
+    return tidy.summary(prof)
 
 
 @pytest.fixture(scope="module")
 def colors(summ):
-    return series_colors(data.series_order(summ))
+    return series_colors(tidy.series_order(summ))
 
 
 @pytest.fixture(scope="module")
@@ -223,8 +224,8 @@ def test_thread_scaling(summ, colors):
 
 def test_nothing_to_draw(runs, summ, colors):
     """The conftest runs have no profile data and one thread count."""
-    cell_df = data.summary(runs)
-    sec = costs.section(runs, cell_df, series_colors(data.series_order(cell_df)))
+    cell_df = tidy.summary(runs)
+    sec = costs.section(runs, cell_df, series_colors(tidy.series_order(cell_df)))
     assert sec.profiled == 0 and "--profile" in sec.note
     assert set(sec.panels) == {"scaling"}
     assert sec.panels["scaling"].fig is None
@@ -329,7 +330,7 @@ def test_page_in_chromium(prof, tmp_path):
 
 
 def test_matplotlib_figures(prof, tmp_path):
-    from stackcost.report.figures import write_figures
+    from stackcost.report.figures.write import write_figures
 
     paths = write_figures(prof, tmp_path)
     stems = {p.stem for p in paths}

@@ -4,7 +4,7 @@ import json
 import pandas as pd
 import pytest
 
-from stackcost.report.export import export
+from stackcost.report.exports.formats import export
 from tests.report.conftest import BACKENDS, BATCHES, EVIL_MODEL, REPEATS, RESOLUTIONS
 
 GRID_CELLS = len(BACKENDS) * len(BATCHES) * len(RESOLUTIONS)

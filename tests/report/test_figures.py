@@ -1,6 +1,6 @@
 import sys
 
-from stackcost.report.figures import write_figures
+from stackcost.report.figures.write import write_figures
 
 
 def test_png_and_pdf_written(runs, tmp_path):

@@ -15,9 +15,9 @@ from rich.text import Text
 from stackcost.cell import Cell
 from stackcost.measure.stats import summarize
 from stackcost.report.fit import FitTable, fit, heading, is_number
-from stackcost.report.generate_table import generate_table
-from stackcost.report.table import results_table
-from stackcost.report.train_table import train_table
+from stackcost.report.terminal.generate import generate_table
+from stackcost.report.terminal.run import results_table
+from stackcost.report.terminal.train import train_table
 from stackcost.result import GenerationResult, Memory, Phases, RepetitionResult
 from stackcost.runspec.run import model_ref
 from stackcost.store.runs import RunResult

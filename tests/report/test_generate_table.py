@@ -1,5 +1,5 @@
 """The generate table's % peak: a decode step is held to the read bandwidth of a working set
-of its own bytes (report/generate_table.py, measure/peaks.Peaks.read_ceiling_gbs)."""
+of its own bytes (report/frames/generate.py, measure/peaks.Peaks.read_ceiling_gbs)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from stackcost.cell import Cell
-from stackcost.report.generate_table import generate_markdown, generate_rows
+from stackcost.report.exports.generate import table as generate_markdown
+from stackcost.report.frames.generate import generate_rows
 from stackcost.result import GenerationResult, RepetitionResult
 from stackcost.runspec.run import model_ref
 from stackcost.store.runs import RunResult

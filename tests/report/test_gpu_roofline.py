@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from stackcost.report import data
-from stackcost.report.costs.roofline import peak_table, roofline_figure
-from stackcost.report.costs.rows import collect
+from stackcost.report.frames import tidy
+from stackcost.report.frames.costs import collect
+from stackcost.report.html.costs.roofline import peak_table, roofline_figure
 from stackcost.report.style import series_colors
 from tests.measure.test_gpu_peaks import gpu
 from tests.report.costs_fixtures import PEAKS, profiled_runs
@@ -18,8 +18,8 @@ from tests.report.costs_fixtures import PEAKS, profiled_runs
 @pytest.fixture(scope="module")
 def rows_and_colors(tmp_path_factory):
     runs = profiled_runs(tmp_path_factory.mktemp("gpu-roof") / "p.db")
-    summ = data.summary(runs)
-    return collect(runs, summ), series_colors(data.series_order(summ))
+    summ = tidy.summary(runs)
+    return collect(runs, summ), series_colors(tidy.series_order(summ))
 
 
 def on_cuda(row, precision):
@@ -63,7 +63,7 @@ def test_a_cuda_cell_without_a_matching_peak_has_none(rows_and_colors):
 def test_a_cuda_generate_cell_is_held_to_the_gpus_bandwidth():
     from types import SimpleNamespace
 
-    from stackcost.report.generate_table import read_ceiling_gbs
+    from stackcost.report.frames.generate import read_ceiling_gbs
 
     cpu = {"threads": 2, "read_gbs": 12.0, "stream_gbs": 10.0}
     run = SimpleNamespace(env={"peaks": {"2": cpu, "cuda": gpu().model_dump(mode="json")}})

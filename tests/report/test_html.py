@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stackcost.report.html import render_html, script_json, write_html
+from stackcost.report.html.page import render_html, write_html
+from stackcost.report.html.slots import script_json
 from tests.report.conftest import EVIL_MODEL, EVIL_REASON, WRONG_MS
 
 CHROMIUM = "/usr/bin/chromium"

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from stackcost.report.html import render_html
-from stackcost.report.plots import log_ticks
+from stackcost.report.html.page import render_html
+from stackcost.report.html.plots import log_ticks
 
 
 def _figures(html: str) -> list[dict]:

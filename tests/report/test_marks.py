@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from stackcost.report import data
-from stackcost.report.costs.scaling import UNSTABLE_BASE, scaling_figure, scaling_frame
-from stackcost.report.export import export
-from stackcost.report.html import render_html
+from stackcost.report.exports.formats import export
+from stackcost.report.frames import tidy
+from stackcost.report.frames.costs import UNSTABLE_BASE, scaling_frame
+from stackcost.report.html.costs.scaling import scaling_figure
+from stackcost.report.html.page import render_html
 from stackcost.report.marks import ratio_cell, ratio_text, shown_stats
-from stackcost.report.table import results_table, speedups
-from stackcost.report.train_table import train_table
+from stackcost.report.terminal.run import results_table, speedups
+from stackcost.report.terminal.train import train_table
 from tests.report.marks_fixtures import (
     BUSY_MS,
     EAGER_MS,
@@ -51,7 +52,7 @@ def run():
 
 @pytest.fixture(scope="module")
 def summ(run):
-    return data.summary([run])
+    return tidy.summary([run])
 
 
 def _cell(summ: pd.DataFrame, backend: str, batch: int) -> pd.Series:
@@ -110,7 +111,7 @@ def test_shown_stats_never_pools_disturbed_with_ok(run):
 def test_summary_keeps_disturbed_timings_apart(summ):
     busy = _cell(summ, "eager", 2)
     assert busy["status"] == "disturbed" and not busy["valid"] and not busy["trusted"]
-    assert busy[list(data.CELL_TIMINGS)].isna().all()  # no plot or pool can read it
+    assert busy[list(tidy.CELL_TIMINGS)].isna().all()  # no plot or pool can read it
     assert busy["marked_median_ms"] == pytest.approx(BUSY_MS)
     mixed = _cell(summ, "torchscript", 4)
     assert mixed["marked_median_ms"] == pytest.approx(TS_MS)  # its undisturbed repetition
@@ -128,10 +129,10 @@ def test_summary_ratios_carry_the_baseline_status(summ):
 
 
 def test_summaries_leave_out_ratios_over_an_untrusted_baseline(summ):
-    time = data.ratio_summary(summ).set_index("metric").loc["time_ratio"]
+    time = tidy.ratio_summary(summ).set_index("metric").loc["time_ratio"]
     assert time["n"] == 1  # batch 8 only: batch 1's eager is unstable
     assert time["geomean"] == pytest.approx(TS_MS / EAGER_MS)
-    assert "1 cell left out of the ratios" in data.untrusted_base_note(summ)
+    assert "1 cell left out of the ratios" in tidy.untrusted_base_note(summ)
 
 
 def test_the_same_run_prefers_a_trusted_baseline():
@@ -142,14 +143,14 @@ def test_the_same_run_prefers_a_trusted_baseline():
     )
     other = marks_run([(cell("eager", 1), rep(2 * EAGER_MS))])
     other.run_id = "other"
-    summ = data.summary([unstable, other])
+    summ = tidy.summary([unstable, other])
     ts = summ[summ["backend"] == "torchscript"].iloc[0]
     assert ts["base_status"] == "unstable" and ts["time_ratio"] == pytest.approx(0.6)
 
 
 def test_failures_and_untrusted_lists(summ):
-    assert data.failures(summ).empty  # disturbed cells measured: not failures
-    listed = data.untrusted(summ)
+    assert tidy.failures(summ).empty  # disturbed cells measured: not failures
+    listed = tidy.untrusted(summ)
     assert list(listed["status"]) == ["disturbed", "disturbed", "unstable"]
 
 
@@ -208,7 +209,7 @@ def test_thread_scaling_marks_an_unstable_base():
         (cell("eager", 1, threads=1), rep(EAGER_MS, "unstable")),
         (cell("eager", 1, threads=2), rep(EAGER_MS / 2)),
     ]
-    summ = data.summary([marks_run(records)])
+    summ = tidy.summary([marks_run(records)])
     frame = scaling_frame(summ)
     assert not frame["base_trusted"].any()
     panel = scaling_figure(summ, {"eager": "#000"})

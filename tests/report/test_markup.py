@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 
 from stackcost.cli import main
-from stackcost.report.progress import LiveProgress
-from stackcost.report.table import results_table
-from stackcost.report.train_table import train_table
+from stackcost.report.terminal.progress import LiveProgress
+from stackcost.report.terminal.run import results_table
+from stackcost.report.terminal.train import train_table
 from stackcost.result import RepetitionResult
 from tests.report.marks_fixtures import EAGER_MS, cell, marks_run, rep
 

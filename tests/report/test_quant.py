@@ -14,11 +14,12 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from stackcost.report import data, pareto, plots, quant, study
-from stackcost.report.export import export
-from stackcost.report.figures import write_figures
-from stackcost.report.html import render_html
-from stackcost.report.table import fp32_speedups, results_table
+from stackcost.report.exports.formats import export
+from stackcost.report.figures.write import write_figures
+from stackcost.report.frames import pareto, quant, study, tidy
+from stackcost.report.html import plots
+from stackcost.report.html.page import render_html
+from stackcost.report.terminal.run import fp32_speedups, results_table
 from stackcost.store.heldout import HeldoutResult, key
 from stackcost.verify import Verification
 from tests.report.quant_fixtures import FP32_BYTES, quant_rep, quant_run
@@ -31,7 +32,7 @@ def run():
 
 @pytest.fixture(scope="module")
 def summ(run):
-    return data.summary([run])
+    return tidy.summary([run])
 
 
 def _row(summ: pd.DataFrame, backend: str, precision: str) -> pd.Series:
@@ -59,10 +60,10 @@ def test_speedup_over_the_same_rungs_fp32(summ):
 
 
 def test_old_stores_have_no_quantization_columns(runs):
-    summ = data.summary(runs)
-    assert not set(data.QUANT_COLUMNS) & set(summ.columns)
+    summ = tidy.summary(runs)
+    assert not set(tidy.QUANT_COLUMNS) & set(summ.columns)
     assert "speedup_vs_fp32" not in summ
-    assert "top1" not in data.frame(runs)
+    assert "top1" not in tidy.frame(runs)
     assert "vs fp32" not in export(runs, "md")
 
 
@@ -78,7 +79,7 @@ def test_a_quantized_repetition_without_readouts_shows_dashes():
     run = dataclasses.replace(
         run, records=[(c, bare if c.precision == "int8-dyn" else r) for c, r in run.records]
     )
-    summ = data.summary([run])
+    summ = tidy.summary([run])
     cells = quant.quant_cells(next(summ[summ["precision"] == "int8-dyn"].itertuples()))
     assert cells == ["2.00× faster", "—", "—", "—", "—"]
     assert "2.00× faster" in render(results_table(run))
@@ -200,14 +201,14 @@ def _with_heldout(run, metric: str, value: float, skip: str = ""):
     ("metric", "unit"), [("accuracy_drop_pt", "pt"), ("ppl_increase_pct", "% ppl")]
 )
 def test_stored_heldout_quality_is_preferred_where_every_point_has_it(metric, unit):
-    summ = data.summary([_with_heldout(quant_run(), metric, 2.0)])
+    summ = tidy.summary([_with_heldout(quant_run(), metric, 2.0)])
     (p,) = pareto.panels(summ)
     assert p.metric == metric and pareto.UNIT[p.metric] == unit
     assert p.points["drop"].tolist() == pytest.approx([2.0] * len(p.points))
     fig, _ = plots.pareto_figure(summ, {})
     assert fig.layout.yaxis.title.text == pareto.Y_LABEL[metric]
     # One point without a held-out row: the panel falls back to agreement, never mixes.
-    (p,) = pareto.panels(data.summary([_with_heldout(quant_run(), metric, 2.0, skip="w8")]))
+    (p,) = pareto.panels(tidy.summary([_with_heldout(quant_run(), metric, 2.0, skip="w8")]))
     assert p.metric == "agreement"
 
 
@@ -248,10 +249,10 @@ def test_fp32_from_another_run_counts_only_on_the_same_machine():
         dataclasses.replace(run, run_id="a", records=fp32),
         dataclasses.replace(run, run_id="b", records=int8),
     ]
-    summ = data.summary(same)
+    summ = tidy.summary(same)
     assert _row(summ, "eager", "int8-dyn")["speedup_vs_fp32"] == pytest.approx(2.0)
     apart = [same[0], dataclasses.replace(same[1], env=other_box)]
-    summ = data.summary(apart)
+    summ = tidy.summary(apart)
     assert summ["speedup_vs_fp32"].isna().all()  # another machine's fp32 never divides
     assert "without a valid fp32 cell" in pareto.note(summ)
 
@@ -259,7 +260,8 @@ def test_fp32_from_another_run_counts_only_on_the_same_machine():
 def test_a_decoders_generate_cells_get_a_pareto_of_their_own(tmp_path):
     """Generate cells leave the timed loop's views, not the trade-off: their TPOT p50
     against the held-out perplexity stored for the same weights, rung and precision."""
-    from stackcost.report import html
+    from stackcost.report.html.generate import generation_pareto
+    from stackcost.report.html.slots import Figures
 
     run = _with_heldout(quant_run(), "ppl_increase_pct", 0.5)
     sizes = {"prompt_len": 8, "new_tokens": 4}
@@ -267,10 +269,10 @@ def test_a_decoders_generate_cells_get_a_pareto_of_their_own(tmp_path):
         (c.model_copy(update={"mode": "generate", "sizes": sizes}), r) for c, r in run.records
     ]
     run = dataclasses.replace(run, records=generate)
-    figs = html._Figures()
-    slot = html._generation_pareto([run], "eager", figs)
+    figs = Figures()
+    slot = generation_pareto([run], "eager", figs)
     assert slot is not None and slot["id"] and len(figs.items) == 1
     assert pareto.Y_LABEL["ppl_increase_pct"] in figs.items[0]["json"]
     assert "quant_pareto-mlp.png" in {p.name for p in write_figures([run], tmp_path)}
     fp32 = dataclasses.replace(run, records=[x for x in generate if x[0].precision == "fp32"])
-    assert html._generation_pareto([fp32], "eager", html._Figures()) is None
+    assert generation_pareto([fp32], "eager", Figures()) is None

@@ -15,10 +15,10 @@ from scipy import stats as sps
 
 from stackcost.measure.protocol import Protocol
 from stackcost.measure.stats import summarize
-from stackcost.report import data
-from stackcost.report.export import export
-from stackcost.report.html import render_html
-from stackcost.report.table import results_table
+from stackcost.report.exports.formats import export
+from stackcost.report.frames import tidy
+from stackcost.report.html.page import render_html
+from stackcost.report.terminal.run import results_table
 from stackcost.result import RepetitionResult
 from stackcost.store.database import Store
 from stackcost.store.runs import RunResult
@@ -99,7 +99,7 @@ def test_terminal_table_shows_repetitions_and_their_interval(run):
 
 
 def test_cell_frame_carries_the_interval_and_the_verdict(run):
-    cells = data.cells([run]).set_index("batch_size")
+    cells = tidy.cells([run]).set_index("batch_size")
     assert list(cells["n_valid"]) == [3, 3, 1]
     assert cells.loc[1, "status"] == "unstable" and not cells.loc[1, "trusted"]
     assert cells.loc[1, "reason"].startswith("repetition medians disagree: 3 span")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from stackcost.report import data
-from stackcost.report.export import export
-from stackcost.report.table import results_table
+from stackcost.report.exports.formats import export
+from stackcost.report.frames import tidy
+from stackcost.report.terminal.run import results_table
 from stackcost.result import RepetitionResult, ScenarioResult
 from stackcost.scenarios.settings import LoadGenSettings
 from stackcost.store.runs import RunResult
@@ -74,4 +74,4 @@ def test_a_timed_loop_run_has_no_loadgen_columns() -> None:
         spec={},
         records=[(cell("eager", 1), rep(4.0))],
     )
-    assert not [c for c in data.frame([run]) if c.startswith("loadgen_")]
+    assert not [c for c in tidy.frame([run]) if c.startswith("loadgen_")]

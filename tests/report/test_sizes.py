@@ -13,10 +13,10 @@ from rich.console import Console
 
 from stackcost.cell import Cell, ModelRef
 from stackcost.measure.stats import summarize
-from stackcost.report import data
-from stackcost.report.export import export
-from stackcost.report.html import render_html
-from stackcost.report.table import results_table
+from stackcost.report.exports.formats import export
+from stackcost.report.frames import tidy
+from stackcost.report.html.page import render_html
+from stackcost.report.terminal.run import results_table
 from stackcost.result import Memory, RepetitionResult
 from stackcost.store.database import Store
 from stackcost.store.runs import RunResult
@@ -88,23 +88,23 @@ def test_terminal_table_has_a_column_per_size_axis(mixed):
 
 
 def test_no_cell_is_dropped_for_lacking_an_axis(mixed):
-    summ = data.summary(mixed)
+    summ = tidy.summary(mixed)
     assert len(summ) == 2 * len(SIZED)
-    assert data.size_columns(summ) == ["resolution", "seq_len"]
+    assert tidy.size_columns(summ) == ["resolution", "seq_len"]
     ts = summ[summ["backend"] == "torchscript"]
     assert ts["time_ratio"].notna().all()  # dlrm's and bert's ratios too
     assert set(summ["sizes"]) == {"32 px", "64 px", "128 tokens", "256 tokens", ""}
-    assert {t.title for t in data.throughput_tables(summ)} == {
+    assert {t.title for t in tidy.throughput_tables(summ)} == {
         "mlp · res 32 px",
         "mlp · res 64 px",
         "bert-base · seq len 128 tokens",
         "bert-base · seq len 256 tokens",
         "dlrm-small",
     }
-    (seq,) = data.sweeps(summ, "seq_len")
+    (seq,) = tidy.sweeps(summ, "seq_len")
     assert seq.model == "bert-base" and list(seq.cells["seq_len"].unique()) == [128, 256]
-    assert [s.model for s in data.sweeps(summ, "resolution")] == ["mlp"]
-    assert {s.model for s in data.sweeps(summ, "batch_size")} == set()  # one batch each
+    assert [s.model for s in tidy.sweeps(summ, "resolution")] == ["mlp"]
+    assert {s.model for s in tidy.sweeps(summ, "batch_size")} == set()  # one batch each
 
 
 def test_html_labels_each_axis_by_name_and_unit(mixed):

@@ -9,9 +9,10 @@ import pandas as pd
 
 from stackcost.cell import Cell
 from stackcost.measure.stats import summarize
-from stackcost.report import study
-from stackcost.report.export import export
-from stackcost.report.html import render_html
+from stackcost.report.exports.formats import export
+from stackcost.report.frames import study
+from stackcost.report.html.page import render_html
+from stackcost.report.html.study import ratio_figure
 from stackcost.result import RepetitionResult
 from stackcost.runspec.run import model_ref
 from stackcost.store.runs import RunResult
@@ -106,7 +107,7 @@ def test_time_ratios_between_machines_are_torchbenchs_t_a_over_t_b():
     # box-b over box-a (the reference): eager 100 vs 80 samples/s -> 0.8 of the time
     assert b8.at["eager", "ratio"] == 0.8
     assert round(b8.at["tf", "ratio"], 3) == round(160 / (8000 / 60), 3)
-    fig = study.ratio_figure(study.study_tables(_runs()))
+    fig = ratio_figure(study.study_tables(_runs()))
     assert fig is not None and [t.name for t in fig.data] == ["box-b · Some CPU / box-a · Some CPU"]
-    assert study.ratio_figure([]) is None
+    assert ratio_figure([]) is None
     assert "time per sample vs the reference machine" in render_html(_runs())

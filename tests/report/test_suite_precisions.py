@@ -11,8 +11,9 @@ from rich.console import Console
 from scipy.stats import gmean
 
 from stackcost.cell import Cell
-from stackcost.report.suite_data import summarize
-from stackcost.report.suite_summary import suite_section, summary_renderables, versus_line
+from stackcost.report.frames.suite import summarize, versus_line
+from stackcost.report.html.suite import suite_section
+from stackcost.report.terminal.suite import summary_renderables
 from stackcost.result import Memory, RepetitionResult
 from stackcost.runspec.run import model_ref
 from stackcost.runspec.suite import Expected

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from stackcost.measure.protocol import Protocol
 from stackcost.measure.stats import summarize
-from stackcost.report.table import TIME_CAP_NOTE, results_table
+from stackcost.report.terminal.run import TIME_CAP_NOTE, results_table
 from stackcost.result import RepetitionResult
 from stackcost.store.runs import RunResult
 from tests.conftest import tiny_cell

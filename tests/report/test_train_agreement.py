@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackcost.cell import Cell, TrainConfig
-from stackcost.report.train_agreement import STEPS, TOLERANCES, agreement, eager_twin
+from stackcost.report.frames.train import STEPS, TOLERANCES, agreement, eager_twin
 from stackcost.result import RepetitionResult
 from stackcost.runspec.run import model_ref
 from stackcost.store.runs import CellResult

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackcost.report.train_table import _copy
+from stackcost.report.terminal.train import _copy
 from stackcost.result import EpochRecord
 
 

@@ -4,8 +4,8 @@ checkpoint's own with its digest; 'random weights make near-ties' only where tru
 from __future__ import annotations
 
 from stackcost.cell import ModelRef
-from stackcost.report.generate_table import caption
-from stackcost.report.weights import weights_lines
+from stackcost.report.frames.generate import caption
+from stackcost.report.frames.weights import weights_lines
 
 RANDOM = ModelRef(name="llama-tiny", seed=3)
 CHECKPOINT = ModelRef(

@@ -14,8 +14,9 @@ from scipy.stats import gmean
 from stackcost.cell import Cell
 from stackcost.cli import main
 from stackcost.errors import SpecError
-from stackcost.report.suite_data import stored_runs, summarize
-from stackcost.report.suite_summary import suite_section, summary_renderables
+from stackcost.report.frames.suite import stored_runs, summarize
+from stackcost.report.html.suite import suite_section
+from stackcost.report.terminal.suite import summary_renderables
 from stackcost.result import Memory, RepetitionResult
 from stackcost.runspec.run import model_ref
 from stackcost.runspec.suite import load_suite, suite_path

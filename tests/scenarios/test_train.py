@@ -237,7 +237,7 @@ def test_a_version_2_store_gains_the_epochs_table(tmp_path):
 def test_report_shows_the_training_curves_in_a_browser(trained, tmp_path):
     """The training section renders from a real run: curves, no console errors."""
     from stackcost.api import load_runs
-    from stackcost.report.html import write_html
+    from stackcost.report.html.page import write_html
     from tests.report.test_html import _open
 
     sync_api = pytest.importorskip("playwright.sync_api")

@@ -44,7 +44,7 @@ def test_without_bounds_there_is_no_goodput() -> None:
 
 
 def test_a_percentile_needs_ten_requests_beyond_it_and_views_mark_one_that_has_fewer() -> None:
-    from stackcost.report.serve_table import few_note, pct
+    from stackcost.report.frames.serve import few_note, pct
     from stackcost.result import Spread
     from stackcost.serving.records import enough, needed
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from stackcost.errors import SpecError
 
 if TYPE_CHECKING:
-    from stackcost.report.suite_data import StoredSuite
+    from stackcost.report.frames.suite import StoredSuite
     from stackcost.runspec.suite import Suite
 
 __all__ = ["stored_runs"]
@@ -25,7 +25,7 @@ def stored_runs(suite: Suite, db: str | Path) -> StoredSuite:
     Raises:
         SpecError: `db` does not exist, or is not a store (one line, nothing written).
     """
-    from stackcost.report.suite_data import stored_runs as find
+    from stackcost.report.frames.suite import stored_runs as find
     from stackcost.store.database import Store
 
     if not os.path.exists(db):

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             raise SpecError("--all takes every run: give no RUN ids beside it")
         runs = load_runs(args.db, args.runs, every=args.all)
     if args.format == "html":
-        from stackcost.report.html import render_html
+        from stackcost.report.html.page import render_html
 
         out = Path(output or "report.html")
         html = render_html(runs, baseline=args.baseline, suite=suite, reference=args.reference)
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             markup=False,
         )
     else:
-        from stackcost.report.export import export
+        from stackcost.report.exports.formats import export
 
         if args.format == "run-json":
             from stackcost.compare.diff import run_to_json
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 sys.stdout.write(text + "\n")
                 sys.stdout.flush()
     if args.figures:
-        from stackcost.report.figures import write_figures
+        from stackcost.report.figures.write import write_figures
 
         with writing(f"--figures {shown(args.figures)}"):
             paths = write_figures(runs, Path(args.figures), baseline=args.baseline)
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def _suite_runs(args: argparse.Namespace) -> tuple[list[Any], tuple[str, list[Any]]]:
     """The stored runs of the suite named by --suite, and (its name, the rows its summary
     should have: each workload at each precision)."""
-    from stackcost.report.suite_data import stored_runs
+    from stackcost.report.frames.suite import stored_runs
     from stackcost.runspec.suite import load_suite
 
     if args.runs:

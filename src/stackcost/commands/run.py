@@ -200,7 +200,7 @@ def measure_and_show(
 
     Shared by run, sweep and train; `table` and `make_task` are where train differs.
     """
-    from stackcost.report.progress import LiveProgress
+    from stackcost.report.terminal.progress import LiveProgress
 
     check_policy(args.on_disturbed)
     check_executor_args(args)
@@ -234,15 +234,15 @@ def measure_and_show(
 def _show(result: Any, args: argparse.Namespace, console: Console, table: Any) -> None:
     """The run's table (serve and generate runs have their own), its profile when it was
     asked for, and where it is stored."""
-    from stackcost.report.profile_table import profile_table
-    from stackcost.report.table import results_table
+    from stackcost.report.terminal.profile import profile_table
+    from stackcost.report.terminal.run import results_table
 
     if table is None and any(c.cell.serve is not None for c in result.cells()):
-        from stackcost.report.serve_table import serve_table
+        from stackcost.report.terminal.serve import serve_table
 
         table = serve_table
     elif table is None and any(c.cell.mode == "generate" for c in result.cells()):
-        from stackcost.report.generate_table import generate_table
+        from stackcost.report.terminal.generate import generate_table
 
         table = generate_table
     console.print((table or results_table)(result))

@@ -4,7 +4,7 @@ Each model of the suite is one run (see spec/suite.py for why), executed by the
 engine with resume: running the same suite again (with the same --backends and
 --precisions) continues every model where it stopped; --force measures everything again
 in new runs. --summary-only re-renders the summary from the store without measuring:
-each entry's latest stored run, found by its stored spec (report/suite_data.py), wherever
+each entry's latest stored run, found by its stored spec (report/frames/suite.py), wherever
 it ran.
 """
 
@@ -89,8 +89,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int:
-    from stackcost.report.suite_data import summarize
-    from stackcost.report.suite_summary import summary_renderables
+    from stackcost.report.frames.suite import summarize
+    from stackcost.report.terminal.suite import summary_renderables
 
     found = stored_runs(suite, args.db)
     if not found.runs:
@@ -108,9 +108,9 @@ def _summary_only(suite: Any, args: argparse.Namespace, console: Console) -> int
 
 
 def _measure(suite: Any, args: argparse.Namespace, console: Console) -> int:
-    from stackcost.report.progress import LiveProgress
-    from stackcost.report.suite_data import summarize
-    from stackcost.report.suite_summary import summary_renderables
+    from stackcost.report.frames.suite import summarize
+    from stackcost.report.terminal.progress import LiveProgress
+    from stackcost.report.terminal.suite import summary_renderables
     from stackcost.runspec.suite import Expected, workload_label_of_spec
 
     # User code asked once per model, every entry before the lock and the store.

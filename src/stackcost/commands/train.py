@@ -189,7 +189,7 @@ def trains_text(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from stackcost.report.train_table import train_table
+    from stackcost.report.terminal.train import train_table
 
     prepared = spec_from_args(args)
     # The store and --keep-weights are checked before the initial weights are built.

@@ -64,7 +64,7 @@ CI_NOTE = (
 
 
 def ci_over_repeats(row: Any) -> str:
-    """A cell-frame row's CI over its repetitions (report/data.py: ci_low/high_ms), as
+    """A cell-frame row's CI over its repetitions (frames/tidy.py: ci_low/high_ms), as
     'low–high'; '—' with fewer than two valid repetitions or no valid timing."""
     low, high = row.ci_low_ms, row.ci_high_ms
     if not row.valid or low is None or high is None or math.isnan(low) or math.isnan(high):
@@ -85,7 +85,7 @@ SPREAD_NOTE = (
 
 
 def spread_cell(row: Any) -> str:
-    """A cell-frame row's spreads (report/data.py: spread_within/between), as the run
+    """A cell-frame row's spreads (frames/tidy.py: spread_within/between), as the run
     table shows them; '—' with fewer than two valid repetitions."""
     within, between = row.spread_within, row.spread_between
     if not row.valid or between is None or math.isnan(between):
@@ -195,7 +195,7 @@ def ratio_cell(value: float | None, base_status: str, digits: int = 3) -> str:
 
 
 def timing_cell(row: Any, col: str) -> str:
-    """A timing of a cell-frame row (report/data.py): a valid cell's plain, a disturbed
+    """A timing of a cell-frame row (frames/tidy.py): a valid cell's plain, a disturbed
     cell's marked_* value with †, '—' for the rest."""
     if row.status == "disturbed":
         value = getattr(row, f"marked_{col}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from matplotlib.colors import LinearSegmentedColormap, to_hex
+
 from stackcost.workload import SIZE_AXES
 
 # Okabe-Ito first (colour-blind safe), then tab10 for runs with many backends.
@@ -28,6 +30,17 @@ PALETTE = (
     "#bcbd22",
     "#17becf",
 )
+
+# The parts of a profiled step's time (profile/breakdown.py), and what the profiler did not see.
+PART_COLORS = {
+    "graph frames (ops not recorded)": "#CC79A7",
+    "kernels": "#0072B2",
+    "overhead": "#E69F00",
+    "device compute": "#009E73",
+    "host<->device copies": "#D55E00",
+    "idle": "#CC79A7",
+}
+REMAINDER_COLOR = "#9e9e9e"
 
 # Every axis and column carries its unit.
 AXIS_LABEL = {
@@ -63,3 +76,14 @@ def series_colors(series: Iterable[str]) -> dict[str, str]:
 def slug(text: str) -> str:
     """A file-name-safe version of a model name (user factories contain ':' and '.')."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.") or "model"
+
+
+# Orange (lowest) to green (highest) per column, as in the inference-framework study.
+GRADIENT = LinearSegmentedColormap.from_list("throughput", ["#f6a04d", "#fbe7a3", "#2f9e57"])
+
+
+def shade(frac: float) -> str:
+    """The gradient's background at `frac` (0 worst, 1 best), with a readable text colour."""
+    rgb = GRADIENT(frac)[:3]
+    luminance = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
+    return f"background-color:{to_hex(rgb)};color:{'#000' if luminance > 0.55 else '#fff'}"

@@ -36,3 +36,10 @@ def num(value: float | None, digits: int = 4) -> str:
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return f"{value:,.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
+
+
+def rel_err(value: float | None) -> str:
+    """A relative error in scientific notation ('2.1e-07'), 'inf', or '—' where none."""
+    if value is None or math.isnan(value):
+        return "—"
+    return "inf" if math.isinf(value) else f"{value:.1e}"

@@ -1,0 +1,2 @@
+"""Publication figures with matplotlib (PNG and PDF): write.py writes every figure the runs
+support, one module per scenario's (run, quant, costs, generate)."""
