@@ -223,7 +223,7 @@ class NativeBackend(Backend):
             timed_s=answer["process_s"],
             details=details,
             # The first steps' losses, as the train scenario records eager's: the train
-            # table's agreement with eager (report/train_agreement.py) reads them.
+            # table's agreement with eager (report/frames/train.py) reads them.
             loop={
                 "loop": "in the C++ program",
                 "first_losses": [float(v) for v in answer["losses"][:FIRST_LOSSES]],

@@ -78,7 +78,7 @@ class Heldout:
     drop_high_pt: float | None = None
 
     def record(self) -> dict[str, Any]:
-        """As details["heldout"] holds it (report.quant.heldout_drop_pt reads it)."""
+        """As details["heldout"] holds it (report.frames.quant.heldout_drop_pt reads it)."""
         return asdict(self)
 
 

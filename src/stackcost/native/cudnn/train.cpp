@@ -16,7 +16,7 @@
 // test set in batches of `batch`, a partial last batch padded with zeros and its padding
 // ignored (rows are independent in eval mode).
 //
-// Agreement with eager (the train table's `loss Δ eager`, report/train_agreement.py): step 1
+// Agreement with eager (the train table's `loss Δ eager`, report/frames/train.py): step 1
 // within 1e-4 relative, steps 2-3 within 5e-2. Step 1 is one forward of the same weights on
 // the same batch: only fp32 rounding differs (cuDNN's algorithms sum in their own order; FMA
 // math, no TF32 anywhere), ~1e-6. Later steps add updates from gradients that differ by
