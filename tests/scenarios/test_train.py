@@ -230,7 +230,7 @@ def test_a_version_2_store_gains_the_epochs_table(tmp_path):
     con.executescript("DROP TABLE epochs; UPDATE meta SET value='2' WHERE key='schema_version';")
     con.close()
     Store(path).close()
-    assert rows(path, "SELECT value FROM meta")[0][0] == str(SCHEMA_VERSION) == "7"
+    assert rows(path, "SELECT value FROM meta")[0][0] == str(SCHEMA_VERSION) == "8"
     assert rows(path, "SELECT count(*) FROM epochs")[0][0] == 0
 
 

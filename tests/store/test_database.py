@@ -82,7 +82,7 @@ def test_a_version_1_store_is_migrated(tmp_path):
         run_id = store.create_run({}, {}, spec_hash="s", env_fingerprint="e")
         assert store.find_run("s", "e") == run_id
     version = sqlite3.connect(path).execute("SELECT value FROM meta").fetchone()[0]
-    assert version == str(SCHEMA_VERSION) == "7"
+    assert version == str(SCHEMA_VERSION) == "8"
 
 
 def test_an_ab_pair_links_two_runs_and_keeps_its_verdict(tmp_path):

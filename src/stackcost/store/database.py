@@ -23,7 +23,7 @@ from stackcost.errors import SpecError
 from stackcost.result import EpochRecord, RateFigures, RepetitionResult
 from stackcost.store.check import Snapshot, connect_read_only, snapshot, store_problem
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Training: one row per epoch of a repetition (times in s, rates in samples/s).
 EPOCHS_TABLE = """CREATE TABLE IF NOT EXISTS epochs (
@@ -108,6 +108,16 @@ PROGRESS_TABLE = """CREATE TABLE IF NOT EXISTS progress (
 ) WITHOUT ROWID"""
 PROGRESS_COLUMNS = ("cell_id", "repetition", "idx", "finished_at", "rate_json")
 
+# One `stackcost advise` answer: the request, the recommendation and its evidence as JSON,
+# and the runs that measured it (screening, finals, the paired comparison).
+ADVICE_TABLE = """CREATE TABLE IF NOT EXISTS advice (
+    id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    model TEXT NOT NULL,
+    recommended TEXT,
+    advice_json TEXT NOT NULL
+)"""
+
 # The cell's axes, stored as columns so plain SQL can filter on them. `sizes` holds the
 # workload's size axes as JSON ('{"seq_len": 128}'); `resolution` repeats an image's.
 CELLS_COLUMNS_SQL = """    id INTEGER PRIMARY KEY,
@@ -171,6 +181,8 @@ CREATE INDEX IF NOT EXISTS cells_by_key ON cells(cell_key);
     + ";\n"
     + PROGRESS_TABLE
     + ";\n"
+    + ADVICE_TABLE
+    + ";\n"
 )
 
 # Each entry upgrades a store from the version before it to this one.
@@ -197,6 +209,7 @@ MIGRATIONS = {
     5: [PAIRS_TABLE],  # interleaved A/B: two runs linked as a pair
     6: [HELDOUT_TABLE],  # held-out quality of trained weights, per rung and precision
     7: [PROGRESS_TABLE],  # a serve sweep's finished rates, committed as each ends
+    8: [ADVICE_TABLE],  # advise's answers
 }
 # Migrations that rebuild a table run with foreign keys off (SQLite's documented procedure).
 REBUILDS = {4}
@@ -352,6 +365,23 @@ class Store:
         if "pairs" not in self._tables:
             return []
         return self.db.execute("SELECT * FROM pairs ORDER BY started_at, rowid").fetchall()
+
+    def add_advice(self, model: str, recommended: str | None, advice: dict[str, Any]) -> str:
+        """Store one advise answer (its whole record as JSON); returns its id."""
+        advice_id = now()[:10].replace("-", "") + "-advice-" + uuid.uuid4().hex[:8]
+        with self.db:
+            self.db.execute(
+                "INSERT INTO advice (id, created_at, model, recommended, advice_json)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (advice_id, now(), model, recommended, json.dumps(advice)),
+            )
+        return advice_id
+
+    def advice(self) -> list[sqlite3.Row]:
+        """Every stored advise answer, oldest first (none before schema 8)."""
+        if "advice" not in self._tables:
+            return []
+        return self.db.execute("SELECT * FROM advice ORDER BY created_at, id").fetchall()
 
     def add_heldout(
         self,

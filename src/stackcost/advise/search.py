@@ -1,0 +1,118 @@
+"""Which cells a screening keeps, which finalist wins, and when two are too close to tell
+apart without measuring them side by side.
+
+A screening is one short process per cell: its figures may be off by the `margin`, so a
+cell is pruned only when it breaks a bound, or trails the best cell, by more than that.
+Finalists are then measured in full and judged without a margin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stackcost.advise.constraints import OBJECTIVES, Constraints, violations
+from stackcost.advise.evidence import Evidence
+
+# Statuses whose timings may be used; anything else is a reason the cell is out.
+USABLE = ("ok", "unstable")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a phase decided about one cell: `kept`, or why not."""
+
+    key: str
+    kept: bool
+    why: str = ""
+
+
+def _behind(value: float, best: float, objective: str) -> float:
+    """How far `value` trails `best`, as a fraction (0 when it is the best)."""
+    if OBJECTIVES[objective] == "lower":
+        return value / best - 1
+    return best / value - 1
+
+
+def screen(
+    evidence: list[Evidence], bounds: Constraints, objective: str, margin: float
+) -> dict[str, Decision]:
+    """Each screened cell kept or pruned, with the reason in words."""
+    out: dict[str, Decision] = {}
+    candidates = []
+    for e in evidence:
+        if e.status not in USABLE or e.value(objective) is None:
+            out[e.key] = Decision(e.key, False, f"{e.status}: {e.reason}".rstrip(": "))
+            continue
+        broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds, margin)
+        if broken:
+            out[e.key] = Decision(e.key, False, "breaks " + "; ".join(broken))
+            continue
+        candidates.append(e)
+    if candidates:
+        best = min(candidates, key=lambda e: _rank_value(e, objective))
+        for e in candidates:
+            value, top = e.value(objective), best.value(objective)
+            if _behind(value, top, objective) > margin:  # type: ignore[arg-type]
+                out[e.key] = Decision(
+                    e.key,
+                    False,
+                    f"dominated: {value / top:.3g}× the {objective} of {best.label} "  # type: ignore[operator]
+                    f"(margin {margin:.0%})",
+                )
+            else:
+                out[e.key] = Decision(e.key, True)
+    return out
+
+
+def _rank_value(e: Evidence, objective: str) -> float:
+    value = e.value(objective)
+    assert value is not None
+    return value if OBJECTIVES[objective] == "lower" else -value
+
+
+def finalists(
+    evidence: list[Evidence], decisions: dict[str, Decision], objective: str, count: int
+) -> list[Evidence]:
+    """The best `count` kept cells by the objective, best first."""
+    kept = [e for e in evidence if decisions.get(e.key, Decision(e.key, False)).kept]
+    return sorted(kept, key=lambda e: _rank_value(e, objective))[:count]
+
+
+def eligible(evidence: list[Evidence], bounds: Constraints) -> dict[str, str]:
+    """Each finalist's fitness to be recommended: '' when it may be, else why not. Only
+    `ok` evidence qualifies: an `unstable` or `disturbed` cell is not good enough."""
+    out = {}
+    for e in evidence:
+        if e.status != "ok" or e.median_ms is None:
+            out[e.key] = f"{e.status}: {e.reason}".rstrip(": ")
+            continue
+        broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds)
+        out[e.key] = ("breaks " + "; ".join(broken)) if broken else ""
+    return out
+
+
+def ranked(evidence: list[Evidence], objective: str) -> list[Evidence]:
+    return sorted(evidence, key=lambda e: _rank_value(e, objective))
+
+
+def too_close(first: Evidence, second: Evidence, objective: str, threshold: float) -> bool:
+    """Whether the two best finalists are within the gate's resolution: their objective
+    differs by less than `threshold`, or their intervals over repetitions overlap. Memory
+    does not drift as time does: it is compared as measured."""
+    a, b = first.value(objective), second.value(objective)
+    if a is None or b is None:
+        return False
+    if _behind(b, a, objective) < threshold:
+        return True
+    if objective == "memory" or first.interval is None or second.interval is None:
+        return False
+    (lo_a, hi_a), (lo_b, hi_b) = (_interval(e, objective) for e in (first, second))
+    return lo_a <= hi_b and lo_b <= hi_a
+
+
+def _interval(e: Evidence, objective: str) -> tuple[float, float]:
+    """The evidence's interval in the objective's units (samples/s for throughput)."""
+    assert e.interval is not None
+    low, high = e.interval
+    if objective == "throughput":
+        return e.batch_size * 1000.0 / high, e.batch_size * 1000.0 / low
+    return low, high

@@ -1,0 +1,65 @@
+from stackcost.advise.constraints import Constraints
+from stackcost.advise.evidence import Evidence
+from stackcost.advise.search import eligible, finalists, ranked, screen, too_close
+
+
+def cell(name, median_ms, *, status="ok", batch=1, tail=None, memory=100 * 2**20, interval=None):
+    return Evidence(
+        key=name,
+        backend=name,
+        precision="fp32",
+        batch_size=batch,
+        threads=1,
+        sizes={},
+        status=status,
+        reason="" if status == "ok" else "because",
+        repetitions=1,
+        median_ms=median_ms if status in ("ok", "unstable") else None,
+        tail_ms=tail if tail is not None else median_ms,
+        throughput=batch * 1000 / median_ms if median_ms else None,
+        memory_bytes=memory,
+        interval=interval,
+    )
+
+
+def test_screening_prunes_the_clearly_worse_and_keeps_what_the_margin_covers():
+    cells = [cell("a", 10.0), cell("b", 12.0), cell("c", 14.0), cell("w", 1.0, status="wrong")]
+    decided = screen(cells, Constraints(), "latency", margin=0.25)
+    assert decided["a"].kept and decided["b"].kept  # b is 20% behind: within the margin
+    assert not decided["c"].kept and "1.4× the latency of a" in decided["c"].why
+    assert not decided["w"].kept and decided["w"].why.startswith("wrong")
+
+
+def test_a_bound_prunes_only_beyond_the_margin_while_screening():
+    bounds = Constraints(latency_bound_ms=10)
+    cells = [cell("ok", 7.0), cell("near", 8.0, tail=12.0), cell("far", 7.5, tail=13.0)]
+    decided = screen(cells, bounds, "latency", margin=0.25)
+    assert decided["near"].kept  # 12 ms is within 25% of the 10 ms bound
+    assert not decided["far"].kept and decided["far"].why.startswith("breaks p99 13 ms")
+
+
+def test_throughput_ranks_by_samples_per_second_across_batch_sizes():
+    cells = [cell("b1", 1.0), cell("b8", 4.0, batch=8)]  # 1000/s against 2000/s
+    decided = screen(cells, Constraints(), "throughput", margin=0.25)
+    assert decided["b8"].kept and not decided["b1"].kept
+    assert [e.key for e in finalists(cells, decided, "throughput", 3)] == ["b8"]
+    assert [e.key for e in ranked(cells, "throughput")] == ["b8", "b1"]
+
+
+def test_only_ok_evidence_that_meets_the_bounds_may_be_recommended():
+    cells = [cell("ok", 5.0), cell("shaky", 4.0, status="unstable"), cell("slow", 30.0)]
+    fitness = eligible(cells, Constraints(latency_bound_ms=20))
+    assert fitness["ok"] == ""
+    assert fitness["shaky"].startswith("unstable")
+    assert fitness["slow"].startswith("breaks")
+
+
+def test_two_finalists_are_too_close_within_the_threshold_or_overlapping_intervals():
+    a, b = cell("a", 10.0, interval=(9.8, 10.2)), cell("b", 10.2, interval=(10.0, 10.4))
+    assert too_close(a, b, "latency", 0.03)  # 2% apart
+    far = cell("c", 11.0, interval=(10.9, 11.1))
+    assert not too_close(a, far, "latency", 0.03)  # 10% apart, intervals apart
+    wide = cell("d", 11.0, interval=(9.0, 13.0))
+    assert too_close(a, wide, "latency", 0.03)  # 10% apart, but the intervals overlap
+    # memory does not drift: 2x apart is apart, whatever the latency intervals say
+    assert not too_close(cell("m", 1.0, memory=100), cell("n", 1.0, memory=200), "memory", 0.03)
