@@ -14,6 +14,7 @@ from rich.console import Console
 from stackcost.clip import one_line
 from stackcost.commands import (
     ab,
+    advise,
     bisect,
     compare,
     env,
@@ -48,6 +49,7 @@ COMMANDS = {
     "heldout": heldout,
     "compare": compare,
     "ab": ab,
+    "advise": advise,
     "history": history,
     "bisect": bisect,
     "build": build_cmd,

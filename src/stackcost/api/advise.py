@@ -1,0 +1,481 @@
+"""advise: the deployment decision for one model under the user's constraints, searched
+within a budget and decided by measurement.
+
+The search, phase by phase, each phase stored as ordinary runs in the store:
+1. **Feasibility.** Cells no rung here can run (unavailable, unsupported precision or
+   mode) are found from the rungs' facts, before anything runs.
+2. **Screening.** One short process per runnable cell, one run per rung (resumable). A
+   cell is pruned when it breaks a bound, or trails the best cell on the objective, by
+   more than the margin; a wrong output is out.
+3. **Finals.** The best few survivors measured in full (the stop rule, 3 processes each).
+   A finalist whose evidence is `unstable` or `disturbed` is measured again with more
+   processes; one still not `ok` is never recommended.
+4. **Side by side.** When the two best finalists are within the gate's resolution, they
+   are measured interleaved (`stackcost ab`'s machinery) and the answer is "X over Y by d
+   [CI]" or "a tie, then the smaller memory".
+
+When the budget runs out, what was not tried is said, with why. A search run again with
+the same request resumes its runs: finished measurements are not repeated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stackcost.advise.advice import Advice, Comparison, Entry
+from stackcost.advise.constraints import Constraints, check_objective
+from stackcost.advise.evidence import Evidence, evidence_of
+from stackcost.advise.search import eligible, finalists, ranked, screen, too_close
+from stackcost.api.catalog import backends as catalog_backends
+from stackcost.api.grid import check_db, measure, prepare
+from stackcost.cell import ModelRef
+from stackcost.errors import SpecError
+from stackcost.measure.paired import DEFAULT_THRESHOLD
+from stackcost.measure.protocol import Protocol
+from stackcost.runspec.run import RunSpec, model_ref, validate
+
+if TYPE_CHECKING:
+    from stackcost.cell import Cell
+    from stackcost.store.runs import RunResult
+
+__all__ = [
+    "DEFAULT_BATCH_SIZES",
+    "DEFAULT_PRECISIONS",
+    "SCREEN_PROTOCOL",
+    "Search",
+    "advise",
+    "default_backends",
+    "search_of",
+]
+
+DEFAULT_PRECISIONS = ("fp32", "int8-dyn", "int8")
+DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16)
+# A screening process: enough iterations for a median and a rough tail, in about a second.
+SCREEN_PROTOCOL = Protocol(min_time_s=0.3, max_time_s=1.0, warmup_max_time_s=2.0, target_ci=0.05)
+FINAL_REPEATS = 3
+RETRY_REPEATS = 5
+# The screening may spend this share of the budget; the rest is the finals' and the pair's.
+SCREEN_SHARE = 0.6
+
+OnPhase = Callable[[str], None]
+
+
+def _ignore(_: str) -> None:
+    return None
+
+
+@dataclass
+class Search:
+    """What to search and how: the grid, the bounds, the objective and the budget."""
+
+    model: ModelRef
+    backends: list[str]
+    precisions: list[str] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
+    batch_sizes: list[int] = field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
+    threads: list[int] = field(default_factory=lambda: [1])
+    sizes: dict[str, list[int]] = field(default_factory=dict)
+    constraints: Constraints = field(default_factory=Constraints)
+    objective: str = "latency"
+    margin: float = 0.25
+    finalists: int = 3
+    budget_s: float = 1200.0
+    threshold: float = DEFAULT_THRESHOLD
+    reproduce_model: str = ""  # how a command line names the model ('' : its name)
+    # How a screening process and a finalist's processes measure (a test shortens them).
+    screen_protocol: Protocol = field(default_factory=SCREEN_PROTOCOL.model_copy)
+    final_protocol: Protocol = field(default_factory=Protocol)
+    final_repeats: int = FINAL_REPEATS
+
+    def digest(self) -> str:
+        """What makes two searches the same question: the grid, the bounds, the objective
+        and the search's settings (not the budget: a larger one asks the same)."""
+        import hashlib
+        import json
+
+        record = {
+            "spec": validate(self.fields()).model_dump(mode="json"),
+            "constraints": self.constraints.record(),
+            "objective": self.objective,
+            "margin": self.margin,
+            "finalists": self.finalists,
+            "threshold": self.threshold,
+            "protocols": [self.screen_protocol.model_dump(), self.final_protocol.model_dump()],
+            "final_repeats": self.final_repeats,
+        }
+        return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
+
+    def fields(self, **override: Any) -> dict[str, Any]:
+        """RunSpec fields of the whole grid, or of a part of it (`override`)."""
+        return {
+            "models": [self.model],
+            "backends": self.backends,
+            "precisions": self.precisions,
+            "batch_sizes": self.batch_sizes,
+            "threads": self.threads,
+            "sizes": self.sizes,
+            **override,
+        }
+
+
+def default_backends() -> list[str]:
+    """Every rung available here that runs inference itself."""
+    return [b.name for b in catalog_backends() if b.available and "infer" in b.modes]
+
+
+def check_search(search: Search) -> RunSpec:
+    """The whole grid validated, and the search's own settings; SpecError on bad input."""
+    check_objective(search.objective)
+    if not 0 <= search.margin < 1:
+        raise SpecError(f"margin {search.margin!r} must be in [0, 1)")
+    if search.finalists < 1:
+        raise SpecError(f"finalists {search.finalists!r} must be at least 1")
+    if not search.budget_s > 0:
+        raise SpecError(f"budget {search.budget_s!r} s must be above 0")
+    if not search.backends:
+        raise SpecError("no rung to search: none is available here (stackcost list backends)")
+    return validate(search.fields())
+
+
+def advise(
+    search: Search,
+    db: str | Path = "stackcost.db",
+    *,
+    command: str = "stackcost.api.advise.advise()",
+    on_phase: OnPhase = _ignore,
+    on_start: Callable[..., None] | None = None,
+    on_result: Callable[..., None] | None = None,
+) -> Advice:
+    """Search `search`'s grid within its budget and return the answer, stored in `db`.
+
+    `on_phase` hears a line as each phase starts and ends; `on_start` and `on_result` hear
+    each repetition (api.grid.measure's). Raises SpecError on bad input before anything
+    is written."""
+    started = time.monotonic()
+    spec = check_search(search)
+    check_db(db)
+    prepared = prepare(spec)  # user code asked once; the rungs' facts for feasibility
+    advice = Advice(
+        model=search.model.name,
+        objective=search.objective,
+        constraints=search.constraints.record(),
+        constraints_words=search.constraints.words(),
+        margin=search.margin,
+        threshold=search.threshold,
+        budget_s=search.budget_s,
+        request=search.digest(),
+    )
+    phase = _Phase(search, db, command, advice, started, on_phase, on_start, on_result)
+    runnable = phase.feasibility(prepared.spec.cells(), prepared.facts)
+    screened = phase.screening(runnable)
+    final = phase.finals(screened)
+    phase.decide(final)
+    advice.wall_s = time.monotonic() - started
+    return _stored(advice, db)
+
+
+def _stored(advice: Advice, db: str | Path) -> Advice:
+    from stackcost.store.database import Store
+
+    with Store(db) as store:
+        recommended = advice.recommended.label if advice.recommended else None
+        advice.id = store.add_advice(advice.model, recommended, advice.model_dump(mode="json"))
+    return advice
+
+
+@dataclass
+class _Phase:
+    """The search's phases over one shared state: the answer being built, the clock."""
+
+    search: Search
+    db: str | Path
+    command: str
+    advice: Advice
+    started: float
+    on_phase: OnPhase
+    on_start: Callable[..., None] | None
+    on_result: Callable[..., None] | None
+
+    def left_s(self) -> float:
+        return self.search.budget_s - (time.monotonic() - self.started)
+
+    def measured(self, spec: RunSpec, role: str) -> RunResult:
+        result = measure(
+            spec,
+            self.db,
+            command=f"{self.command} [{role}]",
+            resume=True,
+            on_start=self.on_start,
+            on_result=self.on_result,
+        )
+        self.advice.runs.setdefault(role, []).append(result.run_id)
+        return result
+
+    def feasibility(self, cells: Sequence[Cell], facts: Mapping[str, Any]) -> list[Cell]:
+        """The cells a rung here can run; the others enter the answer with the reason."""
+        from stackcost.execute.runner import why_not_runnable
+
+        runnable = []
+        for cell in cells:
+            blocked = why_not_runnable(cell, dict(facts))
+            if blocked is None:
+                runnable.append(cell)
+                continue
+            e = Evidence(
+                cell.key(), cell.backend, cell.precision, cell.batch_size, cell.threads,
+                dict(cell.sizes), blocked[0], blocked[1],
+            )  # fmt: skip
+            why = f"out: {blocked[0]}: {blocked[1]}".rstrip(": ")
+            self.advice.entries.append(Entry.of(e, "feasibility", why))
+        self.on_phase(f"feasibility: {len(runnable)} of {len(cells)} cells can run here")
+        return runnable
+
+    def screening(self, runnable: list[Cell]) -> list[Evidence]:
+        """One short process per runnable cell, a run per rung, within the budget's share."""
+        search, keys = self.search, {c.key() for c in runnable}
+        evidence: list[Evidence] = []
+        rungs = list(dict.fromkeys(c.backend for c in runnable))
+        for i, rung in enumerate(rungs):
+            spent = search.budget_s - self.left_s()
+            if spent > search.budget_s * SCREEN_SHARE:
+                self._not_tried(rungs[i:], runnable, spent)
+                break
+            self.on_phase(f"screening {rung} ({i + 1} of {len(rungs)} rungs)")
+            spec = validate(search.fields(backends=[rung], protocol=search.screen_protocol))
+            result = self.measured(spec, "screening")
+            evidence += [
+                evidence_of(c, search.constraints.percentile)
+                for c in result.cells()
+                if c.cell.key() in keys
+            ]
+        return evidence
+
+    def _not_tried(self, rungs: list[str], runnable: list[Cell], spent: float) -> None:
+        why = f"budget: screening had spent {spent:.0f} s of {self.search.budget_s:.0f} s"
+        for rung in rungs:
+            cells = [c for c in runnable if c.backend == rung]
+            self.advice.not_tried.append(f"{rung}: {len(cells)} cells ({why})")
+            for cell in cells:
+                e = Evidence(
+                    cell.key(), cell.backend, cell.precision, cell.batch_size, cell.threads,
+                    dict(cell.sizes), "not tried",
+                )  # fmt: skip
+                self.advice.entries.append(Entry.of(e, "not tried", why))
+
+    def finals(self, screened: list[Evidence]) -> list[Evidence]:
+        """The best survivors of the screening, each measured in full."""
+        search = self.search
+        decisions = screen(screened, search.constraints, search.objective, search.margin)
+        chosen = finalists(screened, decisions, search.objective, search.finalists)
+        chosen_keys = {e.key for e in chosen}
+        for e in screened:
+            d = decisions[e.key]
+            if e.key not in chosen_keys:
+                why = d.why if not d.kept else f"kept, not among the best {search.finalists}"
+                self.advice.entries.append(Entry.of(e, "screening", why))
+        self.on_phase(
+            f"screening: {len(screened)} cells, {sum(d.kept for d in decisions.values())} "
+            f"kept, {len(chosen)} finalists"
+        )
+        final = []
+        for i, e in enumerate(chosen):
+            if self.left_s() <= 0:
+                self.advice.not_tried.append(f"{e.label}: finalist not measured in full (budget)")
+                self.advice.entries.append(Entry.of(e, "screening", "finalist; budget spent"))
+                continue
+            self.on_phase(f"final {i + 1} of {len(chosen)}: {e.label}")
+            final.append(self._final(e))
+        return final
+
+    def _final(self, e: Evidence) -> Evidence:
+        measured = self._one_cell(e, self.search.final_repeats)
+        if measured.status in ("unstable", "disturbed") and self.left_s() > 0:
+            self.on_phase(f"{e.label} was {measured.status}: again, {RETRY_REPEATS} processes")
+            measured = self._one_cell(e, RETRY_REPEATS)
+        return measured
+
+    def _one_cell(self, e: Evidence, repeats: int) -> Evidence:
+        fields = self._cell_fields(e)
+        spec = validate(
+            self.search.fields(**fields, repeats=repeats, protocol=self.search.final_protocol)
+        )
+        result = self.measured(spec, "final")
+        return evidence_of(result.cells()[0], self.search.constraints.percentile)
+
+    @staticmethod
+    def _cell_fields(e: Evidence) -> dict[str, Any]:
+        return {
+            "backends": [e.backend],
+            "precisions": [e.precision],
+            "batch_sizes": [e.batch_size],
+            "threads": [e.threads],
+            "sizes": {k: [v] for k, v in e.sizes.items()},
+        }
+
+    def decide(self, final: list[Evidence]) -> None:
+        """The recommendation among the finalists fit to be recommended."""
+        search, advice = self.search, self.advice
+        fitness = eligible(final, search.constraints)
+        fit = ranked([e for e in final if not fitness[e.key]], search.objective)
+        for e in final:
+            if fitness[e.key]:
+                advice.entries.append(Entry.of(e, "final", f"not recommended: {fitness[e.key]}"))
+        if not fit:
+            advice.why_none = (
+                "no cell meets the bounds on full evidence"
+                if final
+                else "the budget ran out before any finalist was measured in full"
+                if any("budget" in n for n in advice.not_tried)
+                else "no cell survived the screening"
+            )
+            return
+        winner, runner = fit[0], (fit[1] if len(fit) > 1 else None)
+        advice.decided_by = _by_objective(winner, runner, search.objective)
+        if runner is not None and too_close(winner, runner, search.objective, search.threshold):
+            winner, runner = self._side_by_side(winner, runner)
+        advice.recommended = Entry.of(winner, "final", "recommended")
+        advice.runner_up = Entry.of(runner, "final", "runner-up") if runner else None
+        for e in fit[1:]:
+            if runner is None or e.key != runner.key:
+                advice.entries.append(Entry.of(e, "final", "finalist"))
+        advice.entries[:0] = [x for x in (advice.recommended, advice.runner_up) if x]
+        advice.reproduce = _reproduce(search, winner)
+
+    def _side_by_side(self, winner: Evidence, runner: Evidence) -> tuple[Evidence, Evidence]:
+        """The two best finalists measured interleaved; returns them in their new order."""
+        if self.search.objective == "memory" or self.left_s() <= 0:
+            why = "memory does not drift" if self.search.objective == "memory" else "budget"
+            return self._tie(winner, runner, f"within {self.search.threshold:.0%} ({why})")
+        cmp = _earlier_pair(self, winner, runner)
+        if cmp is None:
+            self.on_phase(f"side by side: {winner.label} against {runner.label}")
+            cmp = _interleaved(self, winner, runner)
+        else:
+            self.on_phase(f"side by side: {winner.label} against {runner.label}, as stored")
+            self.advice.runs["pair"] = [cmp.pair_id]
+        self.advice.comparison = cmp
+        better = _objective_ratio(cmp, winner, runner, self.search.objective)
+        low, ratio, high = better
+        t = self.search.threshold
+        objective = self.search.objective
+        if low > 1 + t:  # the runner-up is surely better by more than the threshold
+            self.advice.decided_by = (
+                f"{runner.label} over {winner.label} by {ratio - 1:.1%} "
+                f"[{low - 1:.1%}, {high - 1:.1%}] in {objective}, measured side by side"
+            )
+            return runner, winner
+        if high < 1 - t:  # the winner is surely better
+            self.advice.decided_by = (
+                f"{winner.label} over {runner.label} by {1 / ratio - 1:.1%} "
+                f"[{1 / high - 1:.1%}, {1 / low - 1:.1%}] in {objective}, measured side by side"
+            )
+            return winner, runner
+        words = f"{ratio - 1:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]"
+        return self._tie(winner, runner, f"within {t:.0%} side by side ({words})")
+
+    def _tie(self, winner: Evidence, runner: Evidence, words: str) -> tuple[Evidence, Evidence]:
+        first, second = sorted(
+            (winner, runner), key=lambda e: (e.memory_bytes or 0, e.median_ms or 0)
+        )
+        self.advice.decided_by = f"a tie {words}, then the smaller memory"
+        return first, second
+
+
+def _by_objective(winner: Evidence, runner: Evidence | None, objective: str) -> str:
+    if runner is None:
+        return "the only finalist that meets the bounds on full evidence"
+    a, b = winner.value(objective), runner.value(objective)
+    assert a is not None and b is not None
+    ahead = (b / a - 1) if objective != "throughput" else (a / b - 1)
+    return f"best {objective}: {ahead:.1%} ahead of {runner.label} (beyond the gate's resolution)"
+
+
+def _interleaved(phase: _Phase, winner: Evidence, runner: Evidence) -> Comparison:
+    """winner (base) and runner-up (candidate) as one paired, interleaved A/B."""
+    from stackcost.api.paired import ab_design, measure_sides, resolve_sides
+
+    search = phase.search
+    specs = {
+        side: validate(search.fields(**_Phase._cell_fields(e), protocol=search.final_protocol))
+        for side, e in (("base", winner), ("cand", runner))
+    }
+    design = ab_design(threshold=search.threshold)
+    result = measure_sides(specs, resolve_sides(), design, phase.db, command=phase.command)
+    phase.advice.runs["pair"] = [result.pair_id]
+    pair = result.cells[0]
+    paired = pair.result
+    return Comparison(
+        pair_id=result.pair_id,
+        recommended=winner.label,
+        runner_up=runner.label,
+        verdict=pair.verdict,
+        ratio=paired.ratio if paired else float("nan"),
+        ci_low=paired.ci_low if paired else float("nan"),
+        ci_high=paired.ci_high if paired else float("nan"),
+        design=pair.design,
+        blocks=len(pair.estimates),
+    )
+
+
+def _earlier_pair(phase: _Phase, winner: Evidence, runner: Evidence) -> Comparison | None:
+    """The same two finalists' paired comparison from an earlier answer to this same
+    request in the store, so a search asked again does not measure them again."""
+    from stackcost.store.database import Store
+
+    with Store(phase.db) as store:
+        rows = store.advice()
+    for row in reversed(rows):
+        earlier = Advice.model_validate_json(row["advice_json"])
+        cmp = earlier.comparison
+        same = earlier.request == phase.advice.request and cmp is not None
+        if same and {cmp.recommended, cmp.runner_up} == {winner.label, runner.label}:  # type: ignore[union-attr]
+            return cmp if cmp.recommended == winner.label else _swapped(cmp)  # type: ignore[union-attr]
+    return None
+
+
+def _swapped(cmp: Comparison) -> Comparison:
+    return cmp.model_copy(
+        update={
+            "recommended": cmp.runner_up,
+            "runner_up": cmp.recommended,
+            "ratio": 1 / cmp.ratio,
+            "ci_low": 1 / cmp.ci_high,
+            "ci_high": 1 / cmp.ci_low,
+            "verdict": {"regressed": "improved", "improved": "regressed"}.get(
+                cmp.verdict, cmp.verdict
+            ),
+        }
+    )
+
+
+def _objective_ratio(
+    cmp: Comparison, winner: Evidence, runner: Evidence, objective: str
+) -> tuple[float, float, float]:
+    """How much better the runner-up is than the winner on the objective (above 1:
+    better), with its interval: from the pair's step-time ratio runner-up / winner."""
+    if cmp.ratio != cmp.ratio:  # no paired result (a side failed): no evidence either way
+        return (0.0, 1.0, 2.0)
+    if objective == "throughput":
+        scale = runner.batch_size / winner.batch_size
+        return scale / cmp.ci_high, scale / cmp.ratio, scale / cmp.ci_low
+    return 1 / cmp.ci_high, 1 / cmp.ratio, 1 / cmp.ci_low
+
+
+def _reproduce(search: Search, e: Evidence) -> str:
+    sizes = "".join(f" --{k.replace('_', '-')} {v}" for k, v in e.sizes.items())
+    return (
+        f"stackcost run {search.reproduce_model or search.model.name} --backends {e.backend} "
+        f"--precision {e.precision} --batch-size {e.batch_size} --threads {e.threads}{sizes} "
+        f"--repeats {search.final_repeats}"
+    )
+
+
+def search_of(model: str | ModelRef, **fields: Any) -> Search:
+    """A Search for `model` (a name as `stackcost run` takes it, or a ModelRef), every rung
+    available here unless `backends` is given."""
+    ref = model_ref(model) if isinstance(model, str) else model
+    fields.setdefault("backends", default_backends())
+    return Search(model=ref, **fields)

@@ -1,0 +1,158 @@
+"""`stackcost advise MODEL`: which rung, precision, batch size and thread count to deploy,
+under the user's bounds, searched within a budget (api/advise.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from stackcost.advise.constraints import (
+    OBJECTIVES,
+    PERCENTILES,
+    Constraints,
+    parse_budget_s,
+    parse_memory_bytes,
+)
+from stackcost.api.advise import DEFAULT_BATCH_SIZES, DEFAULT_PRECISIONS, default_backends
+from stackcost.api.catalog import SIZE_AXES, backend_names
+from stackcost.commands.run import add_model_args, model_from_args, this_command
+from stackcost.errors import SpecError
+from stackcost.outputs import check_output_file, write_output
+from stackcost.runspec.grammar import parse_float, parse_positive_ints, split_list
+from stackcost.runspec.vocabulary import default_threads, parse_bound_ms
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "advise",
+        help="which rung, precision, batch and threads to deploy, under your bounds",
+        description="Search rungs × precisions × batch sizes × threads for MODEL within a "
+        "budget: cells that cannot run are found first, a short screening prunes the "
+        "clearly worse, the finalists are measured in full, and two within the gate's "
+        "resolution are measured side by side. Everything is stored in --db.",
+    )
+    p.add_argument("model", help="a zoo name, hf:TYPE or hf:./folder, or module:factory")
+    add_model_args(p)
+    _add_space_args(p)
+    _add_bound_args(p)
+    p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
+    p.add_argument("--markdown", metavar="PATH", help="also write the answer as markdown")
+    p.add_argument("--json", metavar="PATH", help="also write the answer as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _add_space_args(p: argparse.ArgumentParser) -> None:
+    """The search space: the grid advise may choose from."""
+    p.add_argument(
+        "--backends", help="comma list (default: every rung available here that runs inference)"
+    )
+    p.add_argument(
+        "--precision",
+        default=",".join(DEFAULT_PRECISIONS),
+        help=f"comma list (default {','.join(DEFAULT_PRECISIONS)})",
+    )
+    p.add_argument(
+        "--batch-size",
+        default=",".join(map(str, DEFAULT_BATCH_SIZES)),
+        help="comma list or range (default 1,2,4,8,16)",
+    )
+    threads = ",".join(map(str, sorted({1, default_threads()})))
+    p.add_argument("--threads", default=threads, help=f"comma list (default {threads})")
+    for axis in SIZE_AXES.values():
+        p.add_argument(
+            axis.flag, dest=f"size_{axis.name}", metavar="N", help=f"comma list: {axis.help}"
+        )
+
+
+def _add_bound_args(p: argparse.ArgumentParser) -> None:
+    """The bounds, what to make best, and how the search spends its budget."""
+    p.add_argument(
+        "--latency-bound", metavar="DURATION", help="one call's latency bound, e.g. 20ms"
+    )
+    p.add_argument(
+        "--percentile", default="p99", help=f"of the latency bound: {', '.join(PERCENTILES)}"
+    )
+    p.add_argument("--min-throughput", metavar="SAMPLES_PER_S", help="at least this many samples/s")
+    p.add_argument("--max-memory", metavar="SIZE", help="peak RSS at most, e.g. 2GiB or 512MiB")
+    p.add_argument(
+        "--objective",
+        default="latency",
+        help=f"what to make best: {', '.join(OBJECTIVES)} (default latency)",
+    )
+    p.add_argument("--budget", default="20m", help="time the search may take (default 20m)")
+    p.add_argument(
+        "--margin",
+        default="0.25",
+        help="screening prunes a cell only when it breaks a bound or trails the best by more "
+        "than this fraction (default 0.25)",
+    )
+    p.add_argument("--finalists", default="3", help="cells measured in full (default 3)")
+
+
+def _constraints(args: argparse.Namespace) -> Constraints:
+    return Constraints(
+        latency_bound_ms=(
+            parse_bound_ms(args.latency_bound, "--latency-bound") if args.latency_bound else None
+        ),
+        percentile=args.percentile,
+        min_throughput=(
+            parse_float(args.min_throughput, "--min-throughput") if args.min_throughput else None
+        ),
+        max_memory_bytes=parse_memory_bytes(args.max_memory) if args.max_memory else None,
+    )
+
+
+def _search(args: argparse.Namespace):  # -> api.advise.Search
+    from stackcost.api.advise import Search
+
+    backends = default_backends()
+    if args.backends:
+        backends = split_list(args.backends, "--backends", "onnxruntime,openvino")
+        known = backend_names()
+        for name in backends:
+            if name not in known and ":" not in name:
+                raise SpecError(f"unknown backend {name!r} (see `stackcost list backends`)")
+    sizes = {
+        axis: parse_positive_ints(text, f"--{axis.replace('_', '-')}")
+        for axis in SIZE_AXES
+        if (text := getattr(args, f"size_{axis}", None))
+    }
+    return Search(
+        model=model_from_args(args.model, args),
+        backends=backends,
+        precisions=split_list(args.precision, "--precision", "fp32,int8"),
+        batch_sizes=parse_positive_ints(args.batch_size, "--batch-size"),
+        threads=parse_positive_ints(args.threads, "--threads"),
+        sizes=sizes,
+        constraints=_constraints(args),
+        objective=args.objective,
+        margin=parse_float(args.margin, "--margin", 0.0, 1.0, low_closed=True),
+        finalists=parse_positive_ints(args.finalists, "--finalists")[0],
+        budget_s=parse_budget_s(args.budget),
+        reproduce_model=args.model,
+    )
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from stackcost.api.advise import advise, check_search
+    from stackcost.report.exports.advise import markdown
+    from stackcost.report.terminal.advise import advise_view
+
+    search = _search(args)
+    check_search(search)
+    for flag, path in (("--markdown", args.markdown), ("--json", args.json)):
+        if path:
+            check_output_file(Path(path), flag)
+    err = Console(stderr=True)
+    say = (lambda line: None) if args.quiet else (lambda line: err.print(Text(line, style="dim")))
+    answer = advise(search, args.db, command=this_command(), on_phase=say)
+    console.print(advise_view(answer))
+    console.print(Text.assemble("stored advice ", (answer.id, "bold"), f" in {args.db}"))
+    if args.markdown:
+        write_output(Path(args.markdown), markdown(answer), "--markdown")
+    if args.json:
+        write_output(Path(args.json), answer.model_dump_json(indent=2), "--json")
+    return 0 if answer.recommended else 1

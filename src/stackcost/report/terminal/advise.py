@@ -1,0 +1,30 @@
+"""advise's answer in the terminal: the recommendation, then every cell's evidence."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+
+from stackcost.advise.advice import Advice
+from stackcost.report.fit import FitTable
+from stackcost.report.frames.advise import HEADER, headline, lines, row
+
+# What a narrow terminal hides first (report/fit.py).
+DROP = ("peak RSS", "tail", "phase")
+
+
+def advise_view(advice: Advice) -> Group:
+    """The headline in bold, its lines, and the evidence table (recommended first)."""
+    table = FitTable(*HEADER, title=f"advise: {advice.model}", drop=DROP, caption=_caption(advice))
+    for entry in advice.entries:
+        table.add_row(*row(entry))
+    head = Text(headline(advice), style="bold green" if advice.recommended else "bold red")
+    return Group(head, *(Text(line) for line in lines(advice)), table)
+
+
+def _caption(advice: Advice) -> str:
+    pct = advice.constraints.get("percentile", "p99")
+    return (
+        f"median and tail ({pct}) are one call's latency (a batch); throughput in samples/s "
+        "at the median; peak RSS of the worker; screening rows are one short process each"
+    )

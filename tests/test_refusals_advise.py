@@ -1,0 +1,32 @@
+"""`stackcost advise` refuses bad input where it enters: one line, exit 2, no store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.test_refusals_edges import refused_and_nothing_stored
+
+ADVISE = ["advise", "mlp", "--backends", "eager", "--threads", "1", "--quiet"]
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--objective", "speed"], "objective 'speed' is not one advise optimizes"),
+        (["--budget", "20"], "--budget '20' is not a duration with a unit"),
+        (["--max-memory", "2G"], "--max-memory '2G' is not a size with a unit"),
+        (["--percentile", "p95"], "percentile 'p95'"),
+        (["--backends", "nope"], "unknown backend 'nope'"),
+        (["--margin", "1.5"], "--margin '1.5'"),
+        (["--finalists", "0"], "--finalists 0"),
+        (["--latency-bound", "20"], "--latency-bound '20' needs a unit"),
+        (["--threads", "4096"], "threads 4096"),
+        (["--precision", "int3"], "unknown precision 'int3'"),
+        (["--min-throughput", "-5"], "--min-throughput '-5'"),
+    ],
+)
+def test_advise_refuses_bad_input_in_one_line(extra, needle, capsys, tmp_path: Path):
+    err = refused_and_nothing_stored([*ADVISE, *extra], capsys, tmp_path)
+    assert needle in err, err
