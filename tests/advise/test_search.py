@@ -63,3 +63,31 @@ def test_two_finalists_are_too_close_within_the_threshold_or_overlapping_interva
     assert too_close(a, wide, "latency", 0.03)  # 10% apart, but the intervals overlap
     # memory does not drift: 2x apart is apart, whatever the latency intervals say
     assert not too_close(cell("m", 1.0, memory=100), cell("n", 1.0, memory=200), "memory", 0.03)
+
+
+def test_the_coarse_pass_takes_each_rung_and_precision_at_its_batch_ends_and_most_threads():
+    from stackcost.advise.search import coarse
+    from stackcost.runspec.run import model_ref, validate
+
+    spec = validate(
+        {
+            "models": [model_ref("mlp")],
+            "backends": ["eager", "onnxruntime"],
+            "precisions": ["fp32"],
+            "batch_sizes": [1, 4, 16],
+            "threads": [1, 2],
+        }
+    )
+    first, rest = coarse(spec.cells())
+    assert sorted((c.backend, c.batch_size, c.threads) for c in first) == [
+        ("eager", 1, 2), ("eager", 16, 2), ("onnxruntime", 1, 2), ("onnxruntime", 16, 2),
+    ]  # fmt: skip
+    assert len(rest) == 12 - 4 and not {c.key() for c in first} & {c.key() for c in rest}
+
+
+def test_a_pair_is_promising_when_the_coarse_pass_kept_one_of_its_cells():
+    from stackcost.advise.search import promising
+
+    cells = [cell("a", 10.0), cell("b", 100.0)]
+    decided = screen(cells, Constraints(), "latency", margin=0.25)
+    assert promising(cells, decided) == {("a", "fp32")}

@@ -8,9 +8,13 @@ Finalists are then measured in full and judged without a margin."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from stackcost.advise.constraints import OBJECTIVES, Constraints, violations
 from stackcost.advise.evidence import Evidence
+
+if TYPE_CHECKING:
+    from stackcost.cell import Cell
 
 # Statuses whose timings may be used; anything else is a reason the cell is out.
 USABLE = ("ok", "unstable")
@@ -116,3 +120,26 @@ def _interval(e: Evidence, objective: str) -> tuple[float, float]:
     if objective == "throughput":
         return e.batch_size * 1000.0 / high, e.batch_size * 1000.0 / low
     return low, high
+
+
+def coarse(cells: list[Cell]) -> tuple[list[Cell], list[Cell]]:
+    """The cells a first, coarse screening pass measures, and the rest: every rung and
+    precision at its smallest and largest batch and its most threads, where latency and
+    throughput are at their best. A (rung, precision) that is out at both ends is not
+    worth its middle."""
+    groups: dict[tuple[str, str], list[Cell]] = {}
+    for c in cells:
+        groups.setdefault((c.backend, c.precision), []).append(c)
+    first: list[Cell] = []
+    for group in groups.values():
+        batches = [c.batch_size for c in group]
+        most = max(c.threads for c in group)
+        ends = {min(batches), max(batches)}
+        first += [c for c in group if c.batch_size in ends and c.threads == most]
+    keys = {c.key() for c in first}
+    return first, [c for c in cells if c.key() not in keys]
+
+
+def promising(evidence: list[Evidence], decisions: dict[str, Decision]) -> set[tuple[str, str]]:
+    """The (rung, precision) pairs with a cell the coarse pass kept."""
+    return {(e.backend, e.precision) for e in evidence if decisions[e.key].kept}

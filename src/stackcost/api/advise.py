@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING, Any
 from stackcost.advise.advice import Advice, Comparison, Entry
 from stackcost.advise.constraints import Constraints, check_objective
 from stackcost.advise.evidence import Evidence, evidence_of
-from stackcost.advise.search import eligible, finalists, ranked, screen, too_close
+from stackcost.advise.search import (
+    coarse,
+    eligible,
+    finalists,
+    promising,
+    ranked,
+    screen,
+    too_close,
+)
 from stackcost.api.catalog import backends as catalog_backends
 from stackcost.api.grid import check_db, measure, prepare
 from stackcost.cell import ModelRef
@@ -60,6 +68,7 @@ FINAL_REPEATS = 3
 RETRY_REPEATS = 5
 # The screening may spend this share of the budget; the rest is the finals' and the pair's.
 SCREEN_SHARE = 0.6
+COARSE_SHARE = 0.35  # of which the coarse pass, every rung at its ends, may spend this
 
 OnPhase = Callable[[str], None]
 
@@ -234,17 +243,53 @@ class _Phase:
         return runnable
 
     def screening(self, runnable: list[Cell]) -> list[Evidence]:
-        """One short process per runnable cell, a run per rung, within the budget's share."""
-        search, keys = self.search, {c.key() for c in runnable}
+        """One short process per cell, in two passes within the budget's share: first
+        every rung and precision at its ends (advise.search.coarse), then the middle of
+        the pairs that pass kept."""
+        search = self.search
+        first, rest = coarse(runnable)
+        self.on_phase(
+            f"screening, coarse: {len(first)} cells (each rung and precision at its ends)"
+        )
+        evidence = self._screen(first, COARSE_SHARE)
+        decisions = screen(evidence, search.constraints, search.objective, search.margin)
+        keep = promising(evidence, decisions)
+        middle = [c for c in rest if (c.backend, c.precision) in keep]
+        reached = {(e.backend, e.precision) for e in evidence}
+        if unreached := [c for c in rest if (c.backend, c.precision) not in reached]:
+            self._not_tried(unreached, search.budget_s - self.left_s())
+        why = "not screened: its rung and precision were out at both batch ends"
+        for cell in rest:
+            pair = (cell.backend, cell.precision)
+            if pair in reached and pair not in keep:
+                self.advice.entries.append(Entry.of(_unmeasured(cell, "skipped"), "screening", why))
+        self.on_phase(
+            f"screening, the rest: {len(middle)} cells of {len(keep)} rung-precision pairs"
+        )
+        return evidence + self._screen(middle, SCREEN_SHARE)
+
+    def _screen(self, cells: list[Cell], share: float) -> list[Evidence]:
+        """`cells` screened one run per (rung, precision, threads, sizes) group, until the
+        screening has spent `share` of the budget; what it did not reach is said."""
+        search, keys = self.search, {c.key() for c in cells}
+        groups: dict[tuple, list[Cell]] = {}
+        for c in cells:
+            groups.setdefault(
+                (c.backend, c.precision, c.threads, tuple(c.sizes.items())), []
+            ).append(c)
         evidence: list[Evidence] = []
-        rungs = list(dict.fromkeys(c.backend for c in runnable))
-        for i, rung in enumerate(rungs):
+        for n, ((rung, precision, threads, sizes), group) in enumerate(groups.items()):
             spent = search.budget_s - self.left_s()
-            if spent > search.budget_s * SCREEN_SHARE:
-                self._not_tried(rungs[i:], runnable, spent)
+            if spent > search.budget_s * share:
+                self._not_tried([c for g in list(groups.values())[n:] for c in g], spent)
                 break
-            self.on_phase(f"screening {rung} ({i + 1} of {len(rungs)} rungs)")
-            spec = validate(search.fields(backends=[rung], protocol=search.screen_protocol))
+            spec = validate(
+                search.fields(
+                    backends=[rung], precisions=[precision], threads=[threads],
+                    batch_sizes=sorted({c.batch_size for c in group}),
+                    sizes={k: [v] for k, v in sizes}, protocol=search.screen_protocol,
+                )
+            )  # fmt: skip
             result = self.measured(spec, "screening")
             evidence += [
                 evidence_of(c, search.constraints.percentile)
@@ -253,17 +298,13 @@ class _Phase:
             ]
         return evidence
 
-    def _not_tried(self, rungs: list[str], runnable: list[Cell], spent: float) -> None:
+    def _not_tried(self, cells: list[Cell], spent: float) -> None:
         why = f"budget: screening had spent {spent:.0f} s of {self.search.budget_s:.0f} s"
-        for rung in rungs:
-            cells = [c for c in runnable if c.backend == rung]
-            self.advice.not_tried.append(f"{rung}: {len(cells)} cells ({why})")
-            for cell in cells:
-                e = Evidence(
-                    cell.key(), cell.backend, cell.precision, cell.batch_size, cell.threads,
-                    dict(cell.sizes), "not tried",
-                )  # fmt: skip
-                self.advice.entries.append(Entry.of(e, "not tried", why))
+        for rung in dict.fromkeys(c.backend for c in cells):
+            n = sum(c.backend == rung for c in cells)
+            self.advice.not_tried.append(f"{rung}: {n} cells ({why})")
+        for cell in cells:
+            self.advice.entries.append(Entry.of(_unmeasured(cell, "not tried"), "not tried", why))
 
     def finals(self, screened: list[Evidence]) -> list[Evidence]:
         """The best survivors of the screening, each measured in full."""
@@ -382,6 +423,13 @@ class _Phase:
         )
         self.advice.decided_by = f"a tie {words}, then the smaller memory"
         return first, second
+
+
+def _unmeasured(cell: Cell, status: str) -> Evidence:
+    return Evidence(
+        cell.key(), cell.backend, cell.precision, cell.batch_size, cell.threads,
+        dict(cell.sizes), status,
+    )  # fmt: skip
 
 
 def _by_objective(winner: Evidence, runner: Evidence | None, objective: str) -> str:
