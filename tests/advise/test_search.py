@@ -91,3 +91,18 @@ def test_a_pair_is_promising_when_the_coarse_pass_kept_one_of_its_cells():
     cells = [cell("a", 10.0), cell("b", 100.0)]
     decided = screen(cells, Constraints(), "latency", margin=0.25)
     assert promising(cells, decided) == {("a", "fp32")}
+
+
+def test_a_pair_pruned_only_for_a_bound_at_its_ends_is_still_worth_its_middle():
+    from stackcost.advise.search import pair_order, promising
+
+    bounds = Constraints(latency_bound_ms=20)
+    # b16 breaks the bound, b1 trails on throughput: b4 may meet the bound and lead.
+    cells = [cell("x1", 5.0), cell("x16", 60.0, batch=16), cell("y16", 10.0, batch=16)]
+    cells[0] = Evidence(**{**cells[0].__dict__, "key": "x1", "backend": "x"})
+    cells[1] = Evidence(**{**cells[1].__dict__, "key": "x16", "backend": "x"})
+    cells[2] = Evidence(**{**cells[2].__dict__, "key": "y16", "backend": "y"})
+    decided = screen(cells, bounds, "throughput", margin=0.25)
+    assert decided["x16"].bound and not decided["x1"].kept
+    assert promising(cells, decided) == {("x", "fp32"), ("y", "fp32")}
+    assert list(pair_order(cells, "throughput")) == [("y", "fp32"), ("x", "fp32")]

@@ -27,6 +27,7 @@ class Decision:
     key: str
     kept: bool
     why: str = ""
+    bound: bool = False  # pruned for a bound it broke (not for trailing the best)
 
 
 def _behind(value: float, best: float, objective: str) -> float:
@@ -48,7 +49,7 @@ def screen(
             continue
         broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds, margin)
         if broken:
-            out[e.key] = Decision(e.key, False, "breaks " + "; ".join(broken))
+            out[e.key] = Decision(e.key, False, "breaks " + "; ".join(broken), bound=True)
             continue
         candidates.append(e)
     if candidates:
@@ -141,5 +142,21 @@ def coarse(cells: list[Cell]) -> tuple[list[Cell], list[Cell]]:
 
 
 def promising(evidence: list[Evidence], decisions: dict[str, Decision]) -> set[tuple[str, str]]:
-    """The (rung, precision) pairs with a cell the coarse pass kept."""
-    return {(e.backend, e.precision) for e in evidence if decisions[e.key].kept}
+    """The (rung, precision) pairs worth their middle batches: a cell the coarse pass
+    kept, or one it pruned only for a bound (a batch between the ends may meet it: less
+    latency and memory than the largest, more throughput than the smallest)."""
+    return {
+        (e.backend, e.precision)
+        for e in evidence
+        if decisions[e.key].kept or decisions[e.key].bound
+    }
+
+
+def pair_order(evidence: list[Evidence], objective: str) -> dict[tuple[str, str], int]:
+    """The pairs in the order their best coarse cell ranks on the objective: the rest of
+    the screening spends the budget on the most promising first."""
+    best = ranked([e for e in evidence if e.value(objective) is not None], objective)
+    order: dict[tuple[str, str], int] = {}
+    for e in best:
+        order.setdefault((e.backend, e.precision), len(order))
+    return order

@@ -33,6 +33,7 @@ from stackcost.advise.search import (
     coarse,
     eligible,
     finalists,
+    pair_order,
     promising,
     ranked,
     screen,
@@ -68,7 +69,7 @@ FINAL_REPEATS = 3
 RETRY_REPEATS = 5
 # The screening may spend this share of the budget; the rest is the finals' and the pair's.
 SCREEN_SHARE = 0.6
-COARSE_SHARE = 0.35  # of which the coarse pass, every rung at its ends, may spend this
+COARSE_SHARE = 0.45  # of which the coarse pass, every rung at its ends, may spend this
 
 OnPhase = Callable[[str], None]
 
@@ -254,11 +255,15 @@ class _Phase:
         evidence = self._screen(first, COARSE_SHARE)
         decisions = screen(evidence, search.constraints, search.objective, search.margin)
         keep = promising(evidence, decisions)
-        middle = [c for c in rest if (c.backend, c.precision) in keep]
+        order = pair_order(evidence, search.objective)
+        middle = sorted(
+            (c for c in rest if (c.backend, c.precision) in keep),
+            key=lambda c: order.get((c.backend, c.precision), len(order)),
+        )
         reached = {(e.backend, e.precision) for e in evidence}
         if unreached := [c for c in rest if (c.backend, c.precision) not in reached]:
             self._not_tried(unreached, search.budget_s - self.left_s())
-        why = "not screened: its rung and precision were out at both batch ends"
+        why = "not screened: its rung and precision trailed the best at both batch ends"
         for cell in rest:
             pair = (cell.backend, cell.precision)
             if pair in reached and pair not in keep:
@@ -379,8 +384,8 @@ class _Phase:
             winner, runner = self._side_by_side(winner, runner)
         advice.recommended = Entry.of(winner, "final", "recommended")
         advice.runner_up = Entry.of(runner, "final", "runner-up") if runner else None
-        for e in fit[1:]:
-            if runner is None or e.key != runner.key:
+        for e in fit:
+            if e.key not in {winner.key, runner.key if runner else ""}:
                 advice.entries.append(Entry.of(e, "final", "finalist"))
         advice.entries[:0] = [x for x in (advice.recommended, advice.runner_up) if x]
         advice.reproduce = _reproduce(search, winner)
