@@ -522,7 +522,7 @@ def _reproduce(search: Search, e: Evidence) -> str:
     return (
         f"stackcost run {search.reproduce_model or search.model.name} --backends {e.backend} "
         f"--precision {e.precision} --batch-size {e.batch_size} --threads {e.threads}{sizes} "
-        f"--repeats {search.final_repeats}"
+        f"--repeats {e.repetitions or search.final_repeats}"
     )
 
 
