@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from stackcost.profile.breakdown import CPU_PARTS, GPU_PARTS
-from stackcost.report.figures.layout import grid, log2_x, plain, save
+from stackcost.report.figures.layout import finish_panels, grid, log2_x, plain, save
 from stackcost.report.frames.costs import (
     SCALING_AXES,
     UNSTABLE_BASE,
@@ -231,15 +231,7 @@ def _scaling_fig(summ: pd.DataFrame, colors: dict[str, str]) -> Figure | None:
         )
         ax.set_ylabel("speedup (×)")
         ax.grid(True, alpha=0.3)
-    for ax in axes[len(keys) :]:
-        ax.set_visible(False)
-    fig.legend(
-        list(handles.values()),
-        [plain(s) for s in handles],
-        loc="outside lower center",
-        ncols=min(len(handles), 5),
-        frameon=False,
-    )
+    finish_panels(fig, axes, len(keys), handles)
     fig.suptitle("thread scaling: speedup over the smallest thread count")
     return fig
 

@@ -30,6 +30,20 @@ def grid(n: int) -> tuple[int, int]:
     return math.ceil(n / cols), cols
 
 
+def finish_panels(fig: Figure, axes, used: int, handles: dict, ncols: int = 5) -> None:
+    """Hide the grid's panels past the `used` first, and draw one legend of `handles`
+    (label: artist) below them all."""
+    for ax in axes[used:]:
+        ax.set_visible(False)
+    fig.legend(
+        list(handles.values()),
+        [plain(s) for s in handles],
+        loc="outside lower center",
+        ncols=min(len(handles), ncols),
+        frameon=False,
+    )
+
+
 def save(fig: Figure, out_dir: Path, stem: str, used: set[str]) -> list[Path]:
     name, i = stem, 2
     while name in used:  # two model names can share a slug

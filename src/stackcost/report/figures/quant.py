@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from stackcost.report.figures.layout import grid, plain, save
+from stackcost.report.figures.layout import finish_panels, grid, plain, save
 from stackcost.report.frames import pareto
 from stackcost.report.style import slug
 
@@ -81,15 +81,7 @@ def _pareto_fig(
         ax.set_ylabel(pareto.Y_LABEL[p.metric])
         ax.set_title(plain(p.condition or p.model), fontsize=9)
         ax.grid(True, alpha=0.3)
-    for ax in axes[len(panels) :]:
-        ax.set_visible(False)
-    fig.legend(
-        list(handles.values()),
-        [plain(s) for s in handles],
-        loc="outside lower center",
-        ncols=min(len(handles), 3),
-        frameon=False,
-    )
+    finish_panels(fig, axes, len(panels), handles, ncols=3)
     title = (
         f"{model}: speedup over fp32 vs quality lost (Pareto)\n"
         "red rim: slower than fp32; hollow: over an fp32 cell that is not ok"

@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from stackcost.report.figures.layout import grid, log2_x, plain, save
+from stackcost.report.figures.layout import finish_panels, grid, log2_x, plain, save
 from stackcost.report.frames import tidy
 from stackcost.report.style import AXIS_FILE, AXIS_LABEL, X_NAME, slug
 
@@ -67,15 +67,7 @@ def _sweep_figure(
         ax.set_ylabel(ylabel)
         ax.set_title(plain(sweep.condition or sweep.model), fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
-    for ax in axes[len(sweeps) :]:
-        ax.set_visible(False)
-    fig.legend(
-        list(handles.values()),
-        [plain(s) for s in handles],
-        loc="outside lower center",
-        ncols=min(len(handles), 5),
-        frameon=False,
-    )
+    finish_panels(fig, axes, len(sweeps), handles)
     fig.suptitle(plain(title))
     return fig
 
