@@ -234,10 +234,7 @@ class _Phase:
             if blocked is None:
                 runnable.append(cell)
                 continue
-            e = Evidence(
-                cell.key(), cell.backend, cell.precision, cell.batch_size, cell.threads,
-                dict(cell.sizes), blocked[0], blocked[1],
-            )  # fmt: skip
+            e = _unmeasured(cell, blocked[0], blocked[1])
             why = f"out: {blocked[0]}: {blocked[1]}".rstrip(": ")
             self.advice.entries.append(Entry.of(e, "feasibility", why))
         self.on_phase(f"feasibility: {len(runnable)} of {len(cells)} cells can run here")
@@ -430,10 +427,11 @@ class _Phase:
         return first, second
 
 
-def _unmeasured(cell: Cell, status: str) -> Evidence:
+def _unmeasured(cell: Cell, status: str, reason: str = "") -> Evidence:
+    """A cell's evidence where nothing was measured: its axes and why."""
     return Evidence(
         cell.key(), cell.backend, cell.precision, cell.batch_size, cell.threads,
-        dict(cell.sizes), status,
+        dict(cell.sizes), status, reason,
     )  # fmt: skip
 
 

@@ -17,9 +17,8 @@ from stackcost.advise.constraints import (
     parse_memory_bytes,
 )
 from stackcost.api.advise import DEFAULT_BATCH_SIZES, DEFAULT_PRECISIONS, default_backends
-from stackcost.api.catalog import SIZE_AXES, backend_names
+from stackcost.api.catalog import SIZE_AXES, check_backend
 from stackcost.commands.run import add_model_args, model_from_args, this_command
-from stackcost.errors import SpecError
 from stackcost.outputs import check_output_file, write_output
 from stackcost.runspec.grammar import parse_float, parse_positive_ints, split_list
 from stackcost.runspec.vocabulary import default_threads, parse_bound_ms
@@ -111,10 +110,8 @@ def _search(args: argparse.Namespace):  # -> api.advise.Search
     backends = default_backends()
     if args.backends:
         backends = split_list(args.backends, "--backends", "onnxruntime,openvino")
-        known = backend_names()
         for name in backends:
-            if name not in known and ":" not in name:
-                raise SpecError(f"unknown backend {name!r} (see `stackcost list backends`)")
+            check_backend(name)
     sizes = {
         axis: parse_positive_ints(text, f"--{axis.replace('_', '-')}")
         for axis in SIZE_AXES
