@@ -208,3 +208,10 @@ def test_edges_here_read_steal_and_switches():
     assert w.steal_s is not None and w.steal_s >= 0
     assert w.involuntary_switches is not None and w.involuntary_switches >= 0
     assert w.cpu_mhz_start is None or w.cpu_mhz_start > 0
+
+
+def test_a_descendant_gone_unreaped_never_makes_the_family_spend_less_than_the_process():
+    # The family's sum fell by a vanished descendant's time; the process's own rose 0.1 s.
+    start = Edge(0, 5.0, 10.0, process_cpu_s=1.0)
+    end = Edge(100_000_000, 4.0, 10.1, process_cpu_s=1.1)
+    assert Window.between(start, end).cpu_s == pytest.approx(0.1)

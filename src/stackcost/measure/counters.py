@@ -229,6 +229,7 @@ class Edge:
     involuntary_switches: int | None = None  # this process's, all its threads
     cpu_mhz: float | None = None  # those CPUs' mean current frequency, where readable
     page_faults: int | None = None  # this process's minor faults (pages touched afresh)
+    process_cpu_s: float | None = None  # this process's alone: never goes backwards
 
     @classmethod
     def now(cls, cpus: frozenset[int] | None = None) -> Edge:
@@ -239,7 +240,8 @@ class Edge:
         times = system_times(counted)
         busy, steal = (None, None) if times is None else times
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        return cls(t_ns, cpu_s, busy, steal, switches, cpu_mhz(counted), faults)
+        own = time.process_time()
+        return cls(t_ns, cpu_s, busy, steal, switches, cpu_mhz(counted), faults, own)
 
 
 @dataclass(frozen=True)
@@ -259,10 +261,16 @@ class Window:
 
     @classmethod
     def between(cls, start: Edge, end: Edge) -> Window:
+        # A descendant counted at the start that exits unreaped by us (its parent reaps
+        # it, or none does yet) takes its whole CPU time out of the end's sum: the family's
+        # delta can then go below zero and read as others' work. The process's own CPU
+        # time cannot go backwards, so the family spent at least that.
+        family = end.cpu_s - start.cpu_s
+        own = _delta(start.process_cpu_s, end.process_cpu_s)
         return cls(
             start.t_ns,
             end.t_ns,
-            end.cpu_s - start.cpu_s,
+            family if own is None else max(family, own),
             _delta(start.system_busy_s, end.system_busy_s),
             _delta(start.steal_s, end.steal_s),
             _delta(start.involuntary_switches, end.involuntary_switches),
