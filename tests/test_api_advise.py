@@ -24,7 +24,7 @@ def tiny(**fields):
         "sizes": {"resolution": [4]},
         "screen_protocol": QUICK,
         "final_protocol": QUICK,
-        "final_repeats": 2,
+        "final_repeats": 3,  # two processes are `unstable` at a 3% difference (t = 12.7)
         "budget_s": 600,
         **fields,
     }
@@ -86,3 +86,24 @@ def test_bad_searches_are_refused_before_anything_is_written(tmp_path, fields, n
     with pytest.raises(SpecError, match=needle):
         advise(tiny(**fields), db)
     assert not db.exists()
+
+
+def test_every_cell_is_screened_estimated_or_skipped_with_its_reason(tmp_path):
+    # Three batches at two thread counts: the ends at two threads first, the middle batch
+    # by its estimate, one thread only where the two-thread sibling was kept.
+    search = tiny(batch_sizes=[1, 2, 4], threads=[1, 2], margin=0.0, finalists=1)
+    lines: list[str] = []
+    answer = advise(search, tmp_path / "c.db", on_phase=lines.append)
+    assert len(answer.entries) == 6 and not answer.not_tried
+    by_label = {e.label.split(" resolution")[0]: e for e in answer.entries}
+    assert set(by_label) == {f"onnxruntime fp32 b{b} t{t}" for b in (1, 2, 4) for t in (1, 2)}
+    middle = by_label["onnxruntime fp32 b2 t2"]
+    if middle.status == "estimated":  # pruned on its estimate: no process of its own
+        assert middle.repetitions == 0 and middle.decision.startswith("pruned on an estimate")
+    else:  # its estimate was kept, so it was screened
+        assert middle.repetitions >= 1, middle
+    for label in ("onnxruntime fp32 b2 t1", "onnxruntime fp32 b4 t1"):
+        e = by_label[label]
+        assert e.status != "skipped" or e.decision.startswith("not screened: at t2"), e
+    assert any(line.startswith("screening, middles: ") for line in lines), lines
+    assert any(line.startswith("screening, fewer threads: ") for line in lines), lines

@@ -25,6 +25,13 @@ ADVISE = ["advise", "mlp", "--backends", "eager", "--threads", "1", "--quiet"]
         (["--threads", "4096"], "threads 4096"),
         (["--precision", "int3"], "unknown precision 'int3'"),
         (["--min-throughput", "-5"], "--min-throughput '-5'"),
+        (["--max-quality-loss", "x"], "--max-quality-loss 'x' is not a number"),
+        (
+            ["--max-quality-loss", "100"],
+            "--max-quality-loss '100' must be a finite number in [0, 100)",
+        ),
+        (["--data", "test.csv"], "--data is the examples --max-quality-loss is judged on"),
+        (["--max-quality-loss", "1", "--data", "t.csv"], "'mlp' is not one"),
     ],
 )
 def test_advise_refuses_bad_input_in_one_line(extra, needle, capsys, tmp_path: Path):

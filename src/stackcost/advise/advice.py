@@ -19,7 +19,7 @@ class Entry(BaseModel):
     batch_size: int
     threads: int
     sizes: dict[str, int] = Field(default_factory=dict)
-    phase: str  # "feasibility", "screening", "final", "not tried"
+    phase: str  # "feasibility", "screening", "quality", "final", "not tried"
     status: str  # the cell's status in that phase (or "not tried")
     decision: str  # "recommended", "runner-up", "finalist", "kept", or why it is out
     repetitions: int = 0
@@ -28,6 +28,8 @@ class Entry(BaseModel):
     throughput: float | None = None  # samples/s
     memory_bytes: int | None = None  # peak RSS
     interval: tuple[float, float] | None = None  # of the median, over repetitions (ms)
+    quality: str = ""  # its rung and precision held out, in words, when judged
+    quality_loss: float | None = None  # points of accuracy, or percent of perplexity
 
     @classmethod
     def of(cls, e: Evidence, phase: str, decision: str) -> Entry:
@@ -83,6 +85,9 @@ class Advice(BaseModel):
     comparison: Comparison | None = None
     entries: list[Entry] = Field(default_factory=list)
     not_tried: list[str] = Field(default_factory=list)
+    screen_check: str = ""  # the screening against the finalists' full measurements
+    # Each rung and precision judged held out (advise.quality.Quality's fields).
+    quality: list[dict[str, Any]] = Field(default_factory=list)
     runs: dict[str, list[str]] = Field(default_factory=dict)
     reproduce: str = ""
     wall_s: float = 0.0

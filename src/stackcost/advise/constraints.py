@@ -26,6 +26,9 @@ class Constraints:
     percentile: str = "p99"
     min_throughput: float | None = None  # samples/s
     max_memory_bytes: int | None = None  # peak RSS of the worker
+    # Held out, against eager fp32: a classifier's accuracy drop in points, a decoder's
+    # perplexity increase in percent (advise.quality).
+    max_quality_loss: float | None = None
 
     def __post_init__(self) -> None:
         if self.percentile not in PERCENTILES:
@@ -37,6 +40,9 @@ class Constraints:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise SpecError(f"{name.replace('_', ' ')} {value!r} must be above 0")
+        loss = self.max_quality_loss
+        if loss is not None and not 0 <= loss < 100:
+            raise SpecError(f"max quality loss {loss!r} must be in [0, 100)")
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,6 +56,11 @@ class Constraints:
             parts.append(f"≥ {self.min_throughput:g} samples/s")
         if self.max_memory_bytes is not None:
             parts.append(f"peak RSS ≤ {self.max_memory_bytes / 2**30:.2f} GiB")
+        if self.max_quality_loss is not None:
+            parts.append(
+                f"quality lost ≤ {self.max_quality_loss:g} held out "
+                "(accuracy points; a decoder's perplexity %)"
+            )
         return ", ".join(parts) or "no bounds"
 
 

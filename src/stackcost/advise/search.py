@@ -11,13 +11,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stackcost.advise.constraints import OBJECTIVES, Constraints, violations
+from stackcost.advise.estimate import ESTIMATED, interpolated
 from stackcost.advise.evidence import Evidence
 
 if TYPE_CHECKING:
     from stackcost.cell import Cell
 
-# Statuses whose timings may be used; anything else is a reason the cell is out.
-USABLE = ("ok", "unstable")
+# Statuses whose timings may be used; anything else is a reason the cell is out. An
+# estimate's figures may prune it, never recommend it, and never set the best.
+USABLE = ("ok", "unstable", ESTIMATED)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ def screen(
             continue
         candidates.append(e)
     if candidates:
-        best = min(candidates, key=lambda e: _rank_value(e, objective))
+        measured = [e for e in candidates if e.status != ESTIMATED] or candidates
+        best = min(measured, key=lambda e: _rank_value(e, objective))
         for e in candidates:
             value, top = e.value(objective), best.value(objective)
             if _behind(value, top, objective) > margin:  # type: ignore[arg-type]
@@ -160,3 +163,68 @@ def pair_order(evidence: list[Evidence], objective: str) -> dict[tuple[str, str]
     for e in best:
         order.setdefault((e.backend, e.precision), len(order))
     return order
+
+
+def group(c: Cell | Evidence) -> tuple:
+    """What the cells of one screening process share: rung, precision, threads, sizes."""
+    return (c.backend, c.precision, c.threads, tuple(sorted(c.sizes.items())))
+
+
+def estimates(evidence: list[Evidence], cells: list[Cell]) -> dict[str, Evidence]:
+    """Each of `cells` that lies between two usable screened batches of its own rung,
+    precision, threads and sizes, estimated there (advise.estimate): the nearest below and
+    the nearest above."""
+    usable: dict[tuple, list[Evidence]] = {}
+    for e in evidence:
+        if e.status in ("ok", "unstable") and e.median_ms is not None:
+            usable.setdefault(group(e), []).append(e)
+    out = {}
+    for c in cells:
+        ends = usable.get(group(c), [])
+        below = [e for e in ends if e.batch_size < c.batch_size]
+        above = [e for e in ends if e.batch_size > c.batch_size]
+        if below and above:
+            low = max(below, key=lambda e: e.batch_size)
+            high = min(above, key=lambda e: e.batch_size)
+            if (estimate := interpolated(low, high, c.key(), c.batch_size)) is not None:
+                out[c.key()] = estimate
+    return out
+
+
+def sibling(c: Cell | Evidence) -> tuple:
+    """What a cell shares with its siblings at other thread counts."""
+    return (c.backend, c.precision, tuple(sorted(c.sizes.items())), c.batch_size)
+
+
+def most_threads(evidence: list[Evidence]) -> dict[tuple, Evidence]:
+    """The evidence at the most threads of each sibling set (advise.search.sibling)."""
+    out: dict[tuple, Evidence] = {}
+    for e in evidence:
+        key = sibling(e)
+        if key not in out or e.threads > out[key].threads:
+            out[key] = e
+    return out
+
+
+def screen_check(
+    screened: list[Evidence], final: list[Evidence], objective: str, margin: float
+) -> str:
+    """The screening checked against the finalists' full measurements: how far each full
+    figure moved from its screening one, and whether that stayed within the margin the
+    pruning trusted."""
+    moved = []
+    by_key = {e.key: e for e in screened}
+    for f in final:
+        s = by_key.get(f.key)
+        a, b = (s.value(objective) if s else None), f.value(objective)
+        if a and b:
+            moved.append(b / a - 1)
+    if not moved:
+        return ""
+    span = f"{min(moved):+.1%} to {max(moved):+.1%}" if len(moved) > 1 else f"{moved[0]:+.1%}"
+    verdict = (
+        f"within the {margin:.0%} margin"
+        if all(abs(m) <= margin for m in moved)
+        else f"beyond the {margin:.0%} margin: the screening may have pruned a cell it should not"
+    )
+    return f"finalists in full against their screening: {span} in {objective}, {verdict}"

@@ -32,13 +32,19 @@ from stackcost.advise.evidence import Evidence, evidence_of
 from stackcost.advise.search import (
     coarse,
     eligible,
+    estimates,
     finalists,
+    group,
+    most_threads,
     pair_order,
     promising,
     ranked,
     screen,
+    screen_check,
+    sibling,
     too_close,
 )
+from stackcost.api.advise_quality import QualityScores, check_quality
 from stackcost.api.catalog import backends as catalog_backends
 from stackcost.api.grid import check_db, measure, prepare
 from stackcost.cell import ModelRef
@@ -63,13 +69,17 @@ __all__ = [
 
 DEFAULT_PRECISIONS = ("fp32", "int8-dyn", "int8")
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16)
-# A screening process: enough iterations for a median and a rough tail, in about a second.
-SCREEN_PROTOCOL = Protocol(min_time_s=0.3, max_time_s=1.0, warmup_max_time_s=2.0, target_ci=0.05)
+# A screening process: a median and a rough tail in about a second of timed calls, after at
+# most a second of warm-up; a slow batch stops at the cap with what it has (`unstable`).
+SCREEN_PROTOCOL = Protocol(
+    min_time_s=0.3, min_iters=3, max_time_s=1.0, warmup_max_time_s=1.0, target_ci=0.05
+)
 FINAL_REPEATS = 3
 RETRY_REPEATS = 5
 # The screening may spend this share of the budget; the rest is the finals' and the pair's.
 SCREEN_SHARE = 0.6
-COARSE_SHARE = 0.45  # of which the coarse pass, every rung at its ends, may spend this
+COARSE_SHARE = 0.45  # of which the coarse pass, every rung at its ends, may spend this,
+MIDDLE_SHARE = 0.53  # and the coarse and middle passes together this
 
 OnPhase = Callable[[str], None]
 
@@ -95,6 +105,9 @@ class Search:
     budget_s: float = 1200.0
     threshold: float = DEFAULT_THRESHOLD
     reproduce_model: str = ""  # how a command line names the model ('' : its name)
+    # The quality bound's examples (a checkpoint folder's) and a recipe's kept weights.
+    quality_data: str | None = None
+    weights_dir: str | None = None
     # How a screening process and a finalist's processes measure (a test shortens them).
     screen_protocol: Protocol = field(default_factory=SCREEN_PROTOCOL.model_copy)
     final_protocol: Protocol = field(default_factory=Protocol)
@@ -115,6 +128,7 @@ class Search:
             "threshold": self.threshold,
             "protocols": [self.screen_protocol.model_dump(), self.final_protocol.model_dump()],
             "final_repeats": self.final_repeats,
+            "quality_data": self.quality_data,
         }
         return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -147,7 +161,9 @@ def check_search(search: Search) -> RunSpec:
         raise SpecError(f"budget {search.budget_s!r} s must be above 0")
     if not search.backends:
         raise SpecError("no rung to search: none is available here (stackcost list backends)")
-    return validate(search.fields())
+    spec = validate(search.fields())
+    check_quality(search.model.name, search.constraints.max_quality_loss, search.quality_data)
+    return spec
 
 
 def advise(
@@ -183,6 +199,7 @@ def advise(
     screened = phase.screening(runnable)
     final = phase.finals(screened)
     phase.decide(final)
+    phase.annotate_quality()
     advice.wall_s = time.monotonic() - started
     return _stored(advice, db)
 
@@ -208,6 +225,18 @@ class _Phase:
     on_phase: OnPhase
     on_start: Callable[..., None] | None
     on_result: Callable[..., None] | None
+    estimated: list[Evidence] = field(default_factory=list)  # the middles' estimates
+    quality: QualityScores | None = None  # with a quality bound: the verdicts so far
+
+    def __post_init__(self) -> None:
+        bound = self.search.constraints.max_quality_loss
+        if bound is not None:
+            self.quality = QualityScores(
+                self.search.model.name, bound, self.search.quality_data,
+                self.search.weights_dir, self.db, self.command, self.on_phase,
+            )  # fmt: skip
+            for earlier in _earlier(self.db, self.advice.request):  # scored already
+                self.quality.remember(earlier.quality)
 
     def left_s(self) -> float:
         return self.search.budget_s - (time.monotonic() - self.started)
@@ -241,34 +270,79 @@ class _Phase:
         return runnable
 
     def screening(self, runnable: list[Cell]) -> list[Evidence]:
-        """One short process per cell, in two passes within the budget's share: first
-        every rung and precision at its ends (advise.search.coarse), then the middle of
-        the pairs that pass kept."""
-        search = self.search
+        """One short process per cell worth one, in three passes within the budget's
+        share: every rung and precision at its batch ends and most threads (coarse); the
+        batches between, where an estimate from the ends says they could win (middles);
+        fewer threads, where the cell at the most threads could (threads)."""
         first, rest = coarse(runnable)
         self.on_phase(
             f"screening, coarse: {len(first)} cells (each rung and precision at its ends)"
         )
         evidence = self._screen(first, COARSE_SHARE)
-        decisions = screen(evidence, search.constraints, search.objective, search.margin)
-        keep = promising(evidence, decisions)
-        order = pair_order(evidence, search.objective)
-        middle = sorted(
-            (c for c in rest if (c.backend, c.precision) in keep),
-            key=lambda c: order.get((c.backend, c.precision), len(order)),
-        )
         reached = {(e.backend, e.precision) for e in evidence}
         if unreached := [c for c in rest if (c.backend, c.precision) not in reached]:
-            self._not_tried(unreached, search.budget_s - self.left_s())
-        why = "not screened: its rung and precision trailed the best at both batch ends"
-        for cell in rest:
-            pair = (cell.backend, cell.precision)
-            if pair in reached and pair not in keep:
+            self._not_tried(unreached, self.search.budget_s - self.left_s())
+        rest = [c for c in rest if (c.backend, c.precision) in reached]
+        screened = {group(e) for e in evidence}
+        evidence += self._middles(evidence, [c for c in rest if group(c) in screened])
+        evidence += self._threads(evidence, [c for c in rest if group(c) not in screened])
+        return evidence
+
+    def _middles(self, evidence: list[Evidence], cells: list[Cell]) -> list[Evidence]:
+        """The batches between the screened ends: measured where their estimate (linear
+        in batch, advise.estimate) is kept, pruned on it where not; a pair whose ends
+        cannot be interpolated is measured when an end was kept or broke only a bound."""
+        search = self.search
+        estimated = estimates(evidence, cells)
+        self.estimated = list(estimated.values())
+        decisions = screen(
+            evidence + list(estimated.values()), search.constraints, search.objective,
+            search.margin,
+        )  # fmt: skip
+        keep = promising(evidence, screen(evidence, search.constraints, search.objective,
+                                          search.margin))  # fmt: skip
+        order = pair_order(evidence, search.objective)
+        chosen = []
+        for cell in cells:
+            e = estimated.get(cell.key())
+            if e is not None and not decisions[e.key].kept:
+                self.advice.entries.append(
+                    Entry.of(e, "screening", f"pruned on an estimate: {decisions[e.key].why}")
+                )
+            elif e is not None or (cell.backend, cell.precision) in keep:
+                chosen.append(cell)
+            else:
+                why = "not screened: its rung and precision trailed the best at both batch ends"
                 self.advice.entries.append(Entry.of(_unmeasured(cell, "skipped"), "screening", why))
-        self.on_phase(
-            f"screening, the rest: {len(middle)} cells of {len(keep)} rung-precision pairs"
-        )
-        return evidence + self._screen(middle, SCREEN_SHARE)
+        chosen.sort(key=lambda c: order.get((c.backend, c.precision), len(order)))
+        self.on_phase(f"screening, middles: {len(chosen)} of {len(cells)} cells")
+        return self._screen(chosen, MIDDLE_SHARE)
+
+    def _threads(self, evidence: list[Evidence], cells: list[Cell]) -> list[Evidence]:
+        """Fewer threads than the most: measured where the same rung, precision and batch
+        at the most threads was screened and kept; pruned with that sibling's reason."""
+        search, keys = self.search, {e.key for e in evidence}
+        known = evidence + [e for e in self.estimated if e.key not in keys]
+        decisions = screen(known, search.constraints, search.objective, search.margin)
+        siblings = most_threads(known)
+        order = {e.key: n for n, e in enumerate(ranked(
+            [e for e in known if decisions[e.key].kept], search.objective
+        ))}  # fmt: skip
+        chosen = []
+        for cell in cells:
+            s = siblings.get(sibling(cell))
+            if s is not None and decisions[s.key].kept:
+                chosen.append((order.get(s.key, len(order)), cell))
+                continue
+            why = (
+                f"not screened: at t{s.threads} it was out ({decisions[s.key].why})"
+                if s is not None
+                else "not screened: its batch was not screened at the most threads"
+            )
+            self.advice.entries.append(Entry.of(_unmeasured(cell, "skipped"), "screening", why))
+        chosen.sort(key=lambda pair: pair[0])
+        self.on_phase(f"screening, fewer threads: {len(chosen)} of {len(cells)} cells")
+        return self._screen([c for _, c in chosen], SCREEN_SHARE)
 
     def _screen(self, cells: list[Cell], share: float) -> list[Evidence]:
         """`cells` screened one run per (rung, precision, threads, sizes) group, until the
@@ -276,11 +350,9 @@ class _Phase:
         search, keys = self.search, {c.key() for c in cells}
         groups: dict[tuple, list[Cell]] = {}
         for c in cells:
-            groups.setdefault(
-                (c.backend, c.precision, c.threads, tuple(c.sizes.items())), []
-            ).append(c)
+            groups.setdefault(group(c), []).append(c)
         evidence: list[Evidence] = []
-        for n, ((rung, precision, threads, sizes), group) in enumerate(groups.items()):
+        for n, ((rung, precision, threads, sizes), members) in enumerate(groups.items()):
             spent = search.budget_s - self.left_s()
             if spent > search.budget_s * share:
                 self._not_tried([c for g in list(groups.values())[n:] for c in g], spent)
@@ -288,7 +360,7 @@ class _Phase:
             spec = validate(
                 search.fields(
                     backends=[rung], precisions=[precision], threads=[threads],
-                    batch_sizes=sorted({c.batch_size for c in group}),
+                    batch_sizes=sorted({c.batch_size for c in members}),
                     sizes={k: [v] for k, v in sizes}, protocol=search.screen_protocol,
                 )
             )  # fmt: skip
@@ -309,19 +381,30 @@ class _Phase:
             self.advice.entries.append(Entry.of(_unmeasured(cell, "not tried"), "not tried", why))
 
     def finals(self, screened: list[Evidence]) -> list[Evidence]:
-        """The best survivors of the screening, each measured in full."""
+        """The best survivors of the screening (within the quality bound, when there is
+        one), each measured in full; the full measurements check the screening."""
         search = self.search
         decisions = screen(screened, search.constraints, search.objective, search.margin)
-        chosen = finalists(screened, decisions, search.objective, search.finalists)
-        chosen_keys = {e.key for e in chosen}
+        kept = finalists(screened, decisions, search.objective, len(screened))
+        out: list[Evidence] = []
+        if self.quality is None:
+            chosen = kept[: search.finalists]
+        else:
+            chosen, out = self.quality.fit(kept, search.finalists)
+            self.advice.runs["quality"] = self.quality.runs
+            self.advice.quality = self.quality.record()
+        decided = {e.key for e in chosen + out}
+        for e in out:
+            q = self.quality.verdicts[(e.backend, e.precision)]  # type: ignore[union-attr]
+            why = f"out: held out, quality {q.verdict} the bound: lost {q.words()}"
+            self.advice.entries.append(Entry.of(e, "quality", why))
         for e in screened:
             d = decisions[e.key]
-            if e.key not in chosen_keys:
+            if e.key not in decided:
                 why = d.why if not d.kept else f"kept, not among the best {search.finalists}"
                 self.advice.entries.append(Entry.of(e, "screening", why))
         self.on_phase(
-            f"screening: {len(screened)} cells, {sum(d.kept for d in decisions.values())} "
-            f"kept, {len(chosen)} finalists"
+            f"screening: {len(screened)} cells, {len(kept)} kept, {len(chosen)} finalists"
         )
         final = []
         for i, e in enumerate(chosen):
@@ -331,7 +414,17 @@ class _Phase:
                 continue
             self.on_phase(f"final {i + 1} of {len(chosen)}: {e.label}")
             final.append(self._final(e))
+        self.advice.screen_check = screen_check(chosen, final, search.objective, search.margin)
         return final
+
+    def annotate_quality(self) -> None:
+        """Each entry whose rung and precision were judged held out says so."""
+        if self.quality is None:
+            return
+        for entry in self.advice.entries:
+            q = self.quality.verdicts.get((entry.backend, entry.precision))
+            if q is not None:
+                entry.quality, entry.quality_loss = q.words(), q.loss
 
     def _final(self, e: Evidence) -> Evidence:
         measured = self._one_cell(e, self.search.final_repeats)
@@ -471,19 +564,23 @@ def _interleaved(phase: _Phase, winner: Evidence, runner: Evidence) -> Compariso
     )
 
 
+def _earlier(db: str | Path, request: str) -> list[Advice]:
+    """The answers stored for this same request (Search.digest), newest first."""
+    from stackcost.store.database import Store
+
+    with Store(db) as store:
+        rows = store.advice()
+    answers = (Advice.model_validate_json(row["advice_json"]) for row in reversed(rows))
+    return [a for a in answers if a.request == request]
+
+
 def _earlier_pair(phase: _Phase, winner: Evidence, runner: Evidence) -> Comparison | None:
     """The same two finalists' paired comparison from an earlier answer to this same
     request in the store, so a search asked again does not measure them again."""
-    from stackcost.store.database import Store
-
-    with Store(phase.db) as store:
-        rows = store.advice()
-    for row in reversed(rows):
-        earlier = Advice.model_validate_json(row["advice_json"])
+    for earlier in _earlier(phase.db, phase.advice.request):
         cmp = earlier.comparison
-        same = earlier.request == phase.advice.request and cmp is not None
-        if same and {cmp.recommended, cmp.runner_up} == {winner.label, runner.label}:  # type: ignore[union-attr]
-            return cmp if cmp.recommended == winner.label else _swapped(cmp)  # type: ignore[union-attr]
+        if cmp is not None and {cmp.recommended, cmp.runner_up} == {winner.label, runner.label}:
+            return cmp if cmp.recommended == winner.label else _swapped(cmp)
     return None
 
 

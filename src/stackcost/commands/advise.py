@@ -77,6 +77,24 @@ def _add_bound_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-throughput", metavar="SAMPLES_PER_S", help="at least this many samples/s")
     p.add_argument("--max-memory", metavar="SIZE", help="peak RSS at most, e.g. 2GiB or 512MiB")
     p.add_argument(
+        "--max-quality-loss",
+        metavar="LOSS",
+        help="quality lost held out against eager fp32, at most: accuracy points for a "
+        "classifier, perplexity %% for a decoder (scored as `stackcost heldout` does)",
+    )
+    p.add_argument(
+        "--data",
+        metavar="PATH",
+        help="a checkpoint folder's own examples the quality bound is judged on, as "
+        "`stackcost heldout --data` takes them",
+    )
+    p.add_argument(
+        "--weights-dir",
+        metavar="DIR",
+        help="where a zoo model's trained weights for the quality bound are kept "
+        "(default: heldout's)",
+    )
+    p.add_argument(
         "--objective",
         default="latency",
         help=f"what to make best: {', '.join(OBJECTIVES)} (default latency)",
@@ -101,6 +119,11 @@ def _constraints(args: argparse.Namespace) -> Constraints:
             parse_float(args.min_throughput, "--min-throughput") if args.min_throughput else None
         ),
         max_memory_bytes=parse_memory_bytes(args.max_memory) if args.max_memory else None,
+        max_quality_loss=(
+            parse_float(args.max_quality_loss, "--max-quality-loss", 0.0, 100.0, low_closed=True)
+            if args.max_quality_loss
+            else None
+        ),
     )
 
 
@@ -130,6 +153,8 @@ def _search(args: argparse.Namespace):  # -> api.advise.Search
         finalists=parse_positive_ints(args.finalists, "--finalists")[0],
         budget_s=parse_budget_s(args.budget),
         reproduce_model=args.model,
+        quality_data=args.data,
+        weights_dir=args.weights_dir,
     )
 
 

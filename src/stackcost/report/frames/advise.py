@@ -5,7 +5,10 @@ from __future__ import annotations
 from stackcost.advise.advice import Advice, Entry
 from stackcost.report.units import mib, ms, rate
 
-HEADER = ("cell", "phase", "status", "median", "tail", "throughput", "peak RSS", "decision")
+HEADER = (
+    "cell", "phase", "status", "median", "tail", "throughput", "peak RSS", "quality lost",
+    "decision",
+)  # fmt: skip
 
 
 def row(entry: Entry) -> list[str]:
@@ -18,6 +21,7 @@ def row(entry: Entry) -> list[str]:
         ms(entry.tail_ms),
         rate(entry.throughput),
         mib(entry.memory_bytes),
+        entry.quality or "-",
         entry.decision,
     ]
 
@@ -44,6 +48,14 @@ def lines(advice: Advice) -> list[str]:
     if advice.reproduce:
         out.append(f"reproduce: {advice.reproduce}")
     out += [f"not tried: {n}" for n in advice.not_tried]
+    if advice.screen_check:
+        out.append(f"screening checked: {advice.screen_check}")
+    if advice.constraints.get("max_quality_loss") is not None:
+        out.append(
+            "quality lost: held out against eager fp32 (accuracy points, or a decoder's "
+            "perplexity %), scored for the quantized precisions that could win; fp32 is "
+            "verified against eager fp32 in every process"
+        )
     out.append(
         f"screening pruned with a {advice.margin:.0%} margin (one short process a cell); "
         f"finalists measured in full; a tie is within {advice.threshold:.0%}"

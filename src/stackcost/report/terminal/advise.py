@@ -10,7 +10,7 @@ from stackcost.report.fit import FitTable
 from stackcost.report.frames.advise import HEADER, headline, lines, row
 
 # What a narrow terminal hides first (report/fit.py).
-DROP = ("peak RSS", "tail", "phase")
+DROP = ("quality lost", "peak RSS", "tail", "phase")
 
 
 def advise_view(advice: Advice) -> Group:
