@@ -58,6 +58,9 @@ class ExecutorChoice:
         ray_connect_timeout_s: how long the cluster may take to answer.
         ray_share_cores: no core locks or pinning, so nodes declared with more CPUs than
             they have measure side by side (the disturbance check shows it).
+        keep_artifacts: with reuse, the directory the cells' exported and compiled
+            artifacts are filed in and kept after the run (default: the run's scratch
+            directory, removed when it ends).
     """
 
     kind: str = "local"
@@ -66,6 +69,7 @@ class ExecutorChoice:
     ray_address: str | None = None
     ray_connect_timeout_s: float = CONNECT_TIMEOUT_S
     ray_share_cores: bool = False
+    keep_artifacts: str | None = None
 
 
 def check_executor_kind(kind: str) -> None:

@@ -100,6 +100,7 @@ class Session:
     on_disturbed: str
     on_retry: OnRetry | None
     reuse: bool
+    keep_artifacts: str | None = None
 
     def measure(
         self,
@@ -137,6 +138,7 @@ class Session:
             on_disturbed=self.on_disturbed,
             on_retry=self.on_retry,
             reuse_artifacts=self.reuse,
+            keep_artifacts=Path(self.keep_artifacts) if self.keep_artifacts else None,
         )
 
     def measure_suite(
@@ -208,7 +210,9 @@ def session(
         return machine_lock(wait=choice.wait, on_wait=on_wait, command=command)
 
     with open_executor(choice, lock, on_cluster) as opened, Store(db) as store:
-        yield Session(store, opened, command, on_disturbed, on_retry, choice.reuse)
+        yield Session(
+            store, opened, command, on_disturbed, on_retry, choice.reuse, choice.keep_artifacts
+        )
 
 
 def measure(

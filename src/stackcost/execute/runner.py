@@ -175,9 +175,11 @@ class Runner:
         on_disturbed: str = "retry",
         on_retry: OnRetry | None = None,
         reuse_artifacts: bool = True,
+        keep_artifacts: Path | None = None,
     ) -> None:
         self.spec, self.store, self.executor = prepared.spec, store, executor
         self.reuse_artifacts = reuse_artifacts
+        self.keep_artifacts = keep_artifacts
         self.make_task = make_task or self._inference_task
         self.on_start, self.on_result, self.on_retry = on_start, on_result, on_retry
         self.on_disturbed = on_disturbed
@@ -323,6 +325,12 @@ class Runner:
             raise KeyboardInterrupt
         return result
 
+    def _cache_dir(self, workdir: str) -> str | None:
+        """Where the cells' artifacts are filed: the kept directory, or the run's scratch."""
+        if not self.reuse_artifacts:
+            return None
+        return str(self.keep_artifacts or Path(workdir).parent / "cache")
+
     def _inference_task(self, cell: Cell, rep: int, workdir: str) -> RepetitionTask:
         return RepetitionTask(
             cell=cell,
@@ -331,7 +339,7 @@ class Runner:
             tolerance=self.spec.tolerance.get(cell.precision, 1e-4),
             timeout_s=self.spec.timeout_s,
             workdir=workdir,
-            cache_dir=str(Path(workdir).parent / "cache") if self.reuse_artifacts else None,
+            cache_dir=self._cache_dir(workdir),
             profile=self.spec.profile,
             sample_interval_s=self.spec.sample_interval_ms / 1e3,
         )
@@ -412,6 +420,7 @@ def execute(
     on_disturbed: str = "retry",
     on_retry: OnRetry | None = None,
     reuse_artifacts: bool = True,
+    keep_artifacts: Path | None = None,
 ) -> RunResult:
     """Run `spec` into `store`; raises KeyboardInterrupt after storing an interrupted one.
 
@@ -425,6 +434,8 @@ def execute(
     fail, the run stops after storing it and the result's `stopped` says why.
     `reuse_artifacts`: a cell's repetitions share its exported and compiled artifacts
     (backends/artifacts.py); False makes every repetition export and compile its own.
+    `keep_artifacts`: the directory they are filed in and kept (default: the run's
+    scratch, removed when it ends).
     """
     runner = Runner(
         spec if isinstance(spec, Prepared) else prepare(spec),
@@ -436,6 +447,7 @@ def execute(
         on_disturbed=on_disturbed,
         on_retry=on_retry,
         reuse_artifacts=reuse_artifacts,
+        keep_artifacts=keep_artifacts,
     )
     run_id, resumed = runner.open(command, resume)
     if on_open:
