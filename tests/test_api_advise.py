@@ -4,6 +4,7 @@ search asked again that measures nothing twice."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ from stackcost.measure.protocol import Protocol
 QUICK = Protocol(min_time_s=0.05, max_time_s=0.3, warmup_max_time_s=0.2, target_ci=0.2)
 
 
-def tiny(**fields):
+def tiny(model="mlp", **fields):
     fields = {
         "backends": ["onnxruntime"],
         "precisions": ["fp32"],
@@ -28,7 +29,7 @@ def tiny(**fields):
         "budget_s": 600,
         **fields,
     }
-    return search_of("mlp", **fields)
+    return search_of(model, **fields)
 
 
 def count(db, table):
@@ -45,6 +46,8 @@ def test_close_finalists_are_decided_side_by_side_and_asked_again_nothing_is_mea
     assert first.comparison is not None and first.runs["pair"] == [first.comparison.pair_id]
     assert "side by side" in first.decided_by, first.decided_by
     assert first.reproduce.startswith("stackcost run mlp --backends onnxruntime --precision fp32")
+    kept = Path(first.artifact)  # the chosen cell's ONNX graph, kept beside the store
+    assert kept.is_relative_to(tmp_path / "advise-artifacts") and (kept / "model.onnx").is_file()
     assert {e.label for e in first.entries} == {
         "onnxruntime fp32 b1 t1 resolution 4",
         "onnxruntime fp32 b2 t1 resolution 4",
@@ -107,3 +110,58 @@ def test_every_cell_is_screened_estimated_or_skipped_with_its_reason(tmp_path):
         assert e.status != "skipped" or e.decision.startswith("not screened: at t2"), e
     assert any(line.startswith("screening, middles: ") for line in lines), lines
     assert any(line.startswith("screening, fewer threads: ") for line in lines), lines
+
+
+def test_a_search_killed_mid_way_resumes_without_measuring_anything_twice(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    db = tmp_path / "k.db"
+    argv = [
+        sys.executable, "-m", "stackcost.cli", "advise", "mlp", "--backends", "onnxruntime",
+        "--precision", "fp32", "--batch-size", "1,2,4", "--threads", "1", "--resolution", "4",
+        "--finalists", "1", "--budget", "10m", "--db", str(db),
+    ]  # fmt: skip
+    child = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert child.stderr is not None
+    for line in child.stderr:  # killed as its finalist starts: the screening is stored
+        if line.startswith("final 1 of 1"):
+            os.killpg(child.pid, signal.SIGKILL)
+            break
+    child.wait(timeout=120)
+    assert child.returncode == -signal.SIGKILL
+    screened = count(db, "repetitions")
+    assert screened >= 2 and count(db, "advice") == 0
+    resumed = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "screening, coarse: 2 cells" in resumed.stderr
+    rows = sqlite3.connect(db).execute(
+        "SELECT c.run_id, c.cell_key, r.repetition, count(*) FROM repetitions r "
+        "JOIN cells c ON c.id = r.cell_id GROUP BY 1, 2, 3 HAVING count(*) > 1"
+    )
+    assert rows.fetchall() == []  # no repetition of a run was measured twice
+    measured = count(db, "repetitions")
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    answers = sqlite3.connect(db).execute("SELECT recommended FROM advice").fetchall()
+    assert again.returncode == 0 and len(answers) == 2 and answers[0] == answers[1]
+    assert count(db, "repetitions") == measured  # asked again: the same answer, as stored
+
+
+def test_a_decoder_is_advised_on_its_tokens_under_ttft_and_tpot_bounds(tmp_path):
+    fields = {
+        "model": "llama-tiny", "mode": "generate", "backends": ["eager"], "precisions": ["fp32", "w8"],
+        "sizes": {"prompt_len": [8], "new_tokens": [4]}, "batch_sizes": [1],
+    }  # fmt: skip
+    loose = Constraints(latency_bound_ms=10_000, ttft_bound_ms=10_000)
+    answer = advise(tiny(**fields, constraints=loose), tmp_path / "d.db")
+    assert answer.mode == "generate" and answer.recommended is not None, answer.why_none
+    assert answer.recommended.ttft_ms is not None and answer.recommended.ttft_ms > 0
+    assert answer.constraints_words.startswith("TPOT p99 ≤ 10000 ms, TTFT ≤ 10000 ms")
+    assert {e.precision for e in answer.entries} == {"fp32", "w8"}
+    # A first token no rung can give that soon: every cell breaks the TTFT bound.
+    tight = Constraints(ttft_bound_ms=0.001)
+    none = advise(tiny(**fields, constraints=tight), tmp_path / "e.db")
+    assert none.recommended is None
+    assert all("TTFT" in e.decision for e in none.entries if e.phase == "screening"), none

@@ -25,7 +25,8 @@ class Entry(BaseModel):
     repetitions: int = 0
     median_ms: float | None = None
     tail_ms: float | None = None  # at the constraints' percentile
-    throughput: float | None = None  # samples/s
+    throughput: float | None = None  # samples/s (tokens/s while decoding)
+    ttft_ms: float | None = None  # token generation: time to the first token
     memory_bytes: int | None = None  # peak RSS
     interval: tuple[float, float] | None = None  # of the median, over repetitions (ms)
     quality: str = ""  # its rung and precision held out, in words, when judged
@@ -49,6 +50,7 @@ class Entry(BaseModel):
             throughput=e.throughput,
             memory_bytes=e.memory_bytes,
             interval=e.interval,
+            ttft_ms=e.ttft_ms,
         )
 
 
@@ -71,6 +73,7 @@ class Advice(BaseModel):
     """The whole answer."""
 
     model: str
+    mode: str = "infer"  # or "generate": a call is one decode step, throughput tokens/s
     objective: str
     constraints: dict[str, Any]
     constraints_words: str
@@ -90,5 +93,7 @@ class Advice(BaseModel):
     quality: list[dict[str, Any]] = Field(default_factory=list)
     runs: dict[str, list[str]] = Field(default_factory=dict)
     reproduce: str = ""
+    artifact: str = ""  # the recommended cell's exported or compiled artifact, kept
+    artifact_note: str = ""  # what it holds, or why there is none
     wall_s: float = 0.0
     id: str = ""

@@ -22,8 +22,11 @@ OBJECTIVES = {"latency": "lower", "throughput": "higher", "memory": "lower"}
 class Constraints:
     """The bounds a recommended cell must meet; None leaves that figure free."""
 
+    # One call's latency at `percentile`; for token generation a call is one decode step,
+    # so this bounds TPOT.
     latency_bound_ms: float | None = None
     percentile: str = "p99"
+    ttft_bound_ms: float | None = None  # token generation: the median time to first token
     min_throughput: float | None = None  # samples/s
     max_memory_bytes: int | None = None  # peak RSS of the worker
     # Held out, against eager fp32: a classifier's accuracy drop in points, a decoder's
@@ -36,7 +39,7 @@ class Constraints:
                 f"percentile {self.percentile!r} is not one stackcost keeps "
                 f"(allowed: {', '.join(PERCENTILES)})"
             )
-        for name in ("latency_bound_ms", "min_throughput", "max_memory_bytes"):
+        for name in ("latency_bound_ms", "ttft_bound_ms", "min_throughput", "max_memory_bytes"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise SpecError(f"{name.replace('_', ' ')} {value!r} must be above 0")
@@ -47,13 +50,17 @@ class Constraints:
     def record(self) -> dict[str, Any]:
         return asdict(self)
 
-    def words(self) -> str:
-        """'p99 ≤ 20 ms, ≥ 100 samples/s, ≤ 1.0 GiB' (or 'no bounds')."""
+    def words(self, tokens: bool = False) -> str:
+        """'p99 ≤ 20 ms, ≥ 100 samples/s, ≤ 1.0 GiB' (or 'no bounds'); for token
+        generation (`tokens`) 'TPOT p99 ≤ 50 ms, TTFT ≤ 500 ms, ≥ 20 tokens/s'."""
         parts = []
         if self.latency_bound_ms is not None:
-            parts.append(f"{self.percentile} ≤ {self.latency_bound_ms:g} ms")
+            what = f"TPOT {self.percentile}" if tokens else self.percentile
+            parts.append(f"{what} ≤ {self.latency_bound_ms:g} ms")
+        if self.ttft_bound_ms is not None:
+            parts.append(f"TTFT ≤ {self.ttft_bound_ms:g} ms")
         if self.min_throughput is not None:
-            parts.append(f"≥ {self.min_throughput:g} samples/s")
+            parts.append(f"≥ {self.min_throughput:g} {'tokens' if tokens else 'samples'}/s")
         if self.max_memory_bytes is not None:
             parts.append(f"peak RSS ≤ {self.max_memory_bytes / 2**30:.2f} GiB")
         if self.max_quality_loss is not None:
@@ -79,6 +86,7 @@ def violations(
     memory_bytes: int | None,
     bounds: Constraints,
     margin: float = 0.0,
+    ttft_ms: float | None = None,
 ) -> list[str]:
     """Each bound these figures break by more than `margin` (a fraction), in words; a
     figure that was not measured breaks no bound here (the caller says it is missing)."""
@@ -92,8 +100,11 @@ def violations(
     )
     if latency_bound is not None and latency_ms is not None and latency_ms > latency_bound * slack:
         out.append(f"{bounds.percentile} {latency_ms:.3g} ms > {latency_bound:g} ms{note}")
+    ttft_bound = bounds.ttft_bound_ms
+    if ttft_bound is not None and ttft_ms is not None and ttft_ms > ttft_bound * slack:
+        out.append(f"TTFT {ttft_ms:.3g} ms > {ttft_bound:g} ms{note}")
     if min_rate is not None and throughput is not None and throughput * slack < min_rate:
-        out.append(f"{throughput:.4g} samples/s < {min_rate:g}{note}")
+        out.append(f"{throughput:.4g} /s < {min_rate:g}{note}")
     if max_memory is not None and memory_bytes is not None and memory_bytes > max_memory * slack:
         out.append(f"peak RSS {memory_bytes / 2**20:.0f} MiB > {max_memory / 2**20:.0f} MiB{note}")
     return out

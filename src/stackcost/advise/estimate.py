@@ -47,6 +47,7 @@ def interpolated(low: Evidence, high: Evidence, key: str, batch_size: int) -> Ev
         tail_ms=_between(low.tail_ms, high.tail_ms, share),
         throughput=batch_size * 1000.0 / median,
         memory_bytes=int(memory) if memory is not None else None,
+        ttft_ms=_between(low.ttft_ms, high.ttft_ms, share),
         interval=None,
         max_rel_err=None,
         details={},

@@ -17,7 +17,9 @@ class Evidence:
     `median_ms` is the median of its repetitions' medians (one call: one batch);
     `tail_ms` the pooled iterations' percentile the constraints name; `throughput` is
     samples/s at the median; `memory_bytes` the highest peak RSS of its repetitions;
-    `interval` the 95% interval of the repetitions' medians (None below two)."""
+    `interval` the 95% interval of the repetitions' medians (None below two). For token
+    generation a call is one decode step: the median is TPOT's, throughput is tokens/s
+    of the batch while decoding, and `ttft_ms` the time to the first token."""
 
     key: str
     backend: str
@@ -34,6 +36,7 @@ class Evidence:
     memory_bytes: int | None = None
     interval: tuple[float, float] | None = None
     max_rel_err: float | None = None
+    ttft_ms: float | None = None  # token generation: the repetitions' median TTFT
     details: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -64,6 +67,7 @@ def evidence_of(result: CellResult, percentile: str = "p99") -> Evidence:
     median = statistics.median(medians) if medians and result.valid else None
     interval = result.interval
     details = next((r.details for r in result.repetitions if r.details), {})
+    ttfts = [r.generation.ttft_ms for r in result.repetitions if r.generation is not None]
     return Evidence(
         key=cell.key(),
         backend=cell.backend,
@@ -80,5 +84,6 @@ def evidence_of(result: CellResult, percentile: str = "p99") -> Evidence:
         memory_bytes=memory.peak_rss_bytes if memory else None,
         interval=(interval.low_ms, interval.high_ms) if interval and median else None,
         max_rel_err=result.max_rel_err,
+        ttft_ms=statistics.median(ttfts) if ttfts and median else None,
         details=dict(details),
     )

@@ -49,7 +49,7 @@ def screen(
         if e.status not in USABLE or e.value(objective) is None:
             out[e.key] = Decision(e.key, False, f"{e.status}: {e.reason}".rstrip(": "))
             continue
-        broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds, margin)
+        broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds, margin, e.ttft_ms)
         if broken:
             out[e.key] = Decision(e.key, False, "breaks " + "; ".join(broken), bound=True)
             continue
@@ -93,7 +93,7 @@ def eligible(evidence: list[Evidence], bounds: Constraints) -> dict[str, str]:
         if e.status != "ok" or e.median_ms is None:
             out[e.key] = f"{e.status}: {e.reason}".rstrip(": ")
             continue
-        broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds)
+        broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds, ttft_ms=e.ttft_ms)
         out[e.key] = ("breaks " + "; ".join(broken)) if broken else ""
     return out
 

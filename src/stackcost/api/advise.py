@@ -30,6 +30,7 @@ from stackcost.advise.advice import Advice, Comparison, Entry
 from stackcost.advise.constraints import Constraints, check_objective
 from stackcost.advise.evidence import Evidence, evidence_of
 from stackcost.advise.search import (
+    USABLE,
     coarse,
     eligible,
     estimates,
@@ -64,10 +65,13 @@ __all__ = [
     "Search",
     "advise",
     "default_backends",
+    "load_advice",
+    "measured_runs",
     "search_of",
 ]
 
 DEFAULT_PRECISIONS = ("fp32", "int8-dyn", "int8")
+GENERATE_PRECISIONS = ("fp32", "w8", "w4")  # token generation's weight-only precisions
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16)
 # A screening process: a median and a rough tail in about a second of timed calls, after at
 # most a second of warm-up; a slow batch stops at the cap with what it has (`unstable`).
@@ -77,9 +81,11 @@ SCREEN_PROTOCOL = Protocol(
 FINAL_REPEATS = 3
 RETRY_REPEATS = 5
 # The screening may spend this share of the budget; the rest is the finals' and the pair's.
-SCREEN_SHARE = 0.6
-COARSE_SHARE = 0.45  # of which the coarse pass, every rung at its ends, may spend this,
-MIDDLE_SHARE = 0.53  # and the coarse and middle passes together this
+# The coarse pass covers every rung and precision, so it comes before the middles, which
+# an estimate mostly prunes; the finals and the pair keep the last 30%.
+SCREEN_SHARE = 0.7
+COARSE_SHARE = 0.55  # of which the coarse pass, every rung at its ends, may spend this,
+MIDDLE_SHARE = 0.62  # and the coarse and middle passes together this
 
 OnPhase = Callable[[str], None]
 
@@ -94,6 +100,7 @@ class Search:
 
     model: ModelRef
     backends: list[str]
+    mode: str = "infer"  # or "generate": a decoder's tokens, its call one decode step
     precisions: list[str] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
     batch_sizes: list[int] = field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
     threads: list[int] = field(default_factory=lambda: [1])
@@ -108,6 +115,7 @@ class Search:
     # The quality bound's examples (a checkpoint folder's) and a recipe's kept weights.
     quality_data: str | None = None
     weights_dir: str | None = None
+    artifacts_dir: str | None = None  # where finalists' artifacts are kept (default: by the db)
     # How a screening process and a finalist's processes measure (a test shortens them).
     screen_protocol: Protocol = field(default_factory=SCREEN_PROTOCOL.model_copy)
     final_protocol: Protocol = field(default_factory=Protocol)
@@ -137,6 +145,7 @@ class Search:
         return {
             "models": [self.model],
             "backends": self.backends,
+            "modes": [self.mode],
             "precisions": self.precisions,
             "batch_sizes": self.batch_sizes,
             "threads": self.threads,
@@ -145,14 +154,24 @@ class Search:
         }
 
 
-def default_backends() -> list[str]:
-    """Every rung available here that runs inference itself."""
-    return [b.name for b in catalog_backends() if b.available and "infer" in b.modes]
+def default_backends(mode: str = "infer") -> list[str]:
+    """Every rung available here that runs inference itself, or that generates tokens."""
+    return [
+        b.name
+        for b in catalog_backends()
+        if b.available and (b.generates if mode == "generate" else "infer" in b.modes)
+    ]
 
 
 def check_search(search: Search) -> RunSpec:
     """The whole grid validated, and the search's own settings; SpecError on bad input."""
     check_objective(search.objective)
+    if search.mode not in ("infer", "generate"):
+        raise SpecError(
+            f"mode {search.mode!r} is not one advise searches (allowed: infer, generate)"
+        )
+    if search.constraints.ttft_bound_ms is not None and search.mode != "generate":
+        raise SpecError("a TTFT bound applies to token generation: give --mode generate")
     if not 0 <= search.margin < 1:
         raise SpecError(f"margin {search.margin!r} must be in [0, 1)")
     if search.finalists < 1:
@@ -188,7 +207,8 @@ def advise(
         model=search.model.name,
         objective=search.objective,
         constraints=search.constraints.record(),
-        constraints_words=search.constraints.words(),
+        constraints_words=search.constraints.words(tokens=search.mode == "generate"),
+        mode=search.mode,
         margin=search.margin,
         threshold=search.threshold,
         budget_s=search.budget_s,
@@ -241,10 +261,21 @@ class _Phase:
     def left_s(self) -> float:
         return self.search.budget_s - (time.monotonic() - self.started)
 
-    def measured(self, spec: RunSpec, role: str) -> RunResult:
+    def artifacts_dir(self) -> Path:
+        """Where the finalists' exported and compiled artifacts are kept: the request's
+        own folder beside the store, unless the search names one."""
+        if self.search.artifacts_dir:
+            return Path(self.search.artifacts_dir)
+        return Path(self.db).resolve().parent / "advise-artifacts" / self.advice.request
+
+    def measured(self, spec: RunSpec, role: str, keep: bool = False) -> RunResult:
+        from stackcost.api.executors import ExecutorChoice
+
+        keep_dir = str(self.artifacts_dir()) if keep else None
         result = measure(
             spec,
             self.db,
+            executor=ExecutorChoice(keep_artifacts=keep_dir),
             command=f"{self.command} [{role}]",
             resume=True,
             on_start=self.on_start,
@@ -275,6 +306,9 @@ class _Phase:
         batches between, where an estimate from the ends says they could win (middles);
         fewer threads, where the cell at the most threads could (threads)."""
         first, rest = coarse(runnable)
+        # Quantized precisions first: on a CPU they are where a rung gains most, so a
+        # budget too small for every end cuts fp32 cells (and says which).
+        first.sort(key=lambda c: c.precision == "fp32")
         self.on_phase(
             f"screening, coarse: {len(first)} cells (each rung and precision at its ends)"
         )
@@ -282,11 +316,47 @@ class _Phase:
         reached = {(e.backend, e.precision) for e in evidence}
         if unreached := [c for c in rest if (c.backend, c.precision) not in reached]:
             self._not_tried(unreached, self.search.budget_s - self.left_s())
-        rest = [c for c in rest if (c.backend, c.precision) in reached]
+        evidence, lost = self._quality_gate(evidence)
+        for cell in (c for c in rest if (c.backend, c.precision) in lost):
+            why = lost[(cell.backend, cell.precision)]
+            self.advice.entries.append(Entry.of(_unmeasured(cell, "skipped"), "quality", why))
+        rest = [c for c in rest if (c.backend, c.precision) in reached - set(lost)]
         screened = {group(e) for e in evidence}
         evidence += self._middles(evidence, [c for c in rest if group(c) in screened])
         evidence += self._threads(evidence, [c for c in rest if group(c) not in screened])
         return evidence
+
+    def _quality_gate(
+        self, evidence: list[Evidence]
+    ) -> tuple[list[Evidence], dict[tuple[str, str], str]]:
+        """With a quality bound: the screened cells less those of the rungs and
+        precisions that lose too much, judged from the best down until the best left is
+        within it (so no cell is pruned as dominated by one that is out for quality);
+        and each pair that is out, with why."""
+        if self.quality is None:
+            return evidence, {}
+        search = self.search
+        decisions = screen(evidence, search.constraints, search.objective, search.margin)
+        meets = [
+            e
+            for e in evidence
+            if e.status in USABLE
+            and e.value(search.objective) is not None
+            and not decisions[e.key].bound
+        ]
+        self.quality.fit(ranked(meets, search.objective), 1)
+        lost = {
+            pair: f"out: held out, quality {q.verdict} the bound: lost {q.words()}"
+            for pair, q in self.quality.verdicts.items()
+            if not q.within
+        }
+        kept = []
+        for e in evidence:
+            if (why := lost.get((e.backend, e.precision))) is None:
+                kept.append(e)
+            else:
+                self.advice.entries.append(Entry.of(e, "quality", why))
+        return kept, lost
 
     def _middles(self, evidence: list[Evidence], cells: list[Cell]) -> list[Evidence]:
         """The batches between the screened ends: measured where their estimate (linear
@@ -438,7 +508,7 @@ class _Phase:
         spec = validate(
             self.search.fields(**fields, repeats=repeats, protocol=self.search.final_protocol)
         )
-        result = self.measured(spec, "final")
+        result = self.measured(spec, "final", keep=True)
         return evidence_of(result.cells()[0], self.search.constraints.percentile)
 
     @staticmethod
@@ -460,13 +530,7 @@ class _Phase:
             if fitness[e.key]:
                 advice.entries.append(Entry.of(e, "final", f"not recommended: {fitness[e.key]}"))
         if not fit:
-            advice.why_none = (
-                "no cell meets the bounds on full evidence"
-                if final
-                else "the budget ran out before any finalist was measured in full"
-                if any("budget" in n for n in advice.not_tried)
-                else "no cell survived the screening"
-            )
+            advice.why_none = self._why_none(final)
             return
         winner, runner = fit[0], (fit[1] if len(fit) > 1 else None)
         advice.decided_by = _by_objective(winner, runner, search.objective)
@@ -479,6 +543,20 @@ class _Phase:
                 advice.entries.append(Entry.of(e, "final", "finalist"))
         advice.entries[:0] = [x for x in (advice.recommended, advice.runner_up) if x]
         advice.reproduce = _reproduce(search, winner)
+        advice.artifact, advice.artifact_note = _artifact(self.artifacts_dir(), winner)
+
+    def _why_none(self, final: list[Evidence]) -> str:
+        advice = self.advice
+        if final:
+            return "no cell meets the bounds on full evidence"
+        if any("finalist not measured" in n for n in advice.not_tried):
+            return "the budget ran out before any finalist was measured in full"
+        why = "no cell survived the screening"
+        if any(e.phase == "quality" for e in advice.entries):
+            why += " within the quality bound"
+        if advice.not_tried:
+            why += " (the budget left cells not tried: see below)"
+        return why
 
     def _side_by_side(self, winner: Evidence, runner: Evidence) -> tuple[Evidence, Evidence]:
         """The two best finalists measured interleaved; returns them in their new order."""
@@ -612,6 +690,24 @@ def _objective_ratio(
     return 1 / cmp.ci_high, 1 / cmp.ratio, 1 / cmp.ci_low
 
 
+def _artifact(home: Path, e: Evidence) -> tuple[str, str]:
+    """The recommended cell's exported or compiled artifact, kept: its folder and what it
+    holds, or why there is none (a rung that runs the model from its framework)."""
+    record = e.details.get("artifact")
+    key = record.get("key") if isinstance(record, dict) else None
+    folder = home / key if isinstance(key, str) else None
+    if folder is None or not folder.is_dir():
+        return "", f"{e.backend} keeps no exported artifact: it builds the model from its framework"
+    files = sorted(p.name for p in folder.iterdir() if p.name != "artifact.json")
+    shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
+    what = (
+        "Inductor's compiled kernels (a cache torch.compile reads; no deployable file)"
+        if e.backend == "inductor"
+        else shown
+    )
+    return str(folder), what
+
+
 def _reproduce(search: Search, e: Evidence) -> str:
     sizes = "".join(f" --{k.replace('_', '-')} {v}" for k, v in e.sizes.items())
     return (
@@ -625,5 +721,34 @@ def search_of(model: str | ModelRef, **fields: Any) -> Search:
     """A Search for `model` (a name as `stackcost run` takes it, or a ModelRef), every rung
     available here unless `backends` is given."""
     ref = model_ref(model) if isinstance(model, str) else model
-    fields.setdefault("backends", default_backends())
+    mode = fields.get("mode", "infer")
+    fields.setdefault("backends", default_backends(mode))
+    if mode == "generate":
+        fields.setdefault("precisions", list(GENERATE_PRECISIONS))
     return Search(model=ref, **fields)
+
+
+def load_advice(db: str | Path, which: str = "latest") -> Advice:
+    """A stored answer by its id, or the newest ('latest'); SpecError when there is none.
+    Nothing is written: a store that does not exist is refused, not made."""
+    from stackcost.store.database import Store
+
+    if not Path(db).is_file():
+        raise SpecError(f"--db {str(db)!r}: no such store")
+    with Store(db) as store:
+        rows = store.advice()
+    if not rows:
+        raise SpecError(f"no advise answer is stored in {db}")
+    row = rows[-1] if which == "latest" else next((r for r in rows if r["id"] == which), None)
+    if row is None:
+        raise SpecError(
+            f"--advice {which!r}: no such answer in {db} (the latest is {rows[-1]['id']})"
+        )
+    answer = Advice.model_validate_json(row["advice_json"])
+    answer.id = row["id"]
+    return answer
+
+
+def measured_runs(answer: Advice) -> list[str]:
+    """The runs an answer measured its cells in (screening and finals), in order."""
+    return list(dict.fromkeys(answer.runs.get("screening", []) + answer.runs.get("final", [])))

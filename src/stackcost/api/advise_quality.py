@@ -22,6 +22,7 @@ from stackcost.errors import SpecError
 __all__ = ["QualityScores", "check_quality"]
 
 Pair = tuple[str, str]  # (rung, precision)
+AT_ONCE = 3  # rungs and precisions a held-out run scores at least, when that many are left
 
 
 def check_quality(model: str, bound: float | None, data: str | None) -> None:
@@ -75,15 +76,17 @@ class QualityScores:
 
     def fit(self, ranked: Sequence[Evidence], count: int) -> tuple[list[Evidence], list[Evidence]]:
         """The best `count` of `ranked` (best first) whose quality is within the bound,
-        and the better-ranked ones that were out for quality. The quantized pairs among
-        the next 2 × `count` cells are scored together, as the walk reaches them."""
+        and the better-ranked ones that were out for quality. The next few rungs and
+        precisions the walk reaches are scored together (one held-out run's fixed cost:
+        its eager fp32 reference and each rung's fp32 baseline)."""
         chosen: list[Evidence] = []
         out: list[Evidence] = []
         for i, e in enumerate(ranked):
             if len(chosen) == count:
                 break
             if (e.backend, e.precision) not in self.verdicts:
-                self.score((x.backend, x.precision) for x in ranked[i : i + 2 * count])
+                ahead = dict.fromkeys((x.backend, x.precision) for x in ranked[i:])
+                self.score(list(ahead)[: max(AT_ONCE, 2 * count)])
             (chosen if self.verdicts[(e.backend, e.precision)].within else out).append(e)
         return chosen, out
 

@@ -16,10 +16,16 @@ from stackcost.advise.constraints import (
     parse_budget_s,
     parse_memory_bytes,
 )
-from stackcost.api.advise import DEFAULT_BATCH_SIZES, DEFAULT_PRECISIONS, default_backends
+from stackcost.api.advise import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_PRECISIONS,
+    GENERATE_PRECISIONS,
+    default_backends,
+)
 from stackcost.api.catalog import SIZE_AXES, check_backend
 from stackcost.commands.run import add_model_args, model_from_args, this_command
-from stackcost.outputs import check_output_file, write_output
+from stackcost.errors import SpecError
+from stackcost.outputs import check_output_dir, check_output_file, write_output
 from stackcost.runspec.grammar import parse_float, parse_positive_ints, split_list
 from stackcost.runspec.vocabulary import default_threads, parse_bound_ms
 
@@ -38,6 +44,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _add_space_args(p)
     _add_bound_args(p)
     p.add_argument("--db", default="stackcost.db", help="SQLite store (default ./stackcost.db)")
+    p.add_argument(
+        "--artifacts",
+        metavar="DIR",
+        help="where the finalists' exported and compiled artifacts are kept (default: "
+        "advise-artifacts/REQUEST beside --db)",
+    )
     p.add_argument("--markdown", metavar="PATH", help="also write the answer as markdown")
     p.add_argument("--json", metavar="PATH", help="also write the answer as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -46,12 +58,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _add_space_args(p: argparse.ArgumentParser) -> None:
     """The search space: the grid advise may choose from."""
     p.add_argument(
-        "--backends", help="comma list (default: every rung available here that runs inference)"
+        "--mode",
+        default="infer",
+        help="infer (a forward pass, the default) or generate (a decoder's tokens: a call "
+        "is one decode step; --prompt-len and --new-tokens size it)",
+    )
+    p.add_argument(
+        "--backends",
+        help="comma list (default: every rung available here that runs inference, or that "
+        "generates tokens)",
     )
     p.add_argument(
         "--precision",
-        default=",".join(DEFAULT_PRECISIONS),
-        help=f"comma list (default {','.join(DEFAULT_PRECISIONS)})",
+        help=f"comma list (default {','.join(DEFAULT_PRECISIONS)}; generate: "
+        f"{','.join(GENERATE_PRECISIONS)})",
     )
     p.add_argument(
         "--batch-size",
@@ -70,6 +90,14 @@ def _add_bound_args(p: argparse.ArgumentParser) -> None:
     """The bounds, what to make best, and how the search spends its budget."""
     p.add_argument(
         "--latency-bound", metavar="DURATION", help="one call's latency bound, e.g. 20ms"
+    )
+    p.add_argument(
+        "--tpot-bound",
+        metavar="DURATION",
+        help="generate: one decode step's latency bound at --percentile (the latency bound)",
+    )
+    p.add_argument(
+        "--ttft-bound", metavar="DURATION", help="generate: the median time to first token, at most"
     )
     p.add_argument(
         "--percentile", default="p99", help=f"of the latency bound: {', '.join(PERCENTILES)}"
@@ -110,10 +138,16 @@ def _add_bound_args(p: argparse.ArgumentParser) -> None:
 
 
 def _constraints(args: argparse.Namespace) -> Constraints:
+    if args.tpot_bound and args.latency_bound:
+        raise SpecError("--tpot-bound is generation's --latency-bound: give one of them")
+    latency = (
+        (args.tpot_bound, "--tpot-bound")
+        if args.tpot_bound
+        else (args.latency_bound, "--latency-bound")
+    )
     return Constraints(
-        latency_bound_ms=(
-            parse_bound_ms(args.latency_bound, "--latency-bound") if args.latency_bound else None
-        ),
+        latency_bound_ms=parse_bound_ms(*latency) if latency[0] else None,
+        ttft_bound_ms=parse_bound_ms(args.ttft_bound, "--ttft-bound") if args.ttft_bound else None,
         percentile=args.percentile,
         min_throughput=(
             parse_float(args.min_throughput, "--min-throughput") if args.min_throughput else None
@@ -130,7 +164,13 @@ def _constraints(args: argparse.Namespace) -> Constraints:
 def _search(args: argparse.Namespace):  # -> api.advise.Search
     from stackcost.api.advise import Search
 
-    backends = default_backends()
+    if args.mode not in ("infer", "generate"):
+        raise SpecError(
+            f"--mode {args.mode!r} is not one advise searches (allowed: infer, generate)"
+        )
+    if args.tpot_bound and args.mode != "generate":
+        raise SpecError("--tpot-bound applies to token generation: give --mode generate")
+    backends = default_backends(args.mode)
     if args.backends:
         backends = split_list(args.backends, "--backends", "onnxruntime,openvino")
         for name in backends:
@@ -143,7 +183,13 @@ def _search(args: argparse.Namespace):  # -> api.advise.Search
     return Search(
         model=model_from_args(args.model, args),
         backends=backends,
-        precisions=split_list(args.precision, "--precision", "fp32,int8"),
+        mode=args.mode,
+        precisions=split_list(
+            args.precision
+            or ",".join(GENERATE_PRECISIONS if args.mode == "generate" else DEFAULT_PRECISIONS),
+            "--precision",
+            "fp32,int8",
+        ),
         batch_sizes=parse_positive_ints(args.batch_size, "--batch-size"),
         threads=parse_positive_ints(args.threads, "--threads"),
         sizes=sizes,
@@ -154,6 +200,7 @@ def _search(args: argparse.Namespace):  # -> api.advise.Search
         budget_s=parse_budget_s(args.budget),
         reproduce_model=args.model,
         quality_data=args.data,
+        artifacts_dir=args.artifacts,
         weights_dir=args.weights_dir,
     )
 
@@ -168,6 +215,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     for flag, path in (("--markdown", args.markdown), ("--json", args.json)):
         if path:
             check_output_file(Path(path), flag)
+    if args.artifacts:
+        check_output_dir(Path(args.artifacts), "--artifacts")
     err = Console(stderr=True)
     say = (lambda line: None) if args.quiet else (lambda line: err.print(Text(line, style="dim")))
     answer = advise(search, args.db, command=this_command(), on_phase=say)
