@@ -38,6 +38,12 @@ def add_parser(sub: Any) -> None:
         "compare with; part of its name is enough (default: the first column)",
     )
     p.add_argument(
+        "--advice",
+        metavar="ID",
+        help="show a stored `stackcost advise` answer first (its id, or latest), and, "
+        "without RUN ids, the runs it measured",
+    )
+    p.add_argument(
         "--suite",
         metavar="NAME",
         help="instead of RUN ids: the runs `stackcost suite NAME` stored (each model's "
@@ -57,18 +63,27 @@ def run(args: argparse.Namespace, console: Console) -> int:
         check_output_file(Path(output), "-o", inputs=[Path(args.db)])
     if args.figures:
         check_output_dir(Path(args.figures), "--figures")
-    suite = None
+    suite, answers = None, []
+    if args.advice is not None:
+        from stackcost.api.advise import load_advice, measured_runs
+
+        if args.format != "html":
+            raise SpecError("--advice is shown in the HTML report (advise --markdown writes md)")
+        answers = [load_advice(args.db, args.advice)]
     if args.suite is not None:
         runs, suite = _suite_runs(args)
     else:
         if args.all and args.runs:
             raise SpecError("--all takes every run: give no RUN ids beside it")
-        runs = load_runs(args.db, args.runs, every=args.all)
+        given = args.runs or (measured_runs(answers[0]) if answers else [])
+        runs = load_runs(args.db, given, every=args.all)
     if args.format == "html":
         from stackcost.report.html.page import render_html
 
         out = Path(output or "report.html")
-        html = render_html(runs, baseline=args.baseline, suite=suite, reference=args.reference)
+        html = render_html(
+            runs, baseline=args.baseline, suite=suite, reference=args.reference, advice=answers
+        )
         write_output(out, html, "-o")
         console.print(
             f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB), open it in a browser",

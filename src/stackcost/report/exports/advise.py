@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from stackcost.advise.advice import Advice
-from stackcost.report.frames.advise import HEADER, headline, lines, row
+from stackcost.report.frames.advise import header, headline, lines, row
 from stackcost.report.markdown import md_escape
 
 
 def markdown(advice: Advice) -> str:
     out = [f"## advise: {md_escape(advice.model)}", "", f"**{md_escape(headline(advice))}**", ""]
     out += [f"- {md_escape(line)}" for line in lines(advice)]
-    out += ["", "| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
-    out += ["| " + " | ".join(md_escape(v) for v in row(e)) + " |" for e in advice.entries]
+    head = header(advice)
+    out += ["", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    out += ["| " + " | ".join(md_escape(v) for v in row(e, advice)) + " |" for e in advice.entries]
     return "\n".join(out) + "\n"

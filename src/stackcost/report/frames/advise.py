@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from stackcost.advise.advice import Advice, Entry
+from stackcost.advise.estimate import ESTIMATED
 from stackcost.report.units import mib, ms, rate
 
 HEADER = (
     "cell", "phase", "status", "median", "tail", "throughput", "peak RSS", "quality lost",
     "decision",
 )  # fmt: skip
+# Token generation: a call is one decode step (TPOT), and the time to the first token.
+TOKENS_HEADER = (
+    "cell", "phase", "status", "TPOT", "tail", "tokens/s", "TTFT", "peak RSS", "quality lost",
+    "decision",
+)  # fmt: skip
 
 
-def row(entry: Entry) -> list[str]:
+def header(advice: Advice) -> tuple[str, ...]:
+    return TOKENS_HEADER if advice.mode == "generate" else HEADER
+
+
+def row(entry: Entry, advice: Advice) -> list[str]:
     """One cell's row: what it measured where it was measured, and what became of it."""
+    ttft = [ms(entry.ttft_ms)] if advice.mode == "generate" else []
     return [
         entry.label,
         entry.phase,
@@ -20,6 +33,7 @@ def row(entry: Entry) -> list[str]:
         ms(entry.median_ms),
         ms(entry.tail_ms),
         rate(entry.throughput),
+        *ttft,
         mib(entry.memory_bytes),
         entry.quality or "-",
         entry.decision,
@@ -31,11 +45,18 @@ def headline(advice: Advice) -> str:
     e = advice.recommended
     if e is None:
         return f"nothing to recommend: {advice.why_none}"
+    pct = advice.constraints.get("percentile", "p99")
+    if advice.mode == "generate":
+        figures = (
+            f"TPOT median {ms(e.median_ms)}, {pct} {ms(e.tail_ms)}, TTFT {ms(e.ttft_ms)}, "
+            f"{rate(e.throughput, 'tokens/s')}"
+        )
+    else:
+        figures = f"median {ms(e.median_ms)}, {pct} {ms(e.tail_ms)}, " + rate(
+            e.throughput, "samples/s"
+        )
     return (
-        f"deploy {e.label}: median {ms(e.median_ms)}, "
-        f"{advice.constraints.get('percentile', 'p99')} {ms(e.tail_ms)}, "
-        f"{rate(e.throughput, 'samples/s')}, peak RSS {mib(e.memory_bytes)} "
-        f"({e.repetitions} processes)"
+        f"deploy {e.label}: {figures}, peak RSS {mib(e.memory_bytes)} ({e.repetitions} processes)"
     )
 
 
@@ -47,6 +68,10 @@ def lines(advice: Advice) -> list[str]:
         out.append(f"decided by: {advice.decided_by}")
     if advice.reproduce:
         out.append(f"reproduce: {advice.reproduce}")
+    if advice.artifact:
+        out.append(f"artifact: {advice.artifact} ({advice.artifact_note})")
+    elif advice.artifact_note:
+        out.append(f"artifact: none ({advice.artifact_note})")
     out += [f"not tried: {n}" for n in advice.not_tried]
     if advice.screen_check:
         out.append(f"screening checked: {advice.screen_check}")
@@ -61,3 +86,75 @@ def lines(advice: Advice) -> list[str]:
         f"finalists measured in full; a tie is within {advice.threshold:.0%}"
     )
     return out
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured cell on the Pareto figure: latency against quality lost (or, without a
+    quality bound, against peak RSS), its memory as the marker's size."""
+
+    label: str
+    backend: str
+    precision: str
+    latency_ms: float
+    quality_loss: float | None
+    memory_mib: float | None
+    role: str  # "recommended", "runner-up", or "" (a finalist or a screened cell)
+    on_front: bool = False
+
+
+def pareto_points(advice: Advice) -> list[Point]:
+    """The measured cells (screened or in full, never estimated), each with its latest
+    figures, those on the front (no other cell is at once faster and lost less) marked."""
+    latest: dict[str, Point] = {}
+    for e in advice.entries:
+        if e.median_ms is None or e.status == ESTIMATED:
+            continue
+        role = e.decision if e.decision in ("recommended", "runner-up") else ""
+        memory = e.memory_bytes / 2**20 if e.memory_bytes is not None else None
+        point = Point(
+            e.label, e.backend, e.precision, e.median_ms, e.quality_loss, memory, role
+        )  # fmt: skip
+        if e.label not in latest or e.phase == "final":
+            latest[e.label] = point
+    points = list(latest.values())
+    axis = second_axis(advice)
+    return [replace(p, on_front=_on_front(p, points, axis)) for p in points]
+
+
+def pareto_axes(advice: Advice) -> tuple[str, str]:
+    """The figure's axis titles: one call's latency, and what the cells are traded on."""
+    x = "TPOT median, ms" if advice.mode == "generate" else "median latency of a call, ms"
+    if second_axis(advice) == "quality":
+        return x, "quality lost held out (accuracy points; a decoder's perplexity %)"
+    return x, "peak RSS, MiB"
+
+
+def second_axis(advice: Advice) -> str:
+    judged = advice.constraints.get("max_quality_loss") is not None
+    return "quality" if judged else "memory"
+
+
+def second_value(point: Point, axis: str) -> float | None:
+    return point.quality_loss if axis == "quality" else point.memory_mib
+
+
+def _on_front(p: Point, points: list[Point], axis: str) -> bool:
+    mine = second_value(p, axis)
+    if mine is None:
+        return False
+    for q in points:
+        other = second_value(q, axis)
+        if q is p or other is None:
+            continue
+        if (
+            q.latency_ms <= p.latency_ms
+            and other <= mine
+            and (q.latency_ms, other)
+            != (
+                p.latency_ms,
+                mine,
+            )
+        ):
+            return False
+    return True

@@ -17,12 +17,14 @@ import pandas as pd
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
+from stackcost.advise.advice import Advice
 from stackcost.backends import BASELINE
 from stackcost.env import now
 from stackcost.report.frames import quant, study, tidy
 from stackcost.report.frames.scenarios import CAPTION as SCENARIO_CAPTION
 from stackcost.report.frames.scenarios import SCENARIO_HEADER, scenario_rows
 from stackcost.report.html import costs
+from stackcost.report.html.advise import advice_section
 from stackcost.report.html.generate import generation_section
 from stackcost.report.html.quant import quantization_section
 from stackcost.report.html.run import counts, inference_plots, inference_tables
@@ -109,6 +111,7 @@ def _nav(
         ("costs", "where the time goes"),
     ]
     return [
+        *([("advice", "advice")] if sections.get("advice") else []),
         *([("training", "training")] if sections["training"] else []),
         *([("scenarios", "LoadGen scenarios")] if sections["scenarios"] else []),
         *([("generation", "token generation")] if sections["generation"] else []),
@@ -136,16 +139,19 @@ def render_html(
     title: str = "",
     suite: tuple[str, Sequence[str]] | None = None,
     reference: str | None = None,
+    advice: Sequence[Advice] = (),
 ) -> str:
     """The whole report as one HTML string that opens offline. `suite` is the suite's
     name and workload labels, when the runs are a named suite's (`report --suite`);
-    `reference` the machine column the study tables' asterisks compare with."""
+    `reference` the machine column the study tables' asterisks compare with; `advice` the
+    stored `stackcost advise` answers shown first."""
     inference = _inference_only(runs)
     summ = tidy.summary(inference, baseline)
     colors = series_colors(tidy.series_order(summ, baseline)) if len(summ) else {}
     study_tables = study.study_tables(inference, reference)
     # Each section registers its figures in page order: their ids follow it.
     figs = Figures()
+    answers = advice_section(list(advice), figs)
     generation = generation_section(runs, baseline, figs)
     serving = serving_section(runs, figs)
     plot_slots = inference_plots(summ, colors, baseline, study_tables, figs)
@@ -159,6 +165,7 @@ def render_html(
         "scenarios": bool(scenarios),
         "generation": bool(generation["generation"]),
         "serving": bool(serving["serving"]),
+        "advice": bool(answers),
     }
     context = {
         "title": title or "stackcost report",
@@ -169,6 +176,7 @@ def render_html(
         "nav": _nav(len(summ) > 0, sections, bool(quantization), bool(search_runs)),
         "plots": plot_slots,
         "size_axes": tidy.size_columns(summ),
+        "advice": answers,
         "training": training,
         "scenarios": scenarios,
         "scenario_header": SCENARIO_HEADER,

@@ -52,7 +52,7 @@ PAGE = r"""<!DOCTYPE html>
 
 {{ suite }}
 
-{% if not has_cells and not training and not scenarios and not generation and not serving %}
+{% if not has_cells and not training and not scenarios and not generation and not serving and not advice %}
 <p class="note">No results: these runs have no stored repetitions.</p>
 {% else %}
 {% if has_cells %}<p class="counts">
@@ -99,6 +99,23 @@ PAGE = r"""<!DOCTYPE html>
   <tr class="status-{{ row.status }}">{% for v in row.cols %}<td class="text">{{ v }}</td>{% endfor %}</tr>
   {% endfor %}
 </table></div>
+{% endif %}
+
+{% if advice %}
+<h2 id="advice">Advice</h2>
+<p class="muted">What `stackcost advise` recommended, how it was decided, and every cell of its search space with the phase that decided it. Screening rows are one short process each; estimated rows were never run (linear in batch between two screened batches).</p>
+{% for a in advice %}
+<h3>{{ a.model }} <span class="muted">({{ a.id }})</span></h3>
+<p class="{{ 'ok' if a.recommended else 'bad' }}"><strong>{{ a.headline }}</strong></p>
+<ul class="notes">{% for line in a.lines %}<li>{{ line }}</li>{% endfor %}</ul>
+{{ plot(a.plot) }}
+<div class="scroll"><table>
+  <tr>{% for h in a.header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+  {% for row in a.rows %}
+  <tr>{% for v in row %}<td class="text">{{ v }}</td>{% endfor %}</tr>
+  {% endfor %}
+</table></div>
+{% endfor %}
 {% endif %}
 
 {% if generation %}
