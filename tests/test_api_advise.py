@@ -158,6 +158,7 @@ def test_a_decoder_is_advised_on_its_tokens_under_ttft_and_tpot_bounds(tmp_path)
     answer = advise(tiny(**fields, constraints=loose), tmp_path / "d.db")
     assert answer.mode == "generate" and answer.recommended is not None, answer.why_none
     assert answer.recommended.ttft_ms is not None and answer.recommended.ttft_ms > 0
+    assert answer.reproduce.startswith("stackcost run llama-tiny --scenario generate --backends eager")
     assert answer.constraints_words.startswith("TPOT p99 ≤ 10000 ms, TTFT ≤ 10000 ms")
     assert {e.precision for e in answer.entries} == {"fp32", "w8"}
     # A first token no rung can give that soon: every cell breaks the TTFT bound.

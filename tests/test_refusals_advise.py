@@ -26,6 +26,9 @@ ADVISE = ["advise", "mlp", "--backends", "eager", "--threads", "1", "--quiet"]
         (["--precision", "int3"], "unknown precision 'int3'"),
         (["--min-throughput", "-5"], "--min-throughput '-5'"),
         (["--max-quality-loss", "x"], "--max-quality-loss 'x' is not a number"),
+        (["--scenario", "offline"], "--scenario 'offline' is not one advise searches"),
+        (["--ttft-bound", "1s"], "--ttft-bound applies to token generation"),
+        (["--tpot-bound", "1s"], "--tpot-bound applies to token generation"),
         (
             ["--max-quality-loss", "100"],
             "--max-quality-loss '100' must be a finite number in [0, 100)",

@@ -171,7 +171,7 @@ def check_search(search: Search) -> RunSpec:
             f"mode {search.mode!r} is not one advise searches (allowed: infer, generate)"
         )
     if search.constraints.ttft_bound_ms is not None and search.mode != "generate":
-        raise SpecError("a TTFT bound applies to token generation: give --mode generate")
+        raise SpecError("a TTFT bound applies to token generation: give --scenario generate")
     if not 0 <= search.margin < 1:
         raise SpecError(f"margin {search.margin!r} must be in [0, 1)")
     if search.finalists < 1:
@@ -710,8 +710,9 @@ def _artifact(home: Path, e: Evidence) -> tuple[str, str]:
 
 def _reproduce(search: Search, e: Evidence) -> str:
     sizes = "".join(f" --{k.replace('_', '-')} {v}" for k, v in e.sizes.items())
+    mode = " --scenario generate" if search.mode == "generate" else ""
     return (
-        f"stackcost run {search.reproduce_model or search.model.name} --backends {e.backend} "
+        f"stackcost run {search.reproduce_model or search.model.name}{mode} --backends {e.backend} "
         f"--precision {e.precision} --batch-size {e.batch_size} --threads {e.threads}{sizes} "
         f"--repeats {e.repetitions or search.final_repeats}"
     )

@@ -29,6 +29,9 @@ from stackcost.outputs import check_output_dir, check_output_file, write_output
 from stackcost.runspec.grammar import parse_float, parse_positive_ints, split_list
 from stackcost.runspec.vocabulary import default_threads, parse_bound_ms
 
+# What advise searches, by the name `stackcost run --scenario` gives it.
+SCENARIO_MODES = {"timed-loop": "infer", "generate": "generate"}
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -58,10 +61,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _add_space_args(p: argparse.ArgumentParser) -> None:
     """The search space: the grid advise may choose from."""
     p.add_argument(
-        "--mode",
-        default="infer",
-        help="infer (a forward pass, the default) or generate (a decoder's tokens: a call "
-        "is one decode step; --prompt-len and --new-tokens size it)",
+        "--scenario",
+        default="timed-loop",
+        help="timed-loop (a forward pass, the default) or generate (a decoder's tokens: a "
+        "call is one decode step; --prompt-len and --new-tokens size it)",
     )
     p.add_argument(
         "--backends",
@@ -164,13 +167,16 @@ def _constraints(args: argparse.Namespace) -> Constraints:
 def _search(args: argparse.Namespace):  # -> api.advise.Search
     from stackcost.api.advise import Search
 
-    if args.mode not in ("infer", "generate"):
+    if args.scenario not in SCENARIO_MODES:
         raise SpecError(
-            f"--mode {args.mode!r} is not one advise searches (allowed: infer, generate)"
+            f"--scenario {args.scenario!r} is not one advise searches "
+            f"(allowed: {', '.join(SCENARIO_MODES)})"
         )
-    if args.tpot_bound and args.mode != "generate":
-        raise SpecError("--tpot-bound applies to token generation: give --mode generate")
-    backends = default_backends(args.mode)
+    mode = SCENARIO_MODES[args.scenario]
+    if (args.tpot_bound or args.ttft_bound) and mode != "generate":
+        flag = "--tpot-bound" if args.tpot_bound else "--ttft-bound"
+        raise SpecError(f"{flag} applies to token generation: give --scenario generate")
+    backends = default_backends(mode)
     if args.backends:
         backends = split_list(args.backends, "--backends", "onnxruntime,openvino")
         for name in backends:
@@ -183,10 +189,10 @@ def _search(args: argparse.Namespace):  # -> api.advise.Search
     return Search(
         model=model_from_args(args.model, args),
         backends=backends,
-        mode=args.mode,
+        mode=mode,
         precisions=split_list(
             args.precision
-            or ",".join(GENERATE_PRECISIONS if args.mode == "generate" else DEFAULT_PRECISIONS),
+            or ",".join(GENERATE_PRECISIONS if mode == "generate" else DEFAULT_PRECISIONS),
             "--precision",
             "fp32,int8",
         ),
