@@ -42,7 +42,9 @@ def test_throughput_ranks_by_samples_per_second_across_batch_sizes():
     cells = [cell("b1", 1.0), cell("b8", 4.0, batch=8)]  # 1000/s against 2000/s
     decided = screen(cells, Constraints(), "throughput", margin=0.25)
     assert decided["b8"].kept and not decided["b1"].kept
-    assert [e.key for e in finalists(cells, decided, "throughput", 3)] == ["b8"]
+    # finalists: the kept first, then one beyond the margin as a fallback
+    assert [e.key for e in finalists(cells, decided, "throughput", 3)] == ["b8", "b1"]
+    assert [e.key for e in finalists(cells, decided, "throughput", 1)] == ["b8"]
     assert [e.key for e in ranked(cells, "throughput")] == ["b8", "b1"]
 
 

@@ -80,9 +80,16 @@ def _rank_value(e: Evidence, objective: str) -> float:
 def finalists(
     evidence: list[Evidence], decisions: dict[str, Decision], objective: str, count: int
 ) -> list[Evidence]:
-    """The best `count` kept cells by the objective, best first."""
-    kept = [e for e in evidence if decisions.get(e.key, Decision(e.key, False)).kept]
-    return sorted(kept, key=lambda e: _rank_value(e, objective))[:count]
+    """The best `count` usable cells that meet the bounds, best first: the kept ones,
+    then cells beyond the margin, so that an unfit leader leaves a measured fallback."""
+    meets = [
+        e
+        for e in evidence
+        if e.status in USABLE
+        and e.value(objective) is not None
+        and not decisions.get(e.key, Decision(e.key, False, bound=True)).bound
+    ]
+    return ranked(meets, objective)[:count]
 
 
 def eligible(evidence: list[Evidence], bounds: Constraints) -> dict[str, str]:

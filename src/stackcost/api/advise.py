@@ -79,7 +79,10 @@ SCREEN_PROTOCOL = Protocol(
     min_time_s=0.3, min_iters=3, max_time_s=1.0, warmup_max_time_s=1.0, target_ci=0.05
 )
 FINAL_REPEATS = 3
-RETRY_REPEATS = 5
+RETRY_REPEATS = 5  # a disturbed finalist, measured again
+# A finalist's processes differ by more than one process's noise (issue 62's layouts): it
+# gets more of them, up to this many, until their interval is within the target.
+MAX_FINAL_REPEATS = 10
 # The screening may spend this share of the budget; the rest is the finals' and the pair's.
 # The coarse pass covers every rung and precision, so it comes before the middles, which
 # an estimate mostly prunes; the finals and the pair keep the last 30%.
@@ -451,8 +454,10 @@ class _Phase:
             self.advice.entries.append(Entry.of(_unmeasured(cell, "not tried"), "not tried", why))
 
     def finals(self, screened: list[Evidence]) -> list[Evidence]:
-        """The best survivors of the screening (within the quality bound, when there is
-        one), each measured in full; the full measurements check the screening."""
+        """The best screened cells that meet the bounds (within the quality bound, when
+        there is one), each measured in full; the full measurements check the screening.
+        The best are those kept; a cell beyond the margin fills a place they leave, so
+        that an unfit leader still leaves a measured fallback."""
         search = self.search
         decisions = screen(screened, search.constraints, search.objective, search.margin)
         kept = finalists(screened, decisions, search.objective, len(screened))
@@ -497,17 +502,20 @@ class _Phase:
                 entry.quality, entry.quality_loss = q.words(), q.loss
 
     def _final(self, e: Evidence) -> Evidence:
+        """The cell under the stop rule over processes: more of them until the interval
+        of their medians is within the protocol's target (or MAX_FINAL_REPEATS); a
+        disturbed one is measured again."""
         measured = self._one_cell(e, self.search.final_repeats)
-        if measured.status in ("unstable", "disturbed") and self.left_s() > 0:
+        if measured.status == "disturbed" and self.left_s() > 0:
             self.on_phase(f"{e.label} was {measured.status}: again, {RETRY_REPEATS} processes")
             measured = self._one_cell(e, RETRY_REPEATS)
         return measured
 
     def _one_cell(self, e: Evidence, repeats: int) -> Evidence:
         fields = self._cell_fields(e)
-        spec = validate(
-            self.search.fields(**fields, repeats=repeats, protocol=self.search.final_protocol)
-        )
+        protocol = self.search.final_protocol
+        rule = {"cell_ci": protocol.target_ci, "max_repeats": max(repeats, MAX_FINAL_REPEATS)}
+        spec = validate(self.search.fields(**fields, repeats=repeats, protocol=protocol, **rule))
         result = self.measured(spec, "final", keep=True)
         return evidence_of(result.cells()[0], self.search.constraints.percentile)
 
