@@ -5,7 +5,8 @@ Each try runs, through the real CLI and into fresh stores, `stackcost advise` an
 brute-force grid (`stackcost run` over every cell, `--repeats 3`, the full stop rule),
 one after the other, their order alternating try by try so a drift of the machine does
 not always favour the same one. The brute-force best is chosen by advise's own rules
-(advise.search: `ok` evidence meeting the bounds, best on the objective). Verdicts:
+(advise.search: valid evidence, ok or unstable, meeting the bounds, best on the
+objective; its status is recorded). Verdicts:
 - `same`: advise picked the brute-force best;
 - `tie`: another cell, within the gate's threshold of the best on the brute-force figures;
 - `different`: beyond it.
@@ -25,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stackcost.advise.advice import Advice
-from stackcost.advise.constraints import Constraints
+from stackcost.advise.constraints import Constraints, violations
 from stackcost.advise.evidence import Evidence, evidence_of
-from stackcost.advise.search import eligible, ranked
+from stackcost.advise.search import USABLE, ranked
 from stackcost.api import load_runs
 from stackcost.env import collect
 from stackcost.measure.paired import DEFAULT_THRESHOLD
@@ -53,10 +54,22 @@ def timed(argv: list[str]) -> float:
 def brute_best(
     db: Path, bounds: Constraints, objective: str
 ) -> tuple[list[Evidence], Evidence | None]:
+    """Every cell's evidence, and the best valid one that meets the bounds. Valid, not
+    only `ok`: with a fixed 3 processes a cell whose processes differ by 4% is `unstable`
+    (advise's finals add processes until they agree), and leaving such cells out made a
+    cell at 2,000 samples/s the "best" beside one at 5,000."""
     run = load_runs(db, [])[0]
     cells = [evidence_of(c, bounds.percentile) for c in run.cells()]
-    fitness = eligible(cells, bounds)
-    fit = ranked([e for e in cells if not fitness[e.key]], objective)
+    fit = ranked(
+        [
+            e
+            for e in cells
+            if e.status in USABLE
+            and e.median_ms is not None
+            and not violations(e.tail_ms, e.throughput, e.memory_bytes, bounds)
+        ],
+        objective,
+    )
     return cells, (fit[0] if fit else None)
 
 
@@ -65,6 +78,8 @@ def verdict(pick: str | None, best: Evidence | None, cells: list[Evidence], obje
         return "no answer" if pick is None else "brute force found none"
     if pick == best.label:
         return "same"
+    # the pick may itself be the better cell on brute force's figures: a tie is "within
+    # the threshold" either way, and "different" only when it is worse beyond it
     chosen = next((e for e in cells if e.label == pick), None)
     if chosen is None or chosen.value(objective) is None:
         return "different"
@@ -106,6 +121,7 @@ def one_try(a: argparse.Namespace, i: int, bounds: Constraints) -> dict:
         "saved": round(1 - walls["advise"] / walls["brute"], 3),
         "advise_pick": pick,
         "brute_best": best.label if best else None,
+        "brute_best_status": best.status if best else None,
         "verdict": verdict(pick, best, cells, a.objective),
         "decided_by": advice.decided_by,
         "brute_best_in_advise": f"{phase}: {decision}",
