@@ -109,3 +109,15 @@ def test_a_pair_pruned_only_for_a_bound_at_its_ends_is_still_worth_its_middle():
     assert decided["x16"].bound and not decided["x1"].kept
     assert promising(cells, decided) == {("x", "fp32"), ("y", "fp32")}
     assert list(pair_order(cells, "throughput")) == [("y", "fp32"), ("x", "fp32")]
+
+
+def test_a_cell_whose_processes_differ_may_be_recommended_once_enough_were_measured():
+    from dataclasses import replace
+
+    varies = replace(cell("v", 5.0, status="unstable"), between_processes=True, repetitions=10)
+    capped = replace(cell("c", 5.0, status="unstable"), repetitions=10)  # time cap: not this
+    few = replace(varies, key="few", repetitions=3)
+    fitness = eligible([varies, capped, few], Constraints(), enough=10)
+    assert fitness["v"] == ""
+    assert fitness["c"].startswith("unstable") and fitness["few"].startswith("unstable")
+    assert eligible([varies], Constraints())["v"].startswith("unstable")  # not asked: no

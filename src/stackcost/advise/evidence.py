@@ -37,6 +37,9 @@ class Evidence:
     interval: tuple[float, float] | None = None
     max_rel_err: float | None = None
     ttft_ms: float | None = None  # token generation: the repetitions' median TTFT
+    # `unstable` only because its processes' medians differ beyond the target: each
+    # process was ok, the cell's speed varies between processes (issue 62's layouts).
+    between_processes: bool = False
     details: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -85,5 +88,6 @@ def evidence_of(result: CellResult, percentile: str = "p99") -> Evidence:
         interval=(interval.low_ms, interval.high_ms) if interval and median else None,
         max_rel_err=result.max_rel_err,
         ttft_ms=statistics.median(ttfts) if ttfts and median else None,
+        between_processes=result.status == "unstable" and result.repetition_status == "ok",
         details=dict(details),
     )

@@ -92,12 +92,18 @@ def finalists(
     return ranked(meets, objective)[:count]
 
 
-def eligible(evidence: list[Evidence], bounds: Constraints) -> dict[str, str]:
-    """Each finalist's fitness to be recommended: '' when it may be, else why not. Only
-    `ok` evidence qualifies: an `unstable` or `disturbed` cell is not good enough."""
+def eligible(
+    evidence: list[Evidence], bounds: Constraints, enough: int | None = None
+) -> dict[str, str]:
+    """Each finalist's fitness to be recommended: '' when it may be, else why not. `ok`
+    evidence qualifies; so does a cell `unstable` only because its processes differ
+    (every one ok), once `enough` of them were measured: its speed varies between
+    processes, and more would not make it agree. A `disturbed` cell, or one whose time
+    cap or warm-up made it unstable, is not good enough."""
     out = {}
     for e in evidence:
-        if e.status != "ok" or e.median_ms is None:
+        varies = enough is not None and e.between_processes and e.repetitions >= enough
+        if (e.status != "ok" and not varies) or e.median_ms is None:
             out[e.key] = f"{e.status}: {e.reason}".rstrip(": ")
             continue
         broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds, ttft_ms=e.ttft_ms)

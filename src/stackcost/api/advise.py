@@ -532,7 +532,7 @@ class _Phase:
     def decide(self, final: list[Evidence]) -> None:
         """The recommendation among the finalists fit to be recommended."""
         search, advice = self.search, self.advice
-        fitness = eligible(final, search.constraints)
+        fitness = eligible(final, search.constraints, enough=MAX_FINAL_REPEATS)
         fit = ranked([e for e in final if not fitness[e.key]], search.objective)
         for e in final:
             if fitness[e.key]:
@@ -544,6 +544,11 @@ class _Phase:
         advice.decided_by = _by_objective(winner, runner, search.objective)
         if runner is not None and too_close(winner, runner, search.objective, search.threshold):
             winner, runner = self._side_by_side(winner, runner)
+        if winner.between_processes:  # recommended all the same: more would not agree
+            advice.decided_by += (
+                f"; its speed varies between processes ({winner.reason}), so read its "
+                "interval over processes, not one process's figure"
+            )
         advice.recommended = Entry.of(winner, "final", "recommended")
         advice.runner_up = Entry.of(runner, "final", "runner-up") if runner else None
         for e in fit:
