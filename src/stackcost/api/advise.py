@@ -532,7 +532,9 @@ class _Phase:
     def decide(self, final: list[Evidence]) -> None:
         """The recommendation among the finalists fit to be recommended."""
         search, advice = self.search, self.advice
-        fitness = eligible(final, search.constraints, enough=MAX_FINAL_REPEATS)
+        # Every finalist ran the stop rule over processes: what it left unstable, more
+        # processes would not have made agree.
+        fitness = eligible(final, search.constraints, enough=search.final_repeats)
         fit = ranked([e for e in final if not fitness[e.key]], search.objective)
         for e in final:
             if fitness[e.key]:
