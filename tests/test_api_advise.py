@@ -91,6 +91,7 @@ def test_bad_searches_are_refused_before_anything_is_written(tmp_path, fields, n
     assert not db.exists()
 
 
+@pytest.mark.whole_machine  # two-thread cells: a lane has one core
 def test_every_cell_is_screened_estimated_or_skipped_with_its_reason(tmp_path):
     # Three batches at two thread counts: the ends at two threads first, the middle batch
     # by its estimate, one thread only where the two-thread sibling was kept.
