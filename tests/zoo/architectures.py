@@ -162,8 +162,10 @@ def measure(folders: dict[str, Path], db: Path) -> int:
     the decoders' generation. The worse exit code."""
     from stackcost.cli import main
 
+    # The matrix asks whether outputs match, not how fast: a repetition that other processes
+    # disturbed (a parallel test lane) is kept rather than retried, and counts as verified.
     common = ["--backends", ",".join(RUNGS), "--threads", "1", "--repeats", "1",
-              "--min-time", "0", "--db", str(db), "--quiet"]  # fmt: skip
+              "--min-time", "0", "--on-disturbed", "keep", "--db", str(db), "--quiet"]  # fmt: skip
     names = [f"hf:{folders[a.folder]}" for a in ARCHITECTURES]
     decoders = [f"hf:{folders[a.folder]}" for a in ARCHITECTURES if a.decoder]
     infer = main(["sweep", "--models", ",".join(names), "--batch-size", "2", *common])
@@ -195,6 +197,8 @@ def stored(db: Path, folders: dict[str, Path]) -> dict[tuple[str, str, str], Cel
         verification = json.loads(result).get("verification") or {}
         names = tuple(o["name"] for o in verification.get("outputs", []) if o.get("ok"))
         folder = by_model[model]
+        if status == "disturbed":  # its timing is not trusted; its verification stands
+            status, reason = "ok", ""
         text = (reason or "").replace(str(folders[folder].resolve()), folder)
         out[folder, mode, backend] = Cell(status, text, names)
     return out
