@@ -144,9 +144,15 @@ class BackendFacts:
     options_problem: str | None = None
     precision_reasons: tuple[tuple[str, str], ...] = ()
     generate: Capabilities | None = None  # its generator's; None: it does not generate
+    # The backend's own check of a cell (Backend.why_not: a model it has no definition of,
+    # a batch it cannot generate at), where the parent loads the backend: stackcost's own
+    # rungs. A user's backend is asked in a child: its capabilities alone decide here.
+    check: Callable[[Cell], str | None] | None = field(default=None, compare=False, repr=False)
 
     def why_not(self, cell: Cell) -> str | None:
         """The reason this backend cannot run `cell`, or None when it can."""
+        if self.check is not None:
+            return self.check(cell)
         caps = Capabilities(self.modes, self.devices, self.precisions, self.precision_reasons)
         return why_not(caps, self.generate, cell)
 

@@ -126,8 +126,10 @@ def ask(
     facts, workloads = probe(needs, custom, environ, timeout_s, python)
     for name, options in backends.items():
         if name not in custom:
-            f = _facts_of(load_backend(name), options)
-            facts[name] = BackendFacts(**{**f, "generate": _generate_caps(f["generate"])})
+            backend = load_backend(name)
+            f = _facts_of(backend, options)
+            generate = _generate_caps(f["generate"])
+            facts[name] = BackendFacts(**{**f, "generate": generate, "check": backend.why_not})
     return Answers(facts, workloads)
 
 
