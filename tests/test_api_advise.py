@@ -144,10 +144,22 @@ def test_a_search_killed_mid_way_resumes_without_measuring_anything_twice(tmp_pa
     )
     assert rows.fetchall() == []  # no repetition of a run was measured twice
     measured = count(db, "repetitions")
-    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    md = tmp_path / "answer.md"
+    again = subprocess.run(
+        [*argv, "--markdown", str(md)], capture_output=True, text=True, timeout=300
+    )
     answers = sqlite3.connect(db).execute("SELECT recommended FROM advice").fetchall()
     assert again.returncode == 0 and len(answers) == 2 and answers[0] == answers[1]
     assert count(db, "repetitions") == measured  # asked again: the same answer, as stored
+    # The markdown links its Pareto figure, written beside it; the report writes it too.
+    assert "](answer-pareto.png)" in md.read_text()
+    assert (tmp_path / "answer-pareto.png").stat().st_size > 1000
+    from stackcost.cli import main
+
+    figs = tmp_path / "figs"
+    report = ["report", "--advice", "latest", "--db", str(db), "-o", str(tmp_path / "r.html")]
+    assert main([*report, "--figures", str(figs)]) == 0
+    assert (figs / "advise_pareto-mlp.png").exists()
 
 
 def test_a_decoder_is_advised_on_its_tokens_under_ttft_and_tpot_bounds(tmp_path):
@@ -159,7 +171,9 @@ def test_a_decoder_is_advised_on_its_tokens_under_ttft_and_tpot_bounds(tmp_path)
     answer = advise(tiny(**fields, constraints=loose), tmp_path / "d.db")
     assert answer.mode == "generate" and answer.recommended is not None, answer.why_none
     assert answer.recommended.ttft_ms is not None and answer.recommended.ttft_ms > 0
-    assert answer.reproduce.startswith("stackcost run llama-tiny --scenario generate --backends eager")
+    assert answer.reproduce.startswith(
+        "stackcost run llama-tiny --scenario generate --backends eager"
+    )
     assert answer.constraints_words.startswith("TPOT p99 ≤ 10000 ms, TTFT ≤ 10000 ms")
     assert {e.precision for e in answer.entries} == {"fp32", "w8"}
     # A first token no rung can give that soon: every cell breaks the TTFT bound.

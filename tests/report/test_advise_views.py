@@ -28,12 +28,12 @@ def answer(**fields) -> Advice:
         entry("eager fp32 b1", 9.0, 0.0),  # as lossless as onnxruntime fp32, slower: off
         entry("openvino fp32 b2", 5.0, None, status="estimated", decision="pruned on an estimate"),
     ]
-    return Advice(
+    base = dict(
         model="net", objective="latency", constraints={"max_quality_loss": 1.0},
         constraints_words="quality lost ≤ 1", margin=0.25, threshold=0.03, budget_s=60,
-        id="20261206-advice-x", recommended=entries[0], runner_up=entries[1],
-        entries=entries, **fields,
+        id="20261206-advice-x", recommended=entries[0], runner_up=entries[1], entries=entries,
     )  # fmt: skip
+    return Advice(**{**base, **fields})
 
 
 def test_the_front_is_the_cells_no_other_beats_on_latency_and_quality_lost():
@@ -57,3 +57,35 @@ def test_the_html_report_shows_the_answer_and_its_pareto_figure():
     assert 'id="advice"' in html and "deploy onnxruntime int8 b1" in html
     assert "Pareto front" in html and "quality lost held out" in html
     assert "pruned on an estimate" in html
+
+
+def test_the_printed_figure_draws_each_measured_cell_and_the_front(tmp_path):
+    from stackcost.report.figures.advise import advice_figure, advice_figures
+
+    fig = advice_figure(answer())
+    ax = fig.axes[0]
+    marked = {"recommended: onnxruntime int8 b1", "runner-up: onnxruntime fp32 b1"}
+    cells = [c for c in ax.collections if c.get_label() not in marked]
+    assert sum(len(c.get_offsets()) for c in cells) == 4  # the estimate is left out
+    front = next(line for line in ax.get_lines() if line.get_label() == "Pareto front")
+    assert list(front.get_xdata()) == [2.0, 4.0]
+    assert marked <= {c.get_label() for c in ax.collections}
+    assert "quality lost held out" in ax.get_ylabel()
+    paths = advice_figures(answer(), tmp_path, "answer-pareto")
+    assert [p.name for p in paths] == ["answer-pareto.png", "answer-pareto.pdf"]
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_without_a_quality_bound_the_figure_trades_latency_for_memory():
+    from stackcost.report.figures.advise import advice_figure
+
+    a = answer(constraints={})
+    assert "peak RSS" in advice_figure(a).axes[0].get_ylabel()
+    none_measured = answer(entries=[], recommended=None, runner_up=None)
+    assert advice_figure(none_measured) is None
+
+
+def test_the_markdown_links_its_figure():
+    text = markdown(answer(), "answer-pareto.png")
+    assert "](answer-pareto.png)" in text and text.index("![") < text.index("| cell |")
+    assert "![" not in markdown(answer())

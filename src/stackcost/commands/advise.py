@@ -23,9 +23,10 @@ from stackcost.api.advise import (
     default_backends,
 )
 from stackcost.api.catalog import SIZE_AXES, check_backend
+from stackcost.clip import shown
 from stackcost.commands.run import add_model_args, model_from_args, this_command
 from stackcost.errors import SpecError
-from stackcost.outputs import check_output_dir, check_output_file, write_output
+from stackcost.outputs import check_output_dir, check_output_file, write_output, writing
 from stackcost.runspec.grammar import parse_float, parse_positive_ints, split_list
 from stackcost.runspec.vocabulary import default_threads, parse_bound_ms
 
@@ -53,7 +54,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="where the finalists' exported and compiled artifacts are kept (default: "
         "advise-artifacts/REQUEST beside --db)",
     )
-    p.add_argument("--markdown", metavar="PATH", help="also write the answer as markdown")
+    p.add_argument(
+        "--markdown",
+        metavar="PATH",
+        help="also write the answer as markdown, its Pareto figure beside it "
+        "(PATH's name + -pareto.png and .pdf)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the answer as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -229,7 +235,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     console.print(advise_view(answer))
     console.print(Text.assemble("stored advice ", (answer.id, "bold"), f" in {args.db}"))
     if args.markdown:
-        write_output(Path(args.markdown), markdown(answer), "--markdown")
+        from stackcost.report.figures.advise import advice_figures
+
+        md = Path(args.markdown)
+        # The Pareto figure beside it (MD-pareto.png and .pdf), linked by its name.
+        with writing(f"--markdown {shown(md)}"):
+            figure = advice_figures(answer, md.parent, f"{md.stem}-pareto")
+        write_output(md, markdown(answer, figure[0].name if figure else None), "--markdown")
     if args.json:
         write_output(Path(args.json), answer.model_dump_json(indent=2), "--json")
     return 0 if answer.recommended else 1

@@ -112,6 +112,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
         with writing(f"--figures {shown(args.figures)}"):
             paths = write_figures(runs, Path(args.figures), baseline=args.baseline)
+            if answers:
+                from stackcost.report.figures.advise import advice_figures
+
+                paths += advice_figures(answers[0], Path(args.figures))
         console.print(f"wrote {len(paths)} figure files to {args.figures}", markup=False)
     return 0
 

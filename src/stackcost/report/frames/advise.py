@@ -130,6 +130,20 @@ def pareto_axes(advice: Advice) -> tuple[str, str]:
     return x, "peak RSS, MiB"
 
 
+def pareto_title(advice: Advice) -> str:
+    """The figure's title, in the HTML report and the PNG alike."""
+    traded = "quality lost" if second_axis(advice) == "quality" else "memory"
+    return (
+        f"{advice.model}: latency against {traded} "
+        "(marker size: peak RSS; marked: recommended and runner-up)"
+    )
+
+
+def front(points: list[Point]) -> list[Point]:
+    """The points on the Pareto front, fastest first (the line drawn through them)."""
+    return sorted((p for p in points if p.on_front), key=lambda p: p.latency_ms)
+
+
 def second_axis(advice: Advice) -> str:
     judged = advice.constraints.get("max_quality_loss") is not None
     return "quality" if judged else "memory"

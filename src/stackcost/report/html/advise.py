@@ -8,20 +8,22 @@ from __future__ import annotations
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 
 from stackcost.advise.advice import Advice
 from stackcost.report.frames.advise import (
+    front,
     header,
     headline,
     lines,
     pareto_axes,
     pareto_points,
+    pareto_title,
     row,
     second_axis,
     second_value,
 )
 from stackcost.report.html.slots import Figures
+from stackcost.report.style import series_colors
 
 _SYMBOLS = {
     "fp32": "circle",
@@ -39,9 +41,9 @@ def pareto_figure(advice: Advice) -> go.Figure | None:
     if not points:
         return None
     fig = go.Figure()
-    rungs = list(dict.fromkeys(p.backend for p in points))
+    colors = series_colors(p.backend for p in points)
     biggest = max((p.memory_mib or 0.0) for p in points) or 1.0
-    for i, rung in enumerate(rungs):
+    for rung, color in colors.items():
         mine = [p for p in points if p.backend == rung]
         fig.add_trace(
             go.Scatter(
@@ -49,17 +51,17 @@ def pareto_figure(advice: Advice) -> go.Figure | None:
                 mode="markers", name=rung, text=[p.label for p in mine],
                 hovertemplate="%{text}<br>%{x:.3g} ms, %{y:.3g}<extra></extra>",
                 marker={
-                    "color": qualitative.Plotly[i % len(qualitative.Plotly)],
+                    "color": color,
                     "symbol": [_SYMBOLS.get(p.precision, "circle") for p in mine],
                     "size": [8 + 22 * (p.memory_mib or 0.0) / biggest for p in mine],
                     "line": {"width": [3 if p.role else 0.5 for p in mine], "color": "#000"},
                 },
             )
         )  # fmt: skip
-    front = sorted((p for p in points if p.on_front), key=lambda p: p.latency_ms)
+    line = front(points)
     fig.add_trace(
         go.Scatter(
-            x=[p.latency_ms for p in front], y=[second_value(p, axis) for p in front],
+            x=[p.latency_ms for p in line], y=[second_value(p, axis) for p in line],
             mode="lines", name="Pareto front", line={"dash": "dot", "color": "#444"},
             line_shape="hv",
         )
@@ -69,8 +71,7 @@ def pareto_figure(advice: Advice) -> go.Figure | None:
             fig.add_annotation(x=p.latency_ms, y=second_value(p, axis), text=p.role, ax=30, ay=-30)
     x_title, y_title = pareto_axes(advice)
     fig.update_layout(
-        title=f"{advice.model}: latency against {'quality lost' if axis == 'quality' else 'memory'} "
-        "(marker size: peak RSS; outlined: recommended and runner-up)",
+        title=pareto_title(advice),
         xaxis={"title": x_title, "type": "log"}, yaxis={"title": y_title}, height=460,
     )  # fmt: skip
     return fig
