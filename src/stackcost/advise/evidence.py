@@ -47,6 +47,16 @@ class Evidence:
         sizes = "".join(f" {k} {v}" for k, v in self.sizes.items())
         return f"{self.backend} {self.precision} b{self.batch_size} t{self.threads}{sizes}"
 
+    def spec_fields(self) -> dict[str, object]:
+        """The RunSpec fields of this one cell (api.advise.Search.fields' overrides)."""
+        return {
+            "backends": [self.backend],
+            "precisions": [self.precision],
+            "batch_sizes": [self.batch_size],
+            "threads": [self.threads],
+            "sizes": {k: [v] for k, v in self.sizes.items()},
+        }
+
     @property
     def measured(self) -> bool:
         return self.median_ms is not None

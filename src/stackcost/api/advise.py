@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackcost.advise.advice import Advice, Comparison, Entry
+from stackcost.advise.advice import Advice, Entry
 from stackcost.advise.constraints import Constraints, check_objective
 from stackcost.advise.evidence import Evidence, evidence_of
 from stackcost.advise.search import (
@@ -45,6 +45,7 @@ from stackcost.advise.search import (
     sibling,
     too_close,
 )
+from stackcost.api.advise_pair import earlier_answers, earlier_pair, interleaved, objective_ratio
 from stackcost.api.advise_quality import QualityScores, check_quality
 from stackcost.api.catalog import backends as catalog_backends
 from stackcost.api.grid import check_db, measure, prepare
@@ -258,7 +259,7 @@ class _Phase:
                 self.search.model.name, bound, self.search.quality_data,
                 self.search.weights_dir, self.db, self.command, self.on_phase,
             )  # fmt: skip
-            for earlier in _earlier(self.db, self.advice.request):  # scored already
+            for earlier in earlier_answers(self.db, self.advice.request):  # scored already
                 self.quality.remember(earlier.quality)
 
     def left_s(self) -> float:
@@ -512,22 +513,12 @@ class _Phase:
         return measured
 
     def _one_cell(self, e: Evidence, repeats: int) -> Evidence:
-        fields = self._cell_fields(e)
+        fields = e.spec_fields()
         protocol = self.search.final_protocol
         rule = {"cell_ci": protocol.target_ci, "max_repeats": max(repeats, MAX_FINAL_REPEATS)}
         spec = validate(self.search.fields(**fields, repeats=repeats, protocol=protocol, **rule))
         result = self.measured(spec, "final", keep=True)
         return evidence_of(result.cells()[0], self.search.constraints.percentile)
-
-    @staticmethod
-    def _cell_fields(e: Evidence) -> dict[str, Any]:
-        return {
-            "backends": [e.backend],
-            "precisions": [e.precision],
-            "batch_sizes": [e.batch_size],
-            "threads": [e.threads],
-            "sizes": {k: [v] for k, v in e.sizes.items()},
-        }
 
     def decide(self, final: list[Evidence]) -> None:
         """The recommendation among the finalists fit to be recommended."""
@@ -578,15 +569,21 @@ class _Phase:
         if self.search.objective == "memory" or self.left_s() <= 0:
             why = "memory does not drift" if self.search.objective == "memory" else "budget"
             return self._tie(winner, runner, f"within {self.search.threshold:.0%} ({why})")
-        cmp = _earlier_pair(self, winner, runner)
+        cmp = earlier_pair(self.db, self.advice.request, winner, runner)
         if cmp is None:
             self.on_phase(f"side by side: {winner.label} against {runner.label}")
-            cmp = _interleaved(self, winner, runner)
+            search = self.search
+
+            def spec_of(e: Evidence) -> RunSpec:
+                return validate(search.fields(**e.spec_fields(), protocol=search.final_protocol))
+
+            cmp = interleaved(spec_of, search.threshold, self.db, self.command, winner, runner)
+            self.advice.runs["pair"] = [cmp.pair_id]
         else:
             self.on_phase(f"side by side: {winner.label} against {runner.label}, as stored")
             self.advice.runs["pair"] = [cmp.pair_id]
         self.advice.comparison = cmp
-        better = _objective_ratio(cmp, winner, runner, self.search.objective)
+        better = objective_ratio(cmp, winner, runner, self.search.objective)
         low, ratio, high = better
         t = self.search.threshold
         objective = self.search.objective
@@ -628,81 +625,6 @@ def _by_objective(winner: Evidence, runner: Evidence | None, objective: str) -> 
     assert a is not None and b is not None
     ahead = (b / a - 1) if objective != "throughput" else (a / b - 1)
     return f"best {objective}: {ahead:.1%} ahead of {runner.label} (beyond the gate's resolution)"
-
-
-def _interleaved(phase: _Phase, winner: Evidence, runner: Evidence) -> Comparison:
-    """winner (base) and runner-up (candidate) as one paired, interleaved A/B."""
-    from stackcost.api.paired import ab_design, measure_sides, resolve_sides
-
-    search = phase.search
-    specs = {
-        side: validate(search.fields(**_Phase._cell_fields(e), protocol=search.final_protocol))
-        for side, e in (("base", winner), ("cand", runner))
-    }
-    design = ab_design(threshold=search.threshold)
-    result = measure_sides(specs, resolve_sides(), design, phase.db, command=phase.command)
-    phase.advice.runs["pair"] = [result.pair_id]
-    pair = result.cells[0]
-    paired = pair.result
-    return Comparison(
-        pair_id=result.pair_id,
-        recommended=winner.label,
-        runner_up=runner.label,
-        verdict=pair.verdict,
-        ratio=paired.ratio if paired else float("nan"),
-        ci_low=paired.ci_low if paired else float("nan"),
-        ci_high=paired.ci_high if paired else float("nan"),
-        design=pair.design,
-        blocks=len(pair.estimates),
-    )
-
-
-def _earlier(db: str | Path, request: str) -> list[Advice]:
-    """The answers stored for this same request (Search.digest), newest first."""
-    from stackcost.store.database import Store
-
-    with Store(db) as store:
-        rows = store.advice()
-    answers = (Advice.model_validate_json(row["advice_json"]) for row in reversed(rows))
-    return [a for a in answers if a.request == request]
-
-
-def _earlier_pair(phase: _Phase, winner: Evidence, runner: Evidence) -> Comparison | None:
-    """The same two finalists' paired comparison from an earlier answer to this same
-    request in the store, so a search asked again does not measure them again."""
-    for earlier in _earlier(phase.db, phase.advice.request):
-        cmp = earlier.comparison
-        if cmp is not None and {cmp.recommended, cmp.runner_up} == {winner.label, runner.label}:
-            return cmp if cmp.recommended == winner.label else _swapped(cmp)
-    return None
-
-
-def _swapped(cmp: Comparison) -> Comparison:
-    return cmp.model_copy(
-        update={
-            "recommended": cmp.runner_up,
-            "runner_up": cmp.recommended,
-            "ratio": 1 / cmp.ratio,
-            "ci_low": 1 / cmp.ci_high,
-            "ci_high": 1 / cmp.ci_low,
-            "verdict": {"regressed": "improved", "improved": "regressed"}.get(
-                cmp.verdict, cmp.verdict
-            ),
-        }
-    )
-
-
-def _objective_ratio(
-    cmp: Comparison, winner: Evidence, runner: Evidence, objective: str
-) -> tuple[float, float, float]:
-    """How much better the runner-up is than the winner on the objective (above 1:
-    better), with its interval: from the pair's step-time ratio runner-up / winner."""
-    if cmp.ratio != cmp.ratio:  # no paired result (a side failed): no evidence either way
-        return (0.0, 1.0, 2.0)
-    if objective == "throughput":
-        scale = runner.batch_size / winner.batch_size
-        return scale / cmp.ci_high, scale / cmp.ratio, scale / cmp.ci_low
-    return 1 / cmp.ci_high, 1 / cmp.ratio, 1 / cmp.ci_low
 
 
 def _artifact(home: Path, e: Evidence) -> tuple[str, str]:
