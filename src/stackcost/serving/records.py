@@ -20,6 +20,8 @@ throughput, and goodput (requests/s that met every bound).
 
 from __future__ import annotations
 
+import math
+
 from stackcost.result import RateFigures, Spread
 from stackcost.serving.client import Drive
 
@@ -69,6 +71,26 @@ def figures(
         errors=errors,
         ended_by=drive.ended_by,
     )
+
+
+def held(fig: RateFigures, ttft_bound_ms: float | None, tpot_bound_ms: float | None) -> bool:
+    """Whether a rate kept its p99 TTFT and p99 TPOT within the SLOs (as LoadGen's Server
+    judges a QPS), with every request it sent completed."""
+    if fig.completed == 0 or fig.failed:
+        return False
+    if ttft_bound_ms is not None and (fig.ttft_ms.p99 or math.inf) > ttft_bound_ms:
+        return False
+    return tpot_bound_ms is None or fig.tpot_ms.p99 is None or fig.tpot_ms.p99 <= tpot_bound_ms
+
+
+def highest_held(
+    rates: list[RateFigures], ttft_bound_ms: float | None, tpot_bound_ms: float | None
+) -> RateFigures | None:
+    """The highest achieved arrival rate of a sweep held within the SLO (`held`). All at
+    once is not a rate a server sustains (its requests arrive in one instant), so it is
+    not a candidate."""
+    kept = [f for f in rates if f.process != "burst" and held(f, ttft_bound_ms, tpot_bound_ms)]
+    return max(kept, key=lambda f: f.request_rps, default=None)
 
 
 # Requests a percentile needs beyond it to say something of the tail, not of one request.

@@ -5,8 +5,6 @@ a sweep's rates are not pooled across processes."""
 
 from __future__ import annotations
 
-import math
-
 from stackcost.report.units import ms, rate
 from stackcost.result import (
     MEASURED_STATUSES,
@@ -16,7 +14,7 @@ from stackcost.result import (
     Spread,
     headline,
 )
-from stackcost.serving.records import ENOUGH_NOTE, enough
+from stackcost.serving.records import ENOUGH_NOTE, enough, held, highest_held
 from stackcost.store.runs import CellResult, RunResult
 
 CAPTION = (
@@ -45,16 +43,6 @@ def sweep_of(c: CellResult) -> ServeResult | None:
     return None if rep is None else rep.serving
 
 
-def held(fig: RateFigures, ttft_bound_ms: float | None, tpot_bound_ms: float | None) -> bool:
-    """Whether a rate kept its p99 TTFT and p99 TPOT within the SLOs (as LoadGen's Server
-    judges a QPS), with every request it sent completed."""
-    if fig.completed == 0 or fig.failed:
-        return False
-    if ttft_bound_ms is not None and (fig.ttft_ms.p99 or math.inf) > ttft_bound_ms:
-        return False
-    return tpot_bound_ms is None or fig.tpot_ms.p99 is None or fig.tpot_ms.p99 <= tpot_bound_ms
-
-
 def in_order(sweep: ServeResult) -> list[RateFigures]:
     """One at a time, then the rates by their schedule's rate, all at once last (a burst,
     not a rate). Not by achieved rate: a short window's drain lowers that."""
@@ -69,14 +57,8 @@ def best_rate(c: CellResult) -> RateFigures | None:
     rep, serve = measured(c), c.cell.serve
     if rep is None or not rep.valid or serve is None:
         return None
-    sweep = rep.serving
-    assert sweep is not None
-    kept = [
-        f
-        for f in sweep.rates
-        if f.process != "burst" and held(f, serve.ttft_bound_ms, serve.tpot_bound_ms)
-    ]
-    return max(kept, key=lambda f: f.request_rps, default=None)
+    assert rep.serving is not None
+    return highest_held(rep.serving.rates, serve.ttft_bound_ms, serve.tpot_bound_ms)
 
 
 def serve_cells(result: RunResult) -> list[CellResult]:
