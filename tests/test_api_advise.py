@@ -181,3 +181,47 @@ def test_a_decoder_is_advised_on_its_tokens_under_ttft_and_tpot_bounds(tmp_path)
     none = advise(tiny(**fields, constraints=tight), tmp_path / "e.db")
     assert none.recommended is None
     assert all("TTFT" in e.decision for e in none.entries if e.phase == "screening"), none
+
+
+def test_a_served_decoder_is_ranked_by_the_rate_it_holds_within_the_slo(tmp_path):
+    from stackcost.cell import ServeConfig
+
+    sweep = ServeConfig(rates=1, per_rate_s=0.5, budget_s=3.0)
+    slo = Constraints(latency_bound_ms=10_000, ttft_bound_ms=10_000)
+    search = tiny(
+        "llama-tiny", mode="serve", backends=["eager", "onnxruntime"], precisions=["fp32"],
+        batch_sizes=[1], sizes={"prompt_len": [8], "new_tokens": [4]}, constraints=slo,
+        objective="throughput", screen_sweep=sweep, final_sweep=sweep, final_repeats=2,
+        finalists=2,
+    )  # fmt: skip
+    answer = advise(search, tmp_path / "s.db")
+    assert answer.mode == "serve" and answer.recommended is not None, answer.why_none
+    measured = [e for e in answer.entries if e.phase in ("screening", "final")]
+    assert {e.backend for e in measured} == {"eager", "onnxruntime"}
+    for e in measured:  # each held some rate, its p99 TPOT and TTFT there within the SLO
+        assert e.throughput and e.throughput > 0 and e.median_ms == 1000 / e.throughput
+        assert e.tail_ms is not None and e.ttft_ms is not None
+    assert answer.recommended.repetitions == 2
+    assert answer.reproduce.startswith("stackcost run llama-tiny --scenario serve --backends ")
+    assert "--tpot-bound 10000ms --ttft-bound 10000ms --serve-rates 1" in answer.reproduce
+    assert answer.constraints_words == "TPOT p99 ≤ 10000 ms, TTFT p99 ≤ 10000 ms"
+    # An SLO no engine can hold: no rate is held, and nothing is recommended.
+    tight = Constraints(ttft_bound_ms=0.001)
+    none = advise(search_of(**{**search.__dict__, "constraints": tight}), tmp_path / "t.db")
+    assert none.recommended is None
+    assert all("no rate held within the SLO" in e.decision for e in none.entries), none
+
+
+@pytest.mark.parametrize(
+    "fields, needle",
+    [
+        ({"objective": "latency"}, "--objective latency does not rank served engines"),
+        ({"constraints": Constraints(percentile="p90")}, "serve judges its SLO at p99"),
+        ({"constraints": Constraints(max_quality_loss=1)}, "serve runs fp32 engines"),
+    ],
+)
+def test_a_served_search_refuses_what_it_cannot_rank(tmp_path, fields, needle):
+    search = search_of("llama-tiny", mode="serve", backends=["eager"], **fields)
+    with pytest.raises(SpecError, match=needle):
+        advise(search, tmp_path / "r.db")
+    assert not (tmp_path / "r.db").exists()

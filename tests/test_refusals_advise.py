@@ -29,6 +29,9 @@ ADVISE = ["advise", "mlp", "--backends", "eager", "--threads", "1", "--quiet"]
         (["--scenario", "offline"], "--scenario 'offline' is not one advise searches"),
         (["--ttft-bound", "1s"], "--ttft-bound applies to token generation"),
         (["--tpot-bound", "1s"], "--tpot-bound applies to token generation"),
+        (["--serve-time", "5s"], "--serve-time applies to --scenario serve"),
+        (["--scenario", "serve", "--serve-time", "5"], "serve-time"),
+        (["--scenario", "serve", "--objective", "latency"], "does not rank served engines"),
         (
             ["--max-quality-loss", "100"],
             "--max-quality-loss '100' must be a finite number in [0, 100)",

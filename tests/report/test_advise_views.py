@@ -89,3 +89,12 @@ def test_the_markdown_links_its_figure():
     text = markdown(answer(), "answer-pareto.png")
     assert "](answer-pareto.png)" in text and text.index("![") < text.index("| cell |")
     assert "![" not in markdown(answer())
+
+
+def test_a_served_answer_shows_the_rate_held_and_its_p99s():
+    a = answer(mode="serve", objective="throughput", constraints={})
+    a.entries[0].ttft_ms, a.entries[0].throughput = 40.0, 820.0
+    assert header(a)[3:6] == ("rate held", "TPOT p99", "TTFT p99")
+    assert row(a.entries[0], a)[3:6] == ["820.0 req/s", ms(2.0), ms(40.0)]
+    assert "holds 820.0 req/s within the SLO" in markdown(a)
+    assert "one short sweep a cell" in markdown(a)

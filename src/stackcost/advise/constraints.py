@@ -50,17 +50,22 @@ class Constraints:
     def record(self) -> dict[str, Any]:
         return asdict(self)
 
-    def words(self, tokens: bool = False) -> str:
+    def words(self, mode: str = "infer") -> str:
         """'p99 ≤ 20 ms, ≥ 100 samples/s, ≤ 1.0 GiB' (or 'no bounds'); for token
-        generation (`tokens`) 'TPOT p99 ≤ 50 ms, TTFT ≤ 500 ms, ≥ 20 tokens/s'."""
+        generation 'TPOT p99 ≤ 50 ms, TTFT ≤ 500 ms, ≥ 20 tokens/s'; served under load
+        (`serve`, its SLO judged at p99) 'TPOT p99 ≤ 50 ms, TTFT p99 ≤ 500 ms, ≥ 5 req/s
+        held'."""
         parts = []
+        tokens = mode in ("generate", "serve")
         if self.latency_bound_ms is not None:
             what = f"TPOT {self.percentile}" if tokens else self.percentile
             parts.append(f"{what} ≤ {self.latency_bound_ms:g} ms")
         if self.ttft_bound_ms is not None:
-            parts.append(f"TTFT ≤ {self.ttft_bound_ms:g} ms")
+            what = "TTFT p99" if mode == "serve" else "TTFT"
+            parts.append(f"{what} ≤ {self.ttft_bound_ms:g} ms")
         if self.min_throughput is not None:
-            parts.append(f"≥ {self.min_throughput:g} {'tokens' if tokens else 'samples'}/s")
+            unit = {"generate": "tokens/s", "serve": "req/s held"}.get(mode, "samples/s")
+            parts.append(f"≥ {self.min_throughput:g} {unit}")
         if self.max_memory_bytes is not None:
             parts.append(f"peak RSS ≤ {self.max_memory_bytes / 2**30:.2f} GiB")
         if self.max_quality_loss is not None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from stackcost.cell import Cell
     from stackcost.store.runs import CellResult
 
 
@@ -70,9 +71,17 @@ class Evidence:
         }[objective]
 
 
+def search_key(cell: Cell) -> str:
+    """A cell's key within a search: a served cell's without its sweep, which is part of
+    its stored key (the screening sweeps it shorter than the finals do)."""
+    return (cell if cell.serve is None else cell.model_copy(update={"serve": None})).key()
+
+
 def evidence_of(result: CellResult, percentile: str = "p99") -> Evidence:
     """A stored cell's evidence; a cell with no valid repetition keeps only its status
-    and reason."""
+    and reason. A served cell's is served_evidence_of's."""
+    if result.cell.serve is not None:
+        return served_evidence_of(result)
     cell = result.cell
     medians = result.repetition_medians
     pooled = result.stats
@@ -82,7 +91,7 @@ def evidence_of(result: CellResult, percentile: str = "p99") -> Evidence:
     details = next((r.details for r in result.repetitions if r.details), {})
     ttfts = [r.generation.ttft_ms for r in result.repetitions if r.generation is not None]
     return Evidence(
-        key=cell.key(),
+        key=search_key(cell),
         backend=cell.backend,
         precision=cell.precision,
         batch_size=cell.batch_size,
@@ -99,5 +108,49 @@ def evidence_of(result: CellResult, percentile: str = "p99") -> Evidence:
         max_rel_err=result.max_rel_err,
         ttft_ms=statistics.median(ttfts) if ttfts and median else None,
         between_processes=result.status == "unstable" and result.repetition_status == "ok",
+        details=dict(details),
+    )
+
+
+def served_evidence_of(result: CellResult) -> Evidence:
+    """A served cell's evidence (`--scenario serve`): each process's sweep gives the
+    highest request rate it held within the SLO (serving.records.highest_held); the cell's
+    rate is their median, a process that held none counting as 0. `throughput` is that
+    rate (requests/s) and `median_ms` its inverse, the time per request at it, so that the
+    ranking and the tie rule read it as they read a timed cell's median; `interval` spans
+    the processes' rates, as time per request. `tail_ms` and `ttft_ms` are the p99 TPOT
+    and p99 TTFT at the held rate, the median over the processes that held one."""
+    from stackcost.serving.records import highest_held
+
+    cell, serve = result.cell, result.cell.serve
+    assert serve is not None
+    sweeps = [r.serving for r in result.repetitions if r.valid and r.serving is not None]
+    best = [highest_held(s.rates, serve.ttft_bound_ms, serve.tpot_bound_ms) for s in sweeps]
+    rates = [b.request_rps if b is not None else 0.0 for b in best]
+    held = [b for b in best if b is not None]
+    rate = statistics.median(rates) if rates and result.valid else 0.0
+    memory = result.peak_memory
+    reason = result.reason
+    if result.valid and sweeps and rate <= 0:
+        reason = f"no rate held within the SLO ({serve.label()})"
+    details = next((r.details for r in result.repetitions if r.details), {})
+    return Evidence(
+        key=search_key(cell),
+        backend=cell.backend,
+        precision=cell.precision,
+        batch_size=cell.batch_size,
+        threads=cell.threads,
+        sizes=dict(cell.sizes),
+        status=result.status,
+        reason=reason,
+        repetitions=len(result.repetitions),
+        median_ms=1000.0 / rate if rate > 0 else None,
+        tail_ms=statistics.median(b.tpot_ms.p99 or 0.0 for b in held) if held and rate else None,
+        throughput=rate if rate > 0 else None,
+        memory_bytes=memory.peak_rss_bytes if memory else None,
+        interval=(1000.0 / max(rates), 1000.0 / min(rates))
+        if len(rates) > 1 and min(rates) > 0
+        else None,
+        ttft_ms=statistics.median(b.ttft_ms.p99 or 0.0 for b in held) if held and rate else None,
         details=dict(details),
     )

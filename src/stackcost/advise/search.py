@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from stackcost.advise.constraints import OBJECTIVES, Constraints, violations
 from stackcost.advise.estimate import ESTIMATED, interpolated
-from stackcost.advise.evidence import Evidence
+from stackcost.advise.evidence import Evidence, search_key
 
 if TYPE_CHECKING:
     from stackcost.cell import Cell
@@ -47,7 +47,7 @@ def screen(
     candidates = []
     for e in evidence:
         if e.status not in USABLE or e.value(objective) is None:
-            out[e.key] = Decision(e.key, False, f"{e.status}: {e.reason}".rstrip(": "))
+            out[e.key] = Decision(e.key, False, _why_out(e))
             continue
         broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds, margin, e.ttft_ms)
         if broken:
@@ -69,6 +69,14 @@ def screen(
             else:
                 out[e.key] = Decision(e.key, True)
     return out
+
+
+def _why_out(e: Evidence) -> str:
+    """Why a cell without a usable figure is out: its status and reason (an `ok` served
+    cell that held no rate within the SLO: the reason alone)."""
+    if e.status == "ok" and e.reason:
+        return e.reason
+    return f"{e.status}: {e.reason}".rstrip(": ")
 
 
 def _rank_value(e: Evidence, objective: str) -> float:
@@ -104,7 +112,7 @@ def eligible(
     for e in evidence:
         varies = enough is not None and e.between_processes and e.repetitions >= enough
         if (e.status != "ok" and not varies) or e.median_ms is None:
-            out[e.key] = f"{e.status}: {e.reason}".rstrip(": ")
+            out[e.key] = _why_out(e)
             continue
         broken = violations(e.tail_ms, e.throughput, e.memory_bytes, bounds, ttft_ms=e.ttft_ms)
         out[e.key] = ("breaks " + "; ".join(broken)) if broken else ""
@@ -153,8 +161,8 @@ def coarse(cells: list[Cell]) -> tuple[list[Cell], list[Cell]]:
         most = max(c.threads for c in group)
         ends = {min(batches), max(batches)}
         first += [c for c in group if c.batch_size in ends and c.threads == most]
-    keys = {c.key() for c in first}
-    return first, [c for c in cells if c.key() not in keys]
+    keys = {search_key(c) for c in first}
+    return first, [c for c in cells if search_key(c) not in keys]
 
 
 def promising(evidence: list[Evidence], decisions: dict[str, Decision]) -> set[tuple[str, str]]:
@@ -199,8 +207,8 @@ def estimates(evidence: list[Evidence], cells: list[Cell]) -> dict[str, Evidence
         if below and above:
             low = max(below, key=lambda e: e.batch_size)
             high = min(above, key=lambda e: e.batch_size)
-            if (estimate := interpolated(low, high, c.key(), c.batch_size)) is not None:
-                out[c.key()] = estimate
+            if (estimate := interpolated(low, high, search_key(c), c.batch_size)) is not None:
+                out[search_key(c)] = estimate
     return out
 
 

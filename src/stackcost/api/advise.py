@@ -14,6 +14,11 @@ The search, phase by phase, each phase stored as ordinary runs in the store:
    are measured interleaved (`stackcost ab`'s machinery) and the answer is "X over Y by d
    [CI]" or "a tie, then the smaller memory".
 
+A decoder served under load (`mode` serve) is searched the same way over its engines and
+thread counts: a cell's figure is the request rate its sweep held within the SLO
+(advise.evidence.served_evidence_of), each cell is screened by one short sweep, and two
+close finalists are a tie (sweeps hold the machine: they are not interleaved).
+
 When the budget runs out, what was not tried is said, with why. A search run again with
 the same request resumes its runs: finished measurements are not repeated.
 """
@@ -28,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackcost.advise.advice import Advice, Entry
 from stackcost.advise.constraints import Constraints, check_objective
-from stackcost.advise.evidence import Evidence, evidence_of
+from stackcost.advise.evidence import Evidence, evidence_of, search_key
 from stackcost.advise.search import (
     USABLE,
     coarse,
@@ -49,7 +54,7 @@ from stackcost.api.advise_pair import earlier_answers, earlier_pair, interleaved
 from stackcost.api.advise_quality import QualityScores, check_quality
 from stackcost.api.catalog import backends as catalog_backends
 from stackcost.api.grid import check_db, measure, prepare
-from stackcost.cell import ModelRef
+from stackcost.cell import ModelRef, ServeConfig
 from stackcost.errors import SpecError
 from stackcost.measure.paired import DEFAULT_THRESHOLD
 from stackcost.measure.protocol import Protocol
@@ -79,6 +84,11 @@ DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16)
 SCREEN_PROTOCOL = Protocol(
     min_time_s=0.3, min_iters=3, max_time_s=1.0, warmup_max_time_s=1.0, target_ci=0.05
 )
+# A served cell's sweep (serving/sweep.py): screening, the two ends and two rates between,
+# 3 s each; in full, four rates between, 6 s each (each process about a minute).
+SCREEN_SWEEP = ServeConfig(rates=2, per_rate_s=3.0, budget_s=30.0)
+FINAL_SWEEP = ServeConfig(rates=4, per_rate_s=6.0, budget_s=60.0)
+MODES = ("infer", "generate", "serve")
 FINAL_REPEATS = 3
 RETRY_REPEATS = 5  # a disturbed finalist, measured again
 # A finalist's processes differ by more than one process's noise (issue 62's layouts): it
@@ -104,7 +114,9 @@ class Search:
 
     model: ModelRef
     backends: list[str]
-    mode: str = "infer"  # or "generate": a decoder's tokens, its call one decode step
+    # "infer"; "generate": a decoder's tokens, its call one decode step; "serve": a
+    # decoder's engine under a request-rate sweep, ranked by the rate it held in the SLO.
+    mode: str = "infer"
     precisions: list[str] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
     batch_sizes: list[int] = field(default_factory=lambda: list(DEFAULT_BATCH_SIZES))
     threads: list[int] = field(default_factory=lambda: [1])
@@ -124,6 +136,9 @@ class Search:
     screen_protocol: Protocol = field(default_factory=SCREEN_PROTOCOL.model_copy)
     final_protocol: Protocol = field(default_factory=Protocol)
     final_repeats: int = FINAL_REPEATS
+    # A served cell's sweep, screening and in full (serve mode only).
+    screen_sweep: ServeConfig = field(default_factory=SCREEN_SWEEP.model_copy)
+    final_sweep: ServeConfig = field(default_factory=FINAL_SWEEP.model_copy)
 
     def digest(self) -> str:
         """What makes two searches the same question: the grid, the bounds, the objective
@@ -140,16 +155,30 @@ class Search:
             "threshold": self.threshold,
             "protocols": [self.screen_protocol.model_dump(), self.final_protocol.model_dump()],
             "final_repeats": self.final_repeats,
+            "sweeps": [self.screen_sweep.model_dump(), self.final_sweep.model_dump()]
+            if self.mode == "serve"
+            else [],
             "quality_data": self.quality_data,
         }
         return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
 
     def fields(self, **override: Any) -> dict[str, Any]:
-        """RunSpec fields of the whole grid, or of a part of it (`override`)."""
+        """RunSpec fields of the whole grid, or of a part of it (`override`). Served, the
+        cells are `--scenario serve`'s, their SLO the token bounds, their sweep the
+        finals' unless `override` gives the screening's."""
+        mode = {"modes": [self.mode]}
+        if self.mode == "serve":
+            bounds = {"ttft_bound_ms": self.constraints.ttft_bound_ms,
+                      "tpot_bound_ms": self.constraints.latency_bound_ms}  # fmt: skip
+            mode = {
+                "scenarios": ["serve"],
+                "loadgen": {k: v for k, v in bounds.items() if v is not None},
+                "serve": self.final_sweep.model_dump(),
+            }
         return {
             "models": [self.model],
             "backends": self.backends,
-            "modes": [self.mode],
+            **mode,
             "precisions": self.precisions,
             "batch_sizes": self.batch_sizes,
             "threads": self.threads,
@@ -157,25 +186,39 @@ class Search:
             **override,
         }
 
+    def screening_fields(self) -> dict[str, Any]:
+        """How a screening process measures: a short timed loop, or a short sweep."""
+        if self.mode == "serve":
+            return {"serve": self.screen_sweep.model_dump()}
+        return {"protocol": self.screen_protocol}
+
 
 def default_backends(mode: str = "infer") -> list[str]:
-    """Every rung available here that runs inference itself, or that generates tokens."""
-    return [
-        b.name
-        for b in catalog_backends()
-        if b.available and (b.generates if mode == "generate" else "infer" in b.modes)
-    ]
+    """Every rung available here that runs inference itself, that generates tokens, or
+    (serve) that has a serving engine."""
+    from stackcost.serving.engines import ENGINES
+
+    def searched(b: Any) -> bool:
+        if mode == "serve":
+            return b.generates and b.name in ENGINES
+        return b.generates if mode == "generate" else "infer" in b.modes
+
+    return [b.name for b in catalog_backends() if b.available and searched(b)]
 
 
 def check_search(search: Search) -> RunSpec:
     """The whole grid validated, and the search's own settings; SpecError on bad input."""
     check_objective(search.objective)
-    if search.mode not in ("infer", "generate"):
+    if search.mode not in MODES:
         raise SpecError(
-            f"mode {search.mode!r} is not one advise searches (allowed: infer, generate)"
+            f"mode {search.mode!r} is not one advise searches (allowed: {', '.join(MODES)})"
         )
-    if search.constraints.ttft_bound_ms is not None and search.mode != "generate":
-        raise SpecError("a TTFT bound applies to token generation: give --scenario generate")
+    if search.constraints.ttft_bound_ms is not None and search.mode == "infer":
+        raise SpecError(
+            "a TTFT bound applies to token generation: give --scenario generate or serve"
+        )
+    if search.mode == "serve":
+        check_served(search)
     if not 0 <= search.margin < 1:
         raise SpecError(f"margin {search.margin!r} must be in [0, 1)")
     if search.finalists < 1:
@@ -187,6 +230,25 @@ def check_search(search: Search) -> RunSpec:
     spec = validate(search.fields())
     check_quality(search.model.name, search.constraints.max_quality_loss, search.quality_data)
     return spec
+
+
+def check_served(search: Search) -> None:
+    """What a served search cannot take: its cells are ranked by the rate they hold within
+    the SLO (judged at p99, as LoadGen's Server judges a rate), and they serve fp32."""
+    if search.objective == "latency":
+        raise SpecError(
+            "--objective latency does not rank served engines: serve ranks by the request "
+            "rate held within the SLO (--objective throughput) or by memory"
+        )
+    if search.constraints.percentile != "p99":
+        raise SpecError(
+            f"--percentile {search.constraints.percentile}: serve judges its SLO at p99"
+        )
+    if search.constraints.max_quality_loss is not None:
+        raise SpecError(
+            "--max-quality-loss: serve runs fp32 engines, verified against eager fp32; there "
+            "is no quantized precision to judge held out"
+        )
 
 
 def advise(
@@ -211,7 +273,7 @@ def advise(
         model=search.model.name,
         objective=search.objective,
         constraints=search.constraints.record(),
-        constraints_words=search.constraints.words(tokens=search.mode == "generate"),
+        constraints_words=search.constraints.words(search.mode),
         mode=search.mode,
         margin=search.margin,
         threshold=search.threshold,
@@ -309,6 +371,9 @@ class _Phase:
         share: every rung and precision at its batch ends and most threads (coarse); the
         batches between, where an estimate from the ends says they could win (middles);
         fewer threads, where the cell at the most threads could (threads)."""
+        if self.search.mode == "serve":  # engines x threads: a few cells, each screened
+            self.on_phase(f"screening: {len(runnable)} served cells, one short sweep each")
+            return self._screen(runnable, SCREEN_SHARE)
         first, rest = coarse(runnable)
         # Quantized precisions first: on a CPU they are where a rung gains most, so a
         # budget too small for every end cuts fp32 cells (and says which).
@@ -378,7 +443,7 @@ class _Phase:
         order = pair_order(evidence, search.objective)
         chosen = []
         for cell in cells:
-            e = estimated.get(cell.key())
+            e = estimated.get(search_key(cell))
             if e is not None and not decisions[e.key].kept:
                 self.advice.entries.append(
                     Entry.of(e, "screening", f"pruned on an estimate: {decisions[e.key].why}")
@@ -421,7 +486,7 @@ class _Phase:
     def _screen(self, cells: list[Cell], share: float) -> list[Evidence]:
         """`cells` screened one run per (rung, precision, threads, sizes) group, until the
         screening has spent `share` of the budget; what it did not reach is said."""
-        search, keys = self.search, {c.key() for c in cells}
+        search, keys = self.search, {search_key(c) for c in cells}
         groups: dict[tuple, list[Cell]] = {}
         for c in cells:
             groups.setdefault(group(c), []).append(c)
@@ -435,14 +500,14 @@ class _Phase:
                 search.fields(
                     backends=[rung], precisions=[precision], threads=[threads],
                     batch_sizes=sorted({c.batch_size for c in members}),
-                    sizes={k: [v] for k, v in sizes}, protocol=search.screen_protocol,
+                    sizes={k: [v] for k, v in sizes}, **search.screening_fields(),
                 )
             )  # fmt: skip
             result = self.measured(spec, "screening")
             evidence += [
                 evidence_of(c, search.constraints.percentile)
                 for c in result.cells()
-                if c.cell.key() in keys
+                if search_key(c.cell) in keys
             ]
         return evidence
 
@@ -516,6 +581,8 @@ class _Phase:
         fields = e.spec_fields()
         protocol = self.search.final_protocol
         rule = {"cell_ci": protocol.target_ci, "max_repeats": max(repeats, MAX_FINAL_REPEATS)}
+        if self.search.mode == "serve":  # a sweep has no medians for the stop rule to read
+            rule = {}
         spec = validate(self.search.fields(**fields, repeats=repeats, protocol=protocol, **rule))
         result = self.measured(spec, "final", keep=True)
         return evidence_of(result.cells()[0], self.search.constraints.percentile)
@@ -566,6 +633,13 @@ class _Phase:
 
     def _side_by_side(self, winner: Evidence, runner: Evidence) -> tuple[Evidence, Evidence]:
         """The two best finalists measured interleaved; returns them in their new order."""
+        if self.search.mode == "serve":  # a sweep holds the machine: the engines take turns
+            spans = "; ".join(f"{e.label}: {_rates(e)}" for e in (winner, runner))
+            return self._tie(
+                winner, runner,
+                f"within {self.search.threshold:.0%}, or their processes' rates overlap "
+                f"({spans}; served engines are not interleaved: each process sweeps alone)",
+            )  # fmt: skip
         if self.search.objective == "memory" or self.left_s() <= 0:
             why = "memory does not drift" if self.search.objective == "memory" else "budget"
             return self._tie(winner, runner, f"within {self.search.threshold:.0%} ({why})")
@@ -610,10 +684,19 @@ class _Phase:
         return first, second
 
 
+def _rates(e: Evidence) -> str:
+    """A served cell's rate held, with its processes' range: '820 req/s (600-1,000)'."""
+    figure = f"{e.throughput:,.0f} req/s" if e.throughput else "none held"
+    if e.interval is None:
+        return figure
+    low, high = (1000.0 / e.interval[1], 1000.0 / e.interval[0])
+    return f"{figure} ({low:,.0f}-{high:,.0f} over {e.repetitions} processes)"
+
+
 def _unmeasured(cell: Cell, status: str, reason: str = "") -> Evidence:
     """A cell's evidence where nothing was measured: its axes and why."""
     return Evidence(
-        cell.key(), cell.backend, cell.precision, cell.batch_size, cell.threads,
+        search_key(cell), cell.backend, cell.precision, cell.batch_size, cell.threads,
         dict(cell.sizes), status, reason,
     )  # fmt: skip
 
@@ -647,7 +730,20 @@ def _artifact(home: Path, e: Evidence) -> tuple[str, str]:
 
 def _reproduce(search: Search, e: Evidence) -> str:
     sizes = "".join(f" --{k.replace('_', '-')} {v}" for k, v in e.sizes.items())
-    mode = " --scenario generate" if search.mode == "generate" else ""
+    mode = {"generate": " --scenario generate", "serve": " --scenario serve"}.get(search.mode, "")
+    if search.mode == "serve":
+        bounds = search.constraints
+        sweep = search.final_sweep
+        sizes += "".join(
+            f" --{flag} {value:g}ms"
+            for flag, value in (("tpot-bound", bounds.latency_bound_ms),
+                                ("ttft-bound", bounds.ttft_bound_ms))
+            if value is not None
+        )  # fmt: skip
+        sizes += (
+            f" --serve-rates {sweep.rates} --serve-time {sweep.per_rate_s:g}s "
+            f"--serve-budget {sweep.budget_s:g}s"
+        )
     return (
         f"stackcost run {search.reproduce_model or search.model.name}{mode} --backends {e.backend} "
         f"--precision {e.precision} --batch-size {e.batch_size} --threads {e.threads}{sizes} "
@@ -663,6 +759,10 @@ def search_of(model: str | ModelRef, **fields: Any) -> Search:
     fields.setdefault("backends", default_backends(mode))
     if mode == "generate":
         fields.setdefault("precisions", list(GENERATE_PRECISIONS))
+    if mode == "serve":  # an engine serves fp32, one sequence a request
+        fields.setdefault("precisions", ["fp32"])
+        fields.setdefault("batch_sizes", [1])
+        fields.setdefault("objective", "throughput")
     return Search(model=ref, **fields)
 
 

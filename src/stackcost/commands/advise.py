@@ -19,6 +19,7 @@ from stackcost.advise.constraints import (
 from stackcost.api.advise import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_PRECISIONS,
+    FINAL_SWEEP,
     GENERATE_PRECISIONS,
     default_backends,
 )
@@ -28,10 +29,11 @@ from stackcost.commands.run import add_model_args, model_from_args, this_command
 from stackcost.errors import SpecError
 from stackcost.outputs import check_output_dir, check_output_file, write_output, writing
 from stackcost.runspec.grammar import parse_float, parse_positive_ints, split_list
-from stackcost.runspec.vocabulary import default_threads, parse_bound_ms
+from stackcost.runspec.vocabulary import default_threads, parse_bound_ms, parse_serve_s
 
 # What advise searches, by the name `stackcost run --scenario` gives it.
-SCENARIO_MODES = {"timed-loop": "infer", "generate": "generate"}
+SCENARIO_MODES = {"timed-loop": "infer", "generate": "generate", "serve": "serve"}
+PRECISIONS = {"generate": GENERATE_PRECISIONS, "serve": ("fp32",)}  # each mode's default
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -69,8 +71,10 @@ def _add_space_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scenario",
         default="timed-loop",
-        help="timed-loop (a forward pass, the default) or generate (a decoder's tokens: a "
-        "call is one decode step; --prompt-len and --new-tokens size it)",
+        help="timed-loop (a forward pass, the default), generate (a decoder's tokens: a "
+        "call is one decode step; --prompt-len and --new-tokens size it) or serve (a "
+        "decoder's engine under a request-rate sweep, ranked by the rate it holds within "
+        "the --tpot-bound and --ttft-bound SLO)",
     )
     p.add_argument(
         "--backends",
@@ -80,12 +84,11 @@ def _add_space_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--precision",
         help=f"comma list (default {','.join(DEFAULT_PRECISIONS)}; generate: "
-        f"{','.join(GENERATE_PRECISIONS)})",
+        f"{','.join(GENERATE_PRECISIONS)}; serve: fp32)",
     )
     p.add_argument(
         "--batch-size",
-        default=",".join(map(str, DEFAULT_BATCH_SIZES)),
-        help="comma list or range (default 1,2,4,8,16)",
+        help="comma list or range (default 1,2,4,8,16; serve: 1, the engine batches)",
     )
     threads = ",".join(map(str, sorted({1, default_threads()})))
     p.add_argument("--threads", default=threads, help=f"comma list (default {threads})")
@@ -103,15 +106,23 @@ def _add_bound_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tpot-bound",
         metavar="DURATION",
-        help="generate: one decode step's latency bound at --percentile (the latency bound)",
+        help="generate: one decode step's latency bound at --percentile (the latency "
+        "bound); serve: the SLO's p99 TPOT",
     )
     p.add_argument(
-        "--ttft-bound", metavar="DURATION", help="generate: the median time to first token, at most"
+        "--ttft-bound",
+        metavar="DURATION",
+        help="generate: the median time to first token, at most; serve: the SLO's p99 TTFT",
     )
     p.add_argument(
         "--percentile", default="p99", help=f"of the latency bound: {', '.join(PERCENTILES)}"
     )
-    p.add_argument("--min-throughput", metavar="SAMPLES_PER_S", help="at least this many samples/s")
+    p.add_argument(
+        "--min-throughput",
+        metavar="RATE",
+        help="at least this many samples/s (generate: tokens/s; serve: requests/s held "
+        "within the SLO)",
+    )
     p.add_argument("--max-memory", metavar="SIZE", help="peak RSS at most, e.g. 2GiB or 512MiB")
     p.add_argument(
         "--max-quality-loss",
@@ -133,8 +144,19 @@ def _add_bound_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--objective",
-        default="latency",
-        help=f"what to make best: {', '.join(OBJECTIVES)} (default latency)",
+        help=f"what to make best: {', '.join(OBJECTIVES)} (default latency; serve: "
+        "throughput, the rate held within the SLO)",
+    )
+    p.add_argument(
+        "--serve-rates",
+        metavar="N",
+        help=f"serve: rates between the ends of a finalist's sweep (default {FINAL_SWEEP.rates})",
+    )
+    p.add_argument(
+        "--serve-time",
+        metavar="DURATION",
+        help=f"serve: how long a finalist's sweep holds each rate (default "
+        f"{FINAL_SWEEP.per_rate_s:g}s)",
     )
     p.add_argument("--budget", default="20m", help="time the search may take (default 20m)")
     p.add_argument(
@@ -170,6 +192,19 @@ def _constraints(args: argparse.Namespace) -> Constraints:
     )
 
 
+def _final_sweep(args: argparse.Namespace):  # -> cell.ServeConfig
+    """A finalist's sweep: the flags given over FINAL_SWEEP, its budget the plan's time
+    and half again (for an engine that drains past its time)."""
+    rates = FINAL_SWEEP.rates
+    if args.serve_rates:
+        rates = parse_positive_ints(args.serve_rates, "--serve-rates")[0]
+    per_rate = parse_serve_s(args.serve_time, "--serve-time") if args.serve_time else None
+    per_rate = per_rate or FINAL_SWEEP.per_rate_s
+    return FINAL_SWEEP.model_copy(
+        update={"rates": rates, "per_rate_s": per_rate, "budget_s": 1.5 * (rates + 2) * per_rate}
+    )
+
+
 def _search(args: argparse.Namespace):  # -> api.advise.Search
     from stackcost.api.advise import Search
 
@@ -179,9 +214,12 @@ def _search(args: argparse.Namespace):  # -> api.advise.Search
             f"(allowed: {', '.join(SCENARIO_MODES)})"
         )
     mode = SCENARIO_MODES[args.scenario]
-    if (args.tpot_bound or args.ttft_bound) and mode != "generate":
+    if (args.tpot_bound or args.ttft_bound) and mode == "infer":
         flag = "--tpot-bound" if args.tpot_bound else "--ttft-bound"
-        raise SpecError(f"{flag} applies to token generation: give --scenario generate")
+        raise SpecError(f"{flag} applies to token generation: give --scenario generate or serve")
+    if (args.serve_rates or args.serve_time) and mode != "serve":
+        flag = "--serve-rates" if args.serve_rates else "--serve-time"
+        raise SpecError(f"{flag} applies to --scenario serve")
     backends = default_backends(mode)
     if args.backends:
         backends = split_list(args.backends, "--backends", "onnxruntime,openvino")
@@ -197,16 +235,20 @@ def _search(args: argparse.Namespace):  # -> api.advise.Search
         backends=backends,
         mode=mode,
         precisions=split_list(
-            args.precision
-            or ",".join(GENERATE_PRECISIONS if mode == "generate" else DEFAULT_PRECISIONS),
+            args.precision or ",".join(PRECISIONS.get(mode, DEFAULT_PRECISIONS)),
             "--precision",
             "fp32,int8",
         ),
-        batch_sizes=parse_positive_ints(args.batch_size, "--batch-size"),
+        batch_sizes=parse_positive_ints(
+            args.batch_size
+            or ("1" if mode == "serve" else ",".join(map(str, DEFAULT_BATCH_SIZES))),
+            "--batch-size",
+        ),
         threads=parse_positive_ints(args.threads, "--threads"),
         sizes=sizes,
         constraints=_constraints(args),
-        objective=args.objective,
+        objective=args.objective or ("throughput" if mode == "serve" else "latency"),
+        final_sweep=_final_sweep(args),
         margin=parse_float(args.margin, "--margin", 0.0, 1.0, low_closed=True),
         finalists=parse_positive_ints(args.finalists, "--finalists")[0],
         budget_s=parse_budget_s(args.budget),

@@ -18,13 +18,24 @@ TOKENS_HEADER = (
     "decision",
 )  # fmt: skip
 
+# Served under load: each engine's highest request rate held within the SLO, and its p99
+# TPOT and TTFT at that rate.
+SERVE_HEADER = (
+    "cell", "phase", "status", "rate held", "TPOT p99", "TTFT p99", "peak RSS", "decision",
+)  # fmt: skip
+
 
 def header(advice: Advice) -> tuple[str, ...]:
-    return TOKENS_HEADER if advice.mode == "generate" else HEADER
+    return {"generate": TOKENS_HEADER, "serve": SERVE_HEADER}.get(advice.mode, HEADER)
 
 
 def row(entry: Entry, advice: Advice) -> list[str]:
     """One cell's row: what it measured where it was measured, and what became of it."""
+    if advice.mode == "serve":
+        return [
+            entry.label, entry.phase, entry.status, rate(entry.throughput, "req/s"),
+            ms(entry.tail_ms), ms(entry.ttft_ms), mib(entry.memory_bytes), entry.decision,
+        ]  # fmt: skip
     ttft = [ms(entry.ttft_ms)] if advice.mode == "generate" else []
     return [
         entry.label,
@@ -46,7 +57,12 @@ def headline(advice: Advice) -> str:
     if e is None:
         return f"nothing to recommend: {advice.why_none}"
     pct = advice.constraints.get("percentile", "p99")
-    if advice.mode == "generate":
+    if advice.mode == "serve":
+        figures = (
+            f"holds {rate(e.throughput, 'req/s')} within the SLO (there TPOT p99 "
+            f"{ms(e.tail_ms)}, TTFT p99 {ms(e.ttft_ms)})"
+        )
+    elif advice.mode == "generate":
         figures = (
             f"TPOT median {ms(e.median_ms)}, {pct} {ms(e.tail_ms)}, TTFT {ms(e.ttft_ms)}, "
             f"{rate(e.throughput, 'tokens/s')}"
@@ -81,8 +97,9 @@ def lines(advice: Advice) -> list[str]:
             "perplexity %), scored for the quantized precisions that could win; fp32 is "
             "verified against eager fp32 in every process"
         )
+    short = "one short sweep" if advice.mode == "serve" else "one short process"
     out.append(
-        f"screening pruned with a {advice.margin:.0%} margin (one short process a cell); "
+        f"screening pruned with a {advice.margin:.0%} margin ({short} a cell); "
         f"finalists measured in full; a tie is within {advice.threshold:.0%}"
     )
     return out
@@ -124,7 +141,10 @@ def pareto_points(advice: Advice) -> list[Point]:
 
 def pareto_axes(advice: Advice) -> tuple[str, str]:
     """The figure's axis titles: one call's latency, and what the cells are traded on."""
-    x = "TPOT median, ms" if advice.mode == "generate" else "median latency of a call, ms"
+    x = {
+        "generate": "TPOT median, ms",
+        "serve": "time per request at the rate held, ms (1000 / req/s)",
+    }.get(advice.mode, "median latency of a call, ms")
     if second_axis(advice) == "quality":
         return x, "quality lost held out (accuracy points; a decoder's perplexity %)"
     return x, "peak RSS, MiB"

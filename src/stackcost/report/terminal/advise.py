@@ -10,7 +10,7 @@ from stackcost.report.fit import FitTable
 from stackcost.report.frames.advise import header, headline, lines, row
 
 # What a narrow terminal hides first (report/fit.py).
-DROP = ("quality lost", "peak RSS", "TTFT", "tail", "phase")
+DROP = ("quality lost", "peak RSS", "TTFT", "TTFT p99", "tail", "phase")
 
 
 def advise_view(advice: Advice) -> Group:
@@ -26,6 +26,13 @@ def advise_view(advice: Advice) -> Group:
 
 def _caption(advice: Advice) -> str:
     pct = advice.constraints.get("percentile", "p99")
+    if advice.mode == "serve":
+        return (
+            "rate held: the highest request rate a process's sweep held within the SLO (p99 "
+            "TPOT and TTFT, every request completed), the median over the processes; TPOT "
+            "and TTFT p99 at that rate; peak RSS of the worker; screening rows are one short "
+            "sweep each"
+        )
     if advice.mode == "generate":
         return (
             f"TPOT and tail ({pct}) are one decode step's latency (a batch); tokens/s of the "
