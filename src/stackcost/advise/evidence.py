@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from stackcost.cell import Cell
     from stackcost.store.runs import CellResult
 
@@ -112,28 +114,35 @@ def evidence_of(result: CellResult, percentile: str = "p99") -> Evidence:
     )
 
 
-def served_evidence_of(result: CellResult) -> Evidence:
+def served_evidence_of(result: CellResult, more: Sequence[CellResult] = ()) -> Evidence:
     """A served cell's evidence (`--scenario serve`): each process's sweep gives the
     highest request rate it held within the SLO (serving.records.highest_held); the cell's
     rate is their median, a process that held none counting as 0. `throughput` is that
     rate (requests/s) and `median_ms` its inverse, the time per request at it, so that the
     ranking and the tie rule read it as they read a timed cell's median; `interval` spans
     the processes' rates, as time per request. `tail_ms` and `ttft_ms` are the p99 TPOT
-    and p99 TTFT at the held rate, the median over the processes that held one."""
+    and p99 TTFT at the held rate, the median over the processes that held one. `more`:
+    the same cell's processes from later runs, pooled with `result`'s."""
     from stackcost.serving.records import highest_held
 
     cell, serve = result.cell, result.cell.serve
     assert serve is not None
-    sweeps = [r.serving for r in result.repetitions if r.valid and r.serving is not None]
+    runs = [result, *more]
+    invalid = next((c for c in runs if not c.valid), None)
+    status, reason = (result.status, result.reason) if invalid is None else (
+        invalid.status, invalid.reason
+    )  # fmt: skip
+    reps = [r for c in runs for r in c.repetitions]
+    sweeps = [r.serving for r in reps if r.valid and r.serving is not None]
     best = [highest_held(s.rates, serve.ttft_bound_ms, serve.tpot_bound_ms) for s in sweeps]
     rates = [b.request_rps if b is not None else 0.0 for b in best]
     held = [b for b in best if b is not None]
-    rate = statistics.median(rates) if rates and result.valid else 0.0
-    memory = result.peak_memory
-    reason = result.reason
-    if result.valid and sweeps and rate <= 0:
+    rate = statistics.median(rates) if rates and invalid is None else 0.0
+    memories = [m for c in runs if (m := c.peak_memory) is not None]
+    memory = max(memories, key=lambda m: m.peak_rss_bytes) if memories else None
+    if invalid is None and sweeps and rate <= 0:
         reason = f"no rate held within the SLO ({serve.label()})"
-    details = next((r.details for r in result.repetitions if r.details), {})
+    details = next((r.details for r in reps if r.details), {})
     return Evidence(
         key=search_key(cell),
         backend=cell.backend,
@@ -141,9 +150,9 @@ def served_evidence_of(result: CellResult) -> Evidence:
         batch_size=cell.batch_size,
         threads=cell.threads,
         sizes=dict(cell.sizes),
-        status=result.status,
+        status=status,
         reason=reason,
-        repetitions=len(result.repetitions),
+        repetitions=len(reps),
         median_ms=1000.0 / rate if rate > 0 else None,
         tail_ms=statistics.median(b.tpot_ms.p99 or 0.0 for b in held) if held and rate else None,
         throughput=rate if rate > 0 else None,

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackcost.advise.advice import Advice, Entry
 from stackcost.advise.constraints import Constraints, check_objective
-from stackcost.advise.evidence import Evidence, evidence_of, search_key
+from stackcost.advise.evidence import Evidence, evidence_of, search_key, served_evidence_of
 from stackcost.advise.search import (
     USABLE,
     coarse,
@@ -62,7 +62,7 @@ from stackcost.runspec.run import RunSpec, model_ref, validate
 
 if TYPE_CHECKING:
     from stackcost.cell import Cell
-    from stackcost.store.runs import RunResult
+    from stackcost.store.runs import CellResult, RunResult
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
@@ -89,6 +89,10 @@ SCREEN_PROTOCOL = Protocol(
 SCREEN_SWEEP = ServeConfig(rates=2, per_rate_s=3.0, budget_s=30.0)
 FINAL_SWEEP = ServeConfig(rates=4, per_rate_s=6.0, budget_s=60.0)
 MODES = ("infer", "generate", "serve")
+# Two close served finalists each get this many more processes, when the budget holds
+# them at a sweep's budget plus a process's start (build, verify, engine) each.
+SERVE_MORE = 2
+SERVE_START_S = 30.0
 FINAL_REPEATS = 3
 RETRY_REPEATS = 5  # a disturbed finalist, measured again
 # A finalist's processes differ by more than one process's noise (issue 62's layouts): it
@@ -313,6 +317,7 @@ class _Phase:
     on_result: Callable[..., None] | None
     estimated: list[Evidence] = field(default_factory=list)  # the middles' estimates
     quality: QualityScores | None = None  # with a quality bound: the verdicts so far
+    served: dict[str, CellResult] = field(default_factory=dict)  # served finalists' runs
 
     def __post_init__(self) -> None:
         bound = self.search.constraints.max_quality_loss
@@ -584,8 +589,10 @@ class _Phase:
         if self.search.mode == "serve":  # a sweep has no medians for the stop rule to read
             rule = {}
         spec = validate(self.search.fields(**fields, repeats=repeats, protocol=protocol, **rule))
-        result = self.measured(spec, "final", keep=True)
-        return evidence_of(result.cells()[0], self.search.constraints.percentile)
+        cell = self.measured(spec, "final", keep=True).cells()[0]
+        if self.search.mode == "serve":
+            self.served[e.key] = cell
+        return evidence_of(cell, self.search.constraints.percentile)
 
     def decide(self, final: list[Evidence]) -> None:
         """The recommendation among the finalists fit to be recommended."""
@@ -633,13 +640,8 @@ class _Phase:
 
     def _side_by_side(self, winner: Evidence, runner: Evidence) -> tuple[Evidence, Evidence]:
         """The two best finalists measured interleaved; returns them in their new order."""
-        if self.search.mode == "serve":  # a sweep holds the machine: the engines take turns
-            spans = "; ".join(f"{e.label}: {_rates(e)}" for e in (winner, runner))
-            return self._tie(
-                winner, runner,
-                f"within {self.search.threshold:.0%}, or their processes' rates overlap "
-                f"({spans}; served engines are not interleaved: each process sweeps alone)",
-            )  # fmt: skip
+        if self.search.mode == "serve" and self.search.objective == "throughput":
+            return self._served_pair(winner, runner)
         if self.search.objective == "memory" or self.left_s() <= 0:
             why = "memory does not drift" if self.search.objective == "memory" else "budget"
             return self._tie(winner, runner, f"within {self.search.threshold:.0%} ({why})")
@@ -675,6 +677,40 @@ class _Phase:
             return winner, runner
         words = f"{ratio - 1:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}]"
         return self._tie(winner, runner, f"within {t:.0%} side by side ({words})")
+
+    def _served_pair(self, winner: Evidence, runner: Evidence) -> tuple[Evidence, Evidence]:
+        """Two close served finalists: each gets SERVE_MORE more processes (runner-up
+        first), as the budget allows, then the one ahead with the two ranges over
+        processes apart wins; otherwise a tie. A sweep holds the whole machine, so the
+        two are not interleaved within a process, only process by process."""
+        search, sweep = self.search, self.search.final_sweep
+        if self.left_s() >= 2 * SERVE_MORE * (sweep.budget_s + SERVE_START_S):
+            self.on_phase(
+                f"{winner.label} and {runner.label} are close: {SERVE_MORE} more processes each"
+            )
+            pooled = [self._more_served(e) for e in (runner, winner)]
+            # A process that failed or was disturbed leaves the finals' evidence standing.
+            if all(e.status == "ok" and e.throughput for e in pooled):
+                runner, winner = sorted(pooled, key=lambda e: e.throughput or 0.0)
+            if not too_close(winner, runner, search.objective, search.threshold):
+                self.advice.decided_by = (
+                    f"{winner.label} over {runner.label}: {_rates(winner)} against "
+                    f"{_rates(runner)}, apart over processes (served engines take turns, "
+                    "process by process)"
+                )
+                return winner, runner
+        spans = "; ".join(f"{e.label}: {_rates(e)}" for e in (winner, runner))
+        return self._tie(
+            winner, runner,
+            f"within {search.threshold:.0%}, or their processes' rates overlap ({spans}; "
+            "served engines take turns, process by process)",
+        )  # fmt: skip
+
+    def _more_served(self, e: Evidence) -> Evidence:
+        """SERVE_MORE more processes of a served finalist, pooled with its finals'."""
+        spec = validate(self.search.fields(**e.spec_fields(), repeats=SERVE_MORE))
+        more = self.measured(spec, "final", keep=True).cells()[0]
+        return served_evidence_of(self.served[e.key], [more])
 
     def _tie(self, winner: Evidence, runner: Evidence, words: str) -> tuple[Evidence, Evidence]:
         first, second = sorted(
