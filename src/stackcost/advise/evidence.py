@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from stackcost.cell import Cell
+    from stackcost.result import RateFigures
     from stackcost.store.runs import CellResult
 
 
@@ -43,12 +44,24 @@ class Evidence:
     # `unstable` only because its processes' medians differ beyond the target: each
     # process was ok, the cell's speed varies between processes (issue 62's layouts).
     between_processes: bool = False
+    # Served: the lowest rate above the held one that its sweep did not hold (its burst's
+    # rate where every rate held), median over processes. Its capacity lies between the
+    # two; a short sweep's grid is coarse, so the screening judges it by this.
+    ceiling: float | None = None
     details: dict[str, object] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
         sizes = "".join(f" {k} {v}" for k, v in self.sizes.items())
         return f"{self.backend} {self.precision} b{self.batch_size} t{self.threads}{sizes}"
+
+    def reach(self, objective: str) -> float | None:
+        """The most the objective could be: its figure, or, for a served cell's rate, the
+        ceiling its sweep's grid leaves above the rate held."""
+        value = self.value(objective)
+        if objective == "throughput" and value is not None and self.ceiling is not None:
+            return max(value, self.ceiling)
+        return value
 
     def spec_fields(self) -> dict[str, object]:
         """The RunSpec fields of this one cell (api.advise.Search.fields' overrides)."""
@@ -136,6 +149,10 @@ def served_evidence_of(result: CellResult, more: Sequence[CellResult] = ()) -> E
     sweeps = [r.serving for r in reps if r.valid and r.serving is not None]
     best = [highest_held(s.rates, serve.ttft_bound_ms, serve.tpot_bound_ms) for s in sweeps]
     rates = [b.request_rps if b is not None else 0.0 for b in best]
+    ceilings = [
+        _ceiling(s.rates, rate, serve.ttft_bound_ms, serve.tpot_bound_ms)
+        for s, rate in zip(sweeps, rates, strict=True)
+    ]
     held = [b for b in best if b is not None]
     rate = statistics.median(rates) if rates and invalid is None else 0.0
     memories = [m for c in runs if (m := c.peak_memory) is not None]
@@ -161,5 +178,22 @@ def served_evidence_of(result: CellResult, more: Sequence[CellResult] = ()) -> E
         if len(rates) > 1 and min(rates) > 0
         else None,
         ttft_ms=statistics.median(b.ttft_ms.p99 or 0.0 for b in held) if held and rate else None,
+        ceiling=statistics.median(ceilings) if ceilings and rate else None,
         details=dict(details),
     )
+
+
+def _ceiling(
+    rates: list[RateFigures], held: float, ttft_bound_ms: float | None, tpot_bound_ms: float | None
+) -> float:
+    """The lowest achieved rate above `held` that the sweep did not hold, else its burst's
+    rate (requests/s); `held` itself when there is neither."""
+    from stackcost.serving.records import held as holds
+
+    missed = [
+        f.request_rps
+        for f in rates
+        if f.request_rps > held and not holds(f, ttft_bound_ms, tpot_bound_ms)
+    ]
+    burst = [f.request_rps for f in rates if f.process == "burst"]
+    return min(missed) if missed else max([held, *burst])

@@ -58,13 +58,14 @@ def screen(
         measured = [e for e in candidates if e.status != ESTIMATED] or candidates
         best = min(measured, key=lambda e: _rank_value(e, objective))
         for e in candidates:
-            value, top = e.value(objective), best.value(objective)
-            if _behind(value, top, objective) > margin:  # type: ignore[arg-type]
+            value, top, reach = e.value(objective), best.value(objective), e.reach(objective)
+            if _behind(reach, top, objective) > margin:  # type: ignore[arg-type]
+                could = f"; it may hold up to {reach / top:.3g}×" if reach != value else ""  # type: ignore[operator]
                 out[e.key] = Decision(
                     e.key,
                     False,
-                    f"dominated: {value / top:.3g}× the {objective} of {best.label} "  # type: ignore[operator]
-                    f"(margin {margin:.0%})",
+                    f"dominated: {value / top:.3g}× the {objective} of {best.label}"  # type: ignore[operator]
+                    f"{could} (margin {margin:.0%})",
                 )
             else:
                 out[e.key] = Decision(e.key, True)
@@ -77,6 +78,12 @@ def _why_out(e: Evidence) -> str:
     if e.status == "ok" and e.reason:
         return e.reason
     return f"{e.status}: {e.reason}".rstrip(": ")
+
+
+def _reach_rank(e: Evidence, objective: str) -> float:
+    reach = e.reach(objective)
+    assert reach is not None
+    return reach if OBJECTIVES[objective] == "lower" else -reach
 
 
 def _rank_value(e: Evidence, objective: str) -> float:
@@ -97,7 +104,8 @@ def finalists(
         and e.value(objective) is not None
         and not decisions.get(e.key, Decision(e.key, False, bound=True)).bound
     ]
-    return ranked(meets, objective)[:count]
+    # By what each could reach: a served cell's rate by the ceiling its short sweep leaves.
+    return sorted(meets, key=lambda e: _reach_rank(e, objective))[:count]
 
 
 def eligible(

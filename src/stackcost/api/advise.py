@@ -84,10 +84,12 @@ DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16)
 SCREEN_PROTOCOL = Protocol(
     min_time_s=0.3, min_iters=3, max_time_s=1.0, warmup_max_time_s=1.0, target_ci=0.05
 )
-# A served cell's sweep (serving/sweep.py): screening, the two ends and two rates between,
-# 3 s each; in full, four rates between, 6 s each (each process about a minute).
-SCREEN_SWEEP = ServeConfig(rates=2, per_rate_s=3.0, budget_s=30.0)
-FINAL_SWEEP = ServeConfig(rates=4, per_rate_s=6.0, budget_s=60.0)
+# A served cell's sweep (serving/sweep.py): in full, the two ends and four rates between,
+# 6 s each (a process about a minute); screening, two rates between, held as long (a
+# shorter window misses a queue that builds: 3 s windows moved the rate held by -33% to
+# +79% against the full sweeps, engine by engine).
+FINAL_SWEEP = ServeConfig(rates=4, per_rate_s=6.0, budget_s=54.0)
+SCREEN_RATES = 2
 MODES = ("infer", "generate", "serve")
 # Two close served finalists each get this many more processes, when the budget holds
 # them at a sweep's budget plus a process's start (build, verify, engine) each.
@@ -141,8 +143,8 @@ class Search:
     final_protocol: Protocol = field(default_factory=Protocol)
     final_repeats: int = FINAL_REPEATS
     # A served cell's sweep, screening and in full (serve mode only).
-    screen_sweep: ServeConfig = field(default_factory=SCREEN_SWEEP.model_copy)
     final_sweep: ServeConfig = field(default_factory=FINAL_SWEEP.model_copy)
+    screen_sweep: ServeConfig | None = None  # None: the final sweep's, with fewer rates
 
     def digest(self) -> str:
         """What makes two searches the same question: the grid, the bounds, the objective
@@ -159,7 +161,7 @@ class Search:
             "threshold": self.threshold,
             "protocols": [self.screen_protocol.model_dump(), self.final_protocol.model_dump()],
             "final_repeats": self.final_repeats,
-            "sweeps": [self.screen_sweep.model_dump(), self.final_sweep.model_dump()]
+            "sweeps": [self.screening_sweep().model_dump(), self.final_sweep.model_dump()]
             if self.mode == "serve"
             else [],
             "quality_data": self.quality_data,
@@ -190,11 +192,29 @@ class Search:
             **override,
         }
 
+    def screening_sweep(self) -> ServeConfig:
+        """A served cell's screening sweep: the finals' windows, SCREEN_RATES rates."""
+        if self.screen_sweep is not None:
+            return self.screen_sweep
+        return sweep_of(SCREEN_RATES, self.final_sweep.per_rate_s)
+
     def screening_fields(self) -> dict[str, Any]:
         """How a screening process measures: a short timed loop, or a short sweep."""
         if self.mode == "serve":
-            return {"serve": self.screen_sweep.model_dump()}
+            return {"serve": self.screening_sweep().model_dump()}
         return {"protocol": self.screen_protocol}
+
+
+def sweep_of(rates: int, per_rate_s: float) -> ServeConfig:
+    """A sweep of `rates` rates between its ends, each held `per_rate_s`; its budget the
+    plan's time and half again (for an engine that drains past its time)."""
+    return FINAL_SWEEP.model_copy(
+        update={
+            "rates": rates,
+            "per_rate_s": per_rate_s,
+            "budget_s": 1.5 * (rates + 2) * per_rate_s,
+        }
+    )
 
 
 def default_backends(mode: str = "infer") -> list[str]:

@@ -22,6 +22,7 @@ from stackcost.api.advise import (
     FINAL_SWEEP,
     GENERATE_PRECISIONS,
     default_backends,
+    sweep_of,
 )
 from stackcost.api.catalog import SIZE_AXES, check_backend
 from stackcost.clip import shown
@@ -193,16 +194,12 @@ def _constraints(args: argparse.Namespace) -> Constraints:
 
 
 def _final_sweep(args: argparse.Namespace):  # -> cell.ServeConfig
-    """A finalist's sweep: the flags given over FINAL_SWEEP, its budget the plan's time
-    and half again (for an engine that drains past its time)."""
+    """A finalist's sweep: the flags given over FINAL_SWEEP's."""
     rates = FINAL_SWEEP.rates
     if args.serve_rates:
         rates = parse_positive_ints(args.serve_rates, "--serve-rates")[0]
     per_rate = parse_serve_s(args.serve_time, "--serve-time") if args.serve_time else None
-    per_rate = per_rate or FINAL_SWEEP.per_rate_s
-    return FINAL_SWEEP.model_copy(
-        update={"rates": rates, "per_rate_s": per_rate, "budget_s": 1.5 * (rates + 2) * per_rate}
-    )
+    return sweep_of(rates, per_rate or FINAL_SWEEP.per_rate_s)
 
 
 def _search(args: argparse.Namespace):  # -> api.advise.Search
