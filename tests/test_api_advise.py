@@ -39,10 +39,16 @@ def count(db, table):
 def test_close_finalists_are_decided_side_by_side_and_asked_again_nothing_is_measured(tmp_path):
     db = tmp_path / "a.db"
     # A threshold of 50% makes the two finalists "too close": they go side by side.
-    search = tiny(finalists=2, threshold=0.5, constraints=Constraints(latency_bound_ms=1000))
+    # A call of microseconds: its warm-up gets a second to settle, or a noisy minute of the
+    # machine leaves a finalist `unstable` and nothing to put side by side.
+    settled = QUICK.model_copy(update={"warmup_max_time_s": 1.0})
+    search = tiny(
+        finalists=2, threshold=0.5, constraints=Constraints(latency_bound_ms=1000),
+        final_protocol=settled,
+    )  # fmt: skip
     lines: list[str] = []
     first = advise(search, db, on_phase=lines.append)
-    assert first.recommended is not None and first.runner_up is not None
+    assert first.recommended is not None and first.runner_up is not None, first.entries
     assert first.comparison is not None and first.runs["pair"] == [first.comparison.pair_id]
     assert "side by side" in first.decided_by, first.decided_by
     assert first.reproduce.startswith("stackcost run mlp --backends onnxruntime --precision fp32")
