@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from stackcost.advise.advice import Advice
 from stackcost.report.figures.layout import plain, save
@@ -77,6 +78,12 @@ def advice_figure(advice: Advice) -> Figure | None:
             )
     x_title, y_title = pareto_axes(advice)
     ax.set_xscale("log")
+    plain_number = FuncFormatter(lambda v, _: f"{v:g}")  # 3, 20, 0.1: not 3×10⁰
+    ax.xaxis.set_major_formatter(plain_number)
+    # Within a decade the minor ticks are the only ones, so they are labelled too.
+    latencies = [p.latency_ms for p in points]
+    narrow = max(latencies) < 10 * min(latencies)
+    ax.xaxis.set_minor_formatter(plain_number if narrow else NullFormatter())
     ax.set_xlabel(plain(f"{x_title}, log scale"))
     ax.set_ylabel(plain(textwrap.fill(y_title, 45)))
     ax.grid(True, alpha=0.3)
