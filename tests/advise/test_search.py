@@ -121,3 +121,22 @@ def test_a_cell_whose_processes_differ_may_be_recommended_once_enough_were_measu
     assert fitness["v"] == ""
     assert fitness["c"].startswith("unstable") and fitness["few"].startswith("unstable")
     assert eligible([varies], Constraints())["v"].startswith("unstable")  # not asked: no
+
+
+def test_a_served_cell_is_judged_by_the_ceiling_its_coarse_sweep_leaves():
+    from dataclasses import replace
+
+    best = cell("best", 1000 / 470)  # held 470 requests/s
+    low = cell("low", 1000 / 250)  # held 250, but did not fail below 400
+    reaching = replace(low, key="reaching", ceiling=400.0)
+    decided = screen([best, low, reaching], Constraints(), "throughput", margin=0.25)
+    assert not decided["low"].kept and "may hold" not in decided["low"].why
+    assert decided["reaching"].kept  # 400 is within 25% of 470
+    far = replace(low, key="far", ceiling=300.0)
+    why = screen([best, far], Constraints(), "throughput", margin=0.25)["far"].why
+    assert "0.532× the throughput of best fp32 b1 t1; it may hold up to 0.638×" in why
+    # Finalists are taken by what they could reach: the ceiling ranks above a held 260.
+    third = cell("third", 1000 / 260)
+    order = finalists([best, third, reaching], screen([best, third, reaching], Constraints(),
+                      "throughput", 0.25), "throughput", 2)  # fmt: skip
+    assert [e.key for e in order] == ["best", "reaching"]

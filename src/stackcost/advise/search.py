@@ -80,14 +80,10 @@ def _why_out(e: Evidence) -> str:
     return f"{e.status}: {e.reason}".rstrip(": ")
 
 
-def _reach_rank(e: Evidence, objective: str) -> float:
-    reach = e.reach(objective)
-    assert reach is not None
-    return reach if OBJECTIVES[objective] == "lower" else -reach
-
-
-def _rank_value(e: Evidence, objective: str) -> float:
-    value = e.value(objective)
+def _rank_value(e: Evidence, objective: str, reach: bool = False) -> float:
+    """The sort key of `e`'s figure on the objective (best first); by what it could
+    reach (Evidence.reach) when `reach`."""
+    value = e.reach(objective) if reach else e.value(objective)
     assert value is not None
     return value if OBJECTIVES[objective] == "lower" else -value
 
@@ -105,7 +101,7 @@ def finalists(
         and not decisions.get(e.key, Decision(e.key, False, bound=True)).bound
     ]
     # By what each could reach: a served cell's rate by the ceiling its short sweep leaves.
-    return sorted(meets, key=lambda e: _reach_rank(e, objective))[:count]
+    return sorted(meets, key=lambda e: _rank_value(e, objective, reach=True))[:count]
 
 
 def eligible(

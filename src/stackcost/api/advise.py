@@ -16,8 +16,9 @@ The search, phase by phase, each phase stored as ordinary runs in the store:
 
 A decoder served under load (`mode` serve) is searched the same way over its engines and
 thread counts: a cell's figure is the request rate its sweep held within the SLO
-(advise.evidence.served_evidence_of), each cell is screened by one short sweep, and two
-close finalists are a tie (sweeps hold the machine: they are not interleaved).
+(advise.evidence.served_evidence_of), each cell is screened by one sweep with fewer
+rates, and two close finalists take turns for more processes rather than interleaving
+(a sweep holds the machine).
 
 When the budget runs out, what was not tried is said, with why. A search run again with
 the same request resumes its runs: finished measurements are not repeated.
