@@ -234,3 +234,21 @@ def test_a_served_search_refuses_what_it_cannot_rank(tmp_path, fields, needle):
     with pytest.raises(SpecError, match=needle):
         advise(search, tmp_path / "r.db")
     assert not (tmp_path / "r.db").exists()
+
+
+def test_a_zoo_models_recipe_weights_are_trained_before_the_search_and_its_budget(tmp_path):
+    import time
+
+    lines: list[str] = []
+    search = tiny(
+        constraints=Constraints(max_quality_loss=5), weights_dir=str(tmp_path / "w"),
+        batch_sizes=[1], finalists=1,
+    )  # fmt: skip
+    start = time.monotonic()
+    answer = advise(search, tmp_path / "q.db", on_phase=lines.append)
+    elapsed = time.monotonic() - start
+    trained = next(i for i, line in enumerate(lines) if line.startswith("training mlp on"))
+    searched = next(i for i, line in enumerate(lines) if line.startswith("feasibility: "))
+    assert trained < searched, lines
+    assert list((tmp_path / "w").rglob("weights.pt"))
+    assert elapsed - answer.wall_s > 0.5, (elapsed, answer.wall_s)  # training is not counted

@@ -52,7 +52,7 @@ from stackcost.advise.search import (
     too_close,
 )
 from stackcost.api.advise_pair import earlier_answers, earlier_pair, interleaved, objective_ratio
-from stackcost.api.advise_quality import QualityScores, check_quality
+from stackcost.api.advise_quality import QualityScores, check_quality, train_first
 from stackcost.api.catalog import backends as catalog_backends
 from stackcost.api.grid import check_db, measure, prepare
 from stackcost.cell import ModelRef, ServeConfig
@@ -294,6 +294,12 @@ def advise(
     spec = check_search(search)
     check_db(db)
     prepared = prepare(spec)  # user code asked once; the rungs' facts for feasibility
+    # A zoo model's recipe weights, trained the first time a quality bound needs them, are
+    # trained before the search, outside its budget and its wall time.
+    constraints = search.constraints
+    started += train_first(
+        search.model.name, constraints.max_quality_loss, search.weights_dir, db, on_phase
+    )
     advice = Advice(
         model=search.model.name,
         objective=search.objective,

@@ -50,6 +50,27 @@ def check_quality(model: str, bound: float | None, data: str | None) -> None:
     prepare_training(TrainingRequest(model=model, backends=("eager",)))
 
 
+def train_first(
+    model: str,
+    bound: float | None,
+    weights_dir: str | Path | None,
+    db: str | Path,
+    on_notice: Callable[[str], None],
+) -> float:
+    """With a quality bound on a zoo model, its recipe's weights kept, trained now if none
+    are (minutes, once: not the search's to spend). The seconds it took."""
+    import time
+
+    from stackcost.api.quality import DEFAULT_WEIGHTS, recipe_weights
+    from stackcost.api.quality_checkpoint import is_checkpoint
+
+    if bound is None or is_checkpoint(model):
+        return 0.0
+    start = time.monotonic()
+    recipe_weights(model, weights_dir=weights_dir or DEFAULT_WEIGHTS, db=db, on_notice=on_notice)
+    return time.monotonic() - start
+
+
 @dataclass
 class QualityScores:
     """Each rung and precision's verdict against the bound, scored when first asked."""

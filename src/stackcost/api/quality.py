@@ -239,6 +239,47 @@ def kept_weights(weights_dir: str | Path, recipe: Cell) -> Path | None:
     return kept(Path(weights_dir), recipe)
 
 
+def _recipe(model: str | TrainingRequest) -> tuple[TrainingRequest, Cell]:
+    """The training request (eager only: its weights are the ones kept) and its cell."""
+    from dataclasses import replace
+
+    from stackcost.api.training import TrainingRequest, prepare_training
+
+    request = TrainingRequest(model=model) if isinstance(model, str) else model
+    request = replace(request, backends=("eager",))
+    prepared = prepare_training(request)
+    return request, next(c for c in prepared.spec.cells() if c.backend == "eager")
+
+
+def recipe_weights(
+    model: str | TrainingRequest,
+    *,
+    weights_dir: str | Path = DEFAULT_WEIGHTS,
+    db: str | Path = "stackcost.db",
+    on_notice: Callable[[str], None] | None = None,
+) -> Path:
+    """The weights `model`'s recipe trained, kept in `weights_dir`: found, or trained now
+    (eager; the run stored in `db`). RuntimeError when training keeps none."""
+    from stackcost.api.training import train
+
+    notice = on_notice or (lambda line: None)
+    request, recipe = _recipe(model)
+    weights = kept_weights(weights_dir, recipe)
+    if weights is None:
+        assert recipe.train is not None
+        notice(
+            f"training {request.model} on {recipe.train.dataset} ({recipe.train.epochs} epochs, "
+            f"eager): no weights kept for this recipe in {weights_dir} yet"
+        )
+        train(request, db=db, keep_weights=weights_dir, on_notice=notice)
+        weights = kept_weights(weights_dir, recipe)
+        if weights is None:  # diverged or failed: its run in the store says which
+            raise RuntimeError(f"training {request.model} kept no weights: nothing to evaluate")
+    else:
+        notice(f"trained weights kept for this recipe: {weights}")
+    return weights
+
+
 def heldout(
     model: str | TrainingRequest,
     *,
@@ -266,29 +307,9 @@ def heldout(
 
     >>> result = heldout("mlp", precisions=["fp32", "int8"], weights_dir="weights")
     """
-    from dataclasses import replace
-
-    from stackcost.api.training import TrainingRequest, prepare_training, train
-
-    notice = on_notice or (lambda line: None)
-    request = TrainingRequest(model=model) if isinstance(model, str) else model
-    request = replace(request, backends=("eager",))
-    prepared = prepare_training(request)
-    recipe = next(c for c in prepared.spec.cells() if c.backend == "eager")
+    request, recipe = _recipe(model)
     _recipe_scoring(recipe, backends, precisions, batch_size, calibration_samples, options, db)
-    weights = kept_weights(weights_dir, recipe)
-    if weights is None:
-        assert recipe.train is not None
-        notice(
-            f"training {request.model} on {recipe.train.dataset} ({recipe.train.epochs} epochs, "
-            f"eager): no weights kept for this recipe in {weights_dir} yet"
-        )
-        train(request, db=db, keep_weights=weights_dir, on_notice=notice)
-        weights = kept_weights(weights_dir, recipe)
-        if weights is None:  # diverged or failed: its run in the store says which
-            raise RuntimeError(f"training {request.model} kept no weights: nothing to evaluate")
-    else:
-        notice(f"trained weights kept for this recipe: {weights}")
+    weights = recipe_weights(request, weights_dir=weights_dir, db=db, on_notice=on_notice)
     return score_recipe(
         recipe, weights, weights_dir=weights_dir, backends=backends, precisions=precisions,
         batch_size=batch_size, calibration_samples=calibration_samples, options=options,
