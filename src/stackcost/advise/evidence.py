@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -92,6 +92,18 @@ def search_key(cell: Cell) -> str:
     return (cell if cell.serve is None else cell.model_copy(update={"serve": None})).key()
 
 
+def axes_of(cell: Cell) -> dict[str, Any]:
+    """The Evidence fields that name a cell: its key within the search and its axes."""
+    return {
+        "key": search_key(cell),
+        "backend": cell.backend,
+        "precision": cell.precision,
+        "batch_size": cell.batch_size,
+        "threads": cell.threads,
+        "sizes": dict(cell.sizes),
+    }
+
+
 def evidence_of(result: CellResult, percentile: str = "p99") -> Evidence:
     """A stored cell's evidence; a cell with no valid repetition keeps only its status
     and reason. A served cell's is served_evidence_of's."""
@@ -106,12 +118,7 @@ def evidence_of(result: CellResult, percentile: str = "p99") -> Evidence:
     details = next((r.details for r in result.repetitions if r.details), {})
     ttfts = [r.generation.ttft_ms for r in result.repetitions if r.generation is not None]
     return Evidence(
-        key=search_key(cell),
-        backend=cell.backend,
-        precision=cell.precision,
-        batch_size=cell.batch_size,
-        threads=cell.threads,
-        sizes=dict(cell.sizes),
+        **axes_of(cell),
         status=result.status,
         reason=result.reason,
         repetitions=len(result.repetitions),
@@ -161,12 +168,7 @@ def served_evidence_of(result: CellResult, more: Sequence[CellResult] = ()) -> E
         reason = f"no rate held within the SLO ({serve.label()})"
     details = next((r.details for r in reps if r.details), {})
     return Evidence(
-        key=search_key(cell),
-        backend=cell.backend,
-        precision=cell.precision,
-        batch_size=cell.batch_size,
-        threads=cell.threads,
-        sizes=dict(cell.sizes),
+        **axes_of(cell),
         status=status,
         reason=reason,
         repetitions=len(reps),

@@ -34,7 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 from stackcost.advise.advice import Advice, Entry
 from stackcost.advise.constraints import Constraints, check_objective
-from stackcost.advise.evidence import Evidence, evidence_of, search_key, served_evidence_of
+from stackcost.advise.evidence import (
+    Evidence,
+    axes_of,
+    evidence_of,
+    search_key,
+    served_evidence_of,
+)
 from stackcost.advise.search import (
     USABLE,
     coarse,
@@ -758,10 +764,7 @@ def _rates(e: Evidence) -> str:
 
 def _unmeasured(cell: Cell, status: str, reason: str = "") -> Evidence:
     """A cell's evidence where nothing was measured: its axes and why."""
-    return Evidence(
-        search_key(cell), cell.backend, cell.precision, cell.batch_size, cell.threads,
-        dict(cell.sizes), status, reason,
-    )  # fmt: skip
+    return Evidence(**axes_of(cell), status=status, reason=reason)
 
 
 def _by_objective(winner: Evidence, runner: Evidence | None, objective: str) -> str:

@@ -260,10 +260,20 @@ def recipe_weights(
 ) -> Path:
     """The weights `model`'s recipe trained, kept in `weights_dir`: found, or trained now
     (eager; the run stored in `db`). RuntimeError when training keeps none."""
+    request, recipe = _recipe(model)
+    return _kept_or_trained(request, recipe, weights_dir, db, on_notice)
+
+
+def _kept_or_trained(
+    request: TrainingRequest,
+    recipe: Cell,
+    weights_dir: str | Path,
+    db: str | Path,
+    on_notice: Callable[[str], None] | None,
+) -> Path:
     from stackcost.api.training import train
 
     notice = on_notice or (lambda line: None)
-    request, recipe = _recipe(model)
     weights = kept_weights(weights_dir, recipe)
     if weights is None:
         assert recipe.train is not None
@@ -309,7 +319,7 @@ def heldout(
     """
     request, recipe = _recipe(model)
     _recipe_scoring(recipe, backends, precisions, batch_size, calibration_samples, options, db)
-    weights = recipe_weights(request, weights_dir=weights_dir, db=db, on_notice=on_notice)
+    weights = _kept_or_trained(request, recipe, weights_dir, db, on_notice)
     return score_recipe(
         recipe, weights, weights_dir=weights_dir, backends=backends, precisions=precisions,
         batch_size=batch_size, calibration_samples=calibration_samples, options=options,
