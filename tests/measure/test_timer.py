@@ -70,6 +70,20 @@ def test_cold_call_is_kept_apart_from_samples():
     assert max(m.samples_ns) < 50e6
 
 
+def test_cold_output_is_kept_out_of_a_buffer_the_next_call_reuses():
+    buffer = [0]
+
+    def step():  # like OpenVINO's request: every call writes into the same buffer
+        buffer[0] += 1
+        return buffer
+
+    p = Protocol(min_time_s=0.02, min_iters=5, max_time_s=0.2, warmup_max_time_s=0.1)
+    assert measure(step, CpuTimer(), p).output is buffer  # held as is: overwritten later
+    buffer[0] = 0
+    m = measure(step, CpuTimer(), p, keep=list)
+    assert m.output == [1] and buffer[0] > 1
+
+
 @pytest.mark.gpu
 def test_cuda_timer_needs_a_gpu():
     torch = pytest.importorskip("torch")

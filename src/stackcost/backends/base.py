@@ -181,6 +181,9 @@ class Prepared:
     # The prepared model run on other inputs of the same shapes (held-out evaluation);
     # None: this rung's step is bound to its one example.
     infer: Callable[[Example], Any] | None = None
+    # Makes a step's output safe to hold past the next call (the cold call's, verified
+    # after the loop), outside the clock; None: every call hands back outputs of its own.
+    keep: Callable[[Any], Any] | None = None
 
 
 @dataclass
@@ -365,7 +368,7 @@ class Backend(ABC):
             "torch_threads": torch.get_num_threads(),
             "torch_interop_threads": torch.get_num_interop_threads(),
         }
-        m = measure(prepared.step, timer_for(cell.device), protocol)
+        m = measure(prepared.step, timer_for(cell.device), protocol, prepared.keep)
         return Run(m, prepare_s, details, prepared=prepared)
 
     def breakdown(self, run: Run, cell: Cell, iters: int) -> Breakdown:

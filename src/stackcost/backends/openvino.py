@@ -96,7 +96,7 @@ class OpenVINOBackend(Backend):
         if is_quantized(cell.precision):
             # Read back: what the plugin runs with, not only what was asked.
             details["dynamic_quantization_group_size"] = compiled.get_property(DYNAMIC_GROUP)
-        return Prepared(step, details, infer=infer)
+        return Prepared(step, details, infer=infer, keep=_copies)
 
 
 def _check_bf16(core: Any) -> None:
@@ -129,8 +129,9 @@ def _bound(compiled: Any, example: Example) -> tuple[Callable[[], Any], Callable
 
     def step():
         request.infer()
-        # Output buffers are reused by the next infer, so hand back copies.
-        return [request.get_output_tensor(i).data.copy() for i in range(n_outputs)]
+        # Views of the request's buffers, as a user reads them: the next infer overwrites
+        # them, so what is held past it goes through `_copies` (Prepared.keep).
+        return [request.get_output_tensor(i).data for i in range(n_outputs)]
 
     # A request of its own: the step's stays bound to its example.
     other = compiled.create_infer_request()
@@ -146,6 +147,11 @@ def _bound(compiled: Any, example: Example) -> tuple[Callable[[], Any], Callable
         return [other.get_output_tensor(i).data.copy() for i in range(n_outputs)]
 
     return step, infer
+
+
+def _copies(outputs: list[Any]) -> list[Any]:
+    """The step's output views, copied out of the buffers the next infer reuses."""
+    return [o.copy() for o in outputs]
 
 
 def _compiled_details(compiled: Any, config: dict[str, Any], compile_s: float) -> dict[str, Any]:

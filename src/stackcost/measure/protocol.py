@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,9 +65,13 @@ def _window(estimate_ns: float, seconds: float, floor: int) -> int:
     return max(floor, math.ceil(seconds * 1e9 / max(estimate_ns, 1.0)))
 
 
-def cold_call(step: Step, timer: CpuTimer | CudaTimer) -> Measurement:
+def cold_call(
+    step: Step, timer: CpuTimer | CudaTimer, keep: Callable[[Any], Any] | None = None
+) -> Measurement:
+    """The first call, timed; its output is held for verification after the loop, through
+    `keep` (outside the clock) where the step hands back buffers the next call reuses."""
     cold_ns, output = timer.time_once(step)
-    return Measurement(cold_ns=cold_ns, output=output)
+    return Measurement(cold_ns=cold_ns, output=keep(output) if keep else output)
 
 
 def warm_up(step: Step, timer: CpuTimer | CudaTimer, p: Protocol, m: Measurement) -> None:
@@ -129,8 +134,10 @@ def timed_loop(step: Step, timer: CpuTimer | CudaTimer, p: Protocol, m: Measurem
         m.page_faults_per_step = m.window.page_faults / len(samples)
 
 
-def measure(step: Step, timer: CpuTimer | CudaTimer, p: Protocol) -> Measurement:
-    m = cold_call(step, timer)
+def measure(
+    step: Step, timer: CpuTimer | CudaTimer, p: Protocol, keep: Callable[[Any], Any] | None = None
+) -> Measurement:
+    m = cold_call(step, timer, keep)
     warm_up(step, timer, p, m)
     timed_loop(step, timer, p, m)
     return m

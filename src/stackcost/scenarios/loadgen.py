@@ -152,7 +152,7 @@ def drive(
     timer = timer_for(cell.device)
     outputs, warm, iters, settled, cold_ns = [], 0.0, 0, True, 0
     for i, p in enumerate(prepared):
-        m = cold_call(p.step, timer)
+        m = cold_call(p.step, timer, p.keep)
         warm_up(p.step, timer, protocol, m)
         outputs.append(m.output)
         cold_ns = m.cold_ns if i == 0 else cold_ns

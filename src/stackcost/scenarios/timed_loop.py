@@ -186,7 +186,7 @@ def _paced(
         prepared_on = sorted(os.sched_getaffinity(0))
         rebind()  # the cold call, warmup and bursts on the cores the threads are bound to
         timer = timer_for(cell.device)
-        m = cold_call(prepared.step, timer)
+        m = cold_call(prepared.step, timer, prepared.keep)
         warm_up(prepared.step, timer, task.protocol, m)
         bursts = paced_loop(prepared.step, timer, m, sys.stdin, replies, task.protocol.confidence)
     details = {
