@@ -4,10 +4,11 @@ The family is family.py's. Per round, each allocator (stackcost.allocators) in a
 order runs every cell once with `stackcost run --repeats 1 --allocator NAME`: a fresh
 process per cell, so after --rounds rounds each cell has that many processes per
 allocator, taken interleaved. The table gives each cell's spreads under each allocator (measure/stats.spreads over the
-processes' samples), its process medians and the page faults a step they took.
+processes' samples), its process medians, the page faults a step they took and the MiB
+they held on transparent huge pages.
 
-    python benchmarks/allocator_family.py [--rounds 4] [--allocators glibc,steady]
-        [--min-time 1] [--json PATH]
+    python benchmarks/allocator_family.py [--rounds 4] [--allocators glibc,steady,huge]
+        [--members 0,2,...] [--min-time 1] [--json PATH]
 
 Nothing else may run on the machine meanwhile.
 """
@@ -56,11 +57,12 @@ def cells(db: Path) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for result in load_runs(db, [], every=True):
         for cell in result.cells():
-            entry = found.setdefault(cell.cell.label(), {"samples": [], "faults": []})
+            entry = found.setdefault(cell.cell.label(), {"samples": [], "faults": [], "huge": []})
             for r in cell.repetitions:
                 if r.valid and r.samples_ns:
                     entry["samples"].append(r.samples_ns)
                     entry["faults"].append(r.details.get("page_faults_per_step"))
+                    entry["huge"].append(r.details.get("anon_huge_pages_mib"))
     out = {}
     for label, entry in found.items():
         s = spreads(entry["samples"])
@@ -70,6 +72,7 @@ def cells(db: Path) -> dict[str, dict[str, Any]]:
             "processes": s.processes,
             "medians_ms": [statistics.median(x) / 1e6 for x in entry["samples"]],
             "page_faults_per_step": entry["faults"],
+            "anon_huge_pages_mib": entry["huge"],
         }
     return out
 
@@ -84,12 +87,14 @@ def main() -> None:
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
     ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--members", help="comma list of family.py indices (default: all)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     allocators = args.allocators.split(",")
     for name in allocators:
         if name not in ALLOCATORS:
             raise SystemExit(f"--allocators: {name!r} is not one of {', '.join(ALLOCATORS)}")
+    chosen = [int(i) for i in args.members.split(",")] if args.members else range(len(FAMILY))
     rng = random.Random(args.seed)
     console = Console()
     started = time.perf_counter()
@@ -97,8 +102,8 @@ def main() -> None:
         dbs = {name: Path(tmp) / f"{name}.db" for name in allocators}
         for i in range(args.rounds):
             for name in rng.sample(allocators, len(allocators)):
-                for member in FAMILY:
-                    run(member.run_args(), name, dbs[name], args.min_time)
+                for i in chosen:
+                    run(FAMILY[i].run_args(), name, dbs[name], args.min_time)
             console.print(f"round {i + 1}/{args.rounds} ({time.perf_counter() - started:.0f} s)")
         by_allocator = {name: cells(db) for name, db in dbs.items()}
     table = Table(title="spread within / between processes, by allocator (this machine)")
@@ -107,18 +112,21 @@ def main() -> None:
         table.add_column(f"{name}: in / between", justify="right")
         table.add_column(f"{name}: medians ms", justify="right")
         table.add_column(f"{name}: faults a step", justify="right")
+        table.add_column(f"{name}: huge MiB", justify="right")
     labels = sorted({label for found in by_allocator.values() for label in found})
     for label in labels:
         row = [label]
         for name in allocators:
             c = by_allocator[name].get(label)
             if c is None:
-                row += ["—", "—", "—"]
+                row += ["—", "—", "—", "—"]
                 continue
             row.append(f"{pct(c['within'])} / {pct(c['between'])}")
             row.append(" ".join(f"{m:.3g}" for m in c["medians_ms"]))
             faults = [f for f in c["page_faults_per_step"] if f is not None]
             row.append(f"{min(faults):.0f}–{max(faults):.0f}" if faults else "—")
+            huge = [h for h in c.get("anon_huge_pages_mib", []) if h is not None]
+            row.append(f"{min(huge):.0f}–{max(huge):.0f}" if huge else "—")
         table.add_row(*row)
     console.print(table)
     if args.json:

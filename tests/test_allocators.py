@@ -25,7 +25,12 @@ def test_the_table_names_the_defaults_and_steady_fixes_both_thresholds():
     assert set(ALLOCATORS["steady"].env) == {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"}
     assert GATE_ALLOCATOR in ALLOCATORS
     assert allocator_problem("steady") is None
-    assert "allowed: glibc, steady" in (allocator_problem("jemalloc") or "")
+    assert "allowed: glibc, steady, huge" in (allocator_problem("jemalloc") or "")
+    # huge is steady's thresholds plus glibc's own tunable, nothing else
+    assert ALLOCATORS["huge"].env == {
+        **ALLOCATORS["steady"].env,
+        "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
+    }
 
 
 def test_a_task_puts_its_allocator_in_the_workers_environment_under_the_thread_settings():
@@ -51,7 +56,7 @@ def test_an_unknown_allocator_is_one_line_exit_2_and_nothing_written(capsys, tmp
     code = main(["run", "mlp", "--backends", "eager", "--allocator", "tcmalloc", "--db", str(db)])
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1, err
-    assert "allocator 'tcmalloc' is not known (allowed: glibc, steady)" in err
+    assert "allocator 'tcmalloc' is not known (allowed: glibc, steady, huge)" in err
     assert not db.exists()
 
 
@@ -80,6 +85,32 @@ def test_every_allocator_computes_the_same_bits():
     assert len(set(digests.values())) == 1, digests
 
 
+HELD = """
+import torch
+from stackcost.measure.memory import anon_huge_bytes
+x = torch.ones(4 << 20)  # 16 MiB: from the heap under steady's threshold
+print(anon_huge_bytes())
+"""
+
+
+def test_huge_puts_a_workers_heap_on_huge_pages_where_the_kernel_allows():
+    from pathlib import Path
+
+    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not mode.exists() or "[never]" in mode.read_text():
+        pytest.skip("this kernel gives no transparent huge pages")
+    held = {}
+    for name in ("steady", "huge"):
+        env = {**os.environ, "OMP_NUM_THREADS": "1", **ALLOCATORS[name].env}
+        out = subprocess.run(
+            [sys.executable, "-c", HELD], env=env, capture_output=True, text=True, check=True
+        )
+        held[name] = int(out.stdout.strip())
+    assert held["huge"] >= 8 << 20, held  # most of the 16 MiB on 2 MiB pages
+    if "[madvise]" in mode.read_text():  # only what asks gets them
+        assert held["steady"] < held["huge"], held
+
+
 @pytest.mark.parametrize("allocator", list(ALLOCATORS))
 def test_a_run_records_its_allocator_and_page_faults_and_still_verifies(
     capsys, tmp_path, allocator
@@ -96,3 +127,4 @@ def test_a_run_records_its_allocator_and_page_faults_and_still_verifies(
         env = details["thread_env"]
         assert all(env.get(k) == v for k, v in ALLOCATORS[allocator].env.items()), env
         assert details["page_faults_per_step"] >= 0
+        assert details["anon_huge_pages_mib"] >= 0

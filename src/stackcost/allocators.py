@@ -17,6 +17,14 @@ so every process reuses the pages it faulted once. It changes where buffers live
 value; a step whose blocks exceed 32 MiB still maps them afresh. `glibc` is what a plain
 Python process gets. The worker's page faults per step are recorded either way
 (details["page_faults_per_step"]).
+
+`huge` is `steady` whose heap also asks the kernel for transparent huge pages
+(`glibc.malloc.hugetlb=1`: madvise on what malloc maps). A cache indexes by physical
+address, and with 4 KiB pages which physical pages a process's buffers land on, and so
+which of them share cache sets, is drawn per process; on 2 MiB pages it follows their
+addresses. It takes effect where the kernel's THP mode is `madvise` or `always`
+(/sys/kernel/mm/transparent_hugepage/enabled); the huge pages a worker held at the end of
+its loop are recorded (details["anon_huge_pages_mib"]).
 """
 
 from __future__ import annotations
@@ -32,16 +40,22 @@ class Allocator:
 
 MMAP_THRESHOLD = 32 << 20  # bytes: glibc's largest allowed mmap threshold on 64-bit
 TRIM_THRESHOLD = 1 << 40  # bytes: more free heap than any machine here has: never trimmed
+STEADY = {
+    "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
+    "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
+}
 
 ALLOCATORS: dict[str, Allocator] = {
     "glibc": Allocator("glibc's malloc as a plain process gets it (thresholds that move)", {}),
     "steady": Allocator(
         "glibc's malloc with its mmap threshold fixed at 32 MiB and trimming off: a "
         "process reuses the pages it touched, whatever order it freed them in",
-        {
-            "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
-            "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
-        },
+        STEADY,
+    ),
+    "huge": Allocator(
+        "steady, on transparent huge pages (glibc.malloc.hugetlb=1): which cache sets a "
+        "buffer uses follows its address, not the process's draw of 4 KiB pages",
+        {**STEADY, "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"},
     ),
 }
 DEFAULT_ALLOCATOR = "glibc"  # run, sweep: what the user's own process would get

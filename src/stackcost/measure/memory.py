@@ -14,11 +14,25 @@ from pathlib import Path
 import psutil
 
 _STATUS = Path("/proc/self/status")
+_SMAPS_ROLLUP = Path("/proc/self/smaps_rollup")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
 def rss_bytes() -> int:
     return psutil.Process().memory_info().rss
+
+
+def anon_huge_bytes() -> int | None:
+    """Anonymous memory this process holds on transparent huge pages; None where the kernel
+    does not say (no smaps_rollup)."""
+    try:
+        text = _SMAPS_ROLLUP.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1]) * 1024
+    return None
 
 
 def reset_peak() -> bool:

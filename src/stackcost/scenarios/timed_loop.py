@@ -120,7 +120,10 @@ def _run_repetition(bench: Bench, subject: Subject) -> Run:
 
 def _details(run: Run, subject: Subject, thread_env: dict[str, str | None]) -> dict[str, Any]:
     """The repetition's details: the backend's own, the threads' environment, where the
-    reference came from, the inputs, and the page faults per step where counted."""
+    reference came from, the inputs, and the page faults per step where counted; for a step
+    run in this process, its memory on transparent huge pages (the `huge` allocator's)."""
+    from stackcost.measure.memory import anon_huge_bytes
+
     m = run.measurement
     details = {
         **run.details,
@@ -130,6 +133,8 @@ def _details(run: Run, subject: Subject, thread_env: dict[str, str | None]) -> d
     }
     if m.page_faults_per_step is not None:
         details["page_faults_per_step"] = round(m.page_faults_per_step, 1)
+    if run.memory is None and (huge := anon_huge_bytes()) is not None:
+        details["anon_huge_pages_mib"] = round(huge / 2**20, 1)
     return details
 
 
