@@ -102,8 +102,8 @@ def main() -> None:
         dbs = {name: Path(tmp) / f"{name}.db" for name in allocators}
         for i in range(args.rounds):
             for name in rng.sample(allocators, len(allocators)):
-                for i in chosen:
-                    run(FAMILY[i].run_args(), name, dbs[name], args.min_time)
+                for member in chosen:
+                    run(FAMILY[member].run_args(), name, dbs[name], args.min_time)
             console.print(f"round {i + 1}/{args.rounds} ({time.perf_counter() - started:.0f} s)")
         by_allocator = {name: cells(db) for name, db in dbs.items()}
     table = Table(title="spread within / between processes, by allocator (this machine)")

@@ -11,7 +11,7 @@ The targets (issue 62): A/A false alarms at most 1 in 40 with at least 80% `unch
 Clopper-Pearson 95% intervals. Every finished command is saved to --json at once.
 
     PYTHONPATH=benchmarks python benchmarks/gate_family.py [--rounds 2] \
-        [--slowdowns 0,0.05,0.10] [--members 0,1,...] [--json PATH]
+        [--slowdowns 0,0.05,0.10] [--members 0,1,...] [--backends eager,...] [--json PATH]
     python benchmarks/gate_family.py --report PATH...  # the table of saved (or cut) runs
 
 Nothing else may run on the machine meanwhile.
@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--slowdowns", default="0,0.05,0.10")
     ap.add_argument("--members", help="comma list of family.py indices (default: all)")
+    ap.add_argument("--backends", help="comma list: only these of each member's backends")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
     ap.add_argument(
@@ -95,6 +97,11 @@ def main() -> int:
         return 0
     chosen = [int(i) for i in args.members.split(",")] if args.members else range(len(FAMILY))
     members = [(i, FAMILY[i]) for i in chosen]
+    if args.backends:
+        keep = args.backends.split(",")
+        members = [(i, replace(m, backends=tuple(b for b in m.backends if b in keep)))
+                   for i, m in members]  # fmt: skip
+        members = [(i, m) for i, m in members if m.backends]
     unknobbed = [m.model for _, m in members if not m.model.startswith("knob_model:")]
     if unknobbed:
         raise SystemExit(f"no slowdown knob for {', '.join(unknobbed)}")
