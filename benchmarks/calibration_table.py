@@ -32,8 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from family import FAMILY
-from gate_calibration import rate
-from gate_family import CELL_LIMIT_S
+from gate_family import CELL_LIMIT_S, pooled
 
 # The peer that times what each backend runs (agreement_family.PEER_OF), read backwards.
 BACKEND_OF_PEER = {"torch": "eager", "inductor": "inductor", "onnxruntime": "onnxruntime",
@@ -129,7 +128,7 @@ def table(args: argparse.Namespace) -> tuple[str, list[str], list[list[str]], li
             "A/A regressed", "+5% caught", "+10% caught", "median s a cell", "bisect right",
             "stackcost / peer", "targets (point estimates)"]  # fmt: skip
     labels = list(dict.fromkeys([*spread["cells"][allocators[0]], *trials]))
-    lines, rows = [], []
+    rows = []
     for label in labels:
         row = [label]
         for a in allocators:
@@ -156,13 +155,7 @@ def table(args: argparse.Namespace) -> tuple[str, list[str], list[list[str]], li
                 f"{peers[label]:.3f}" if label in peers else "—",
                 "; ".join(misses) or "met"]  # fmt: skip
         rows.append(row)
-    for change in (0.0, 0.05, 0.10):
-        vs = [c["verdict"] for t in every if t["slowdown"] == change for c in t.get("cells", [])]
-        k = vs.count("regressed")
-        r, lo, hi = rate(k, len(vs))
-        lines.append(f"all cells, +{change:.0%}: regressed {k}/{len(vs)} = {r:.1%} "
-                     f"[{lo:.1%}, {hi:.1%}], unchanged {vs.count('unchanged')}")  # fmt: skip
-    return title, cols, rows, lines
+    return title, cols, rows, pooled(every, [0.0, 0.05, 0.10])
 
 
 def main() -> int:

@@ -69,13 +69,21 @@ def report(tries: list[dict[str, Any]], slowdowns: list[float], console: Console
                               - verdicts.count("unchanged")),
                           f"{statistics.median(per_cell):.0f}")  # fmt: skip
     console.print(table)
+    for line in pooled(tries, slowdowns):
+        console.print(line, highlight=False)
+
+
+def pooled(tries: list[dict[str, Any]], slowdowns: list[float]) -> list[str]:
+    """Per true change, every cell's trials pooled: how many `regressed`, with the rate's
+    Clopper-Pearson 95% interval, and how many `unchanged`."""
+    lines = []
     for s in slowdowns:
         verdicts = [c["verdict"] for t in tries if t["slowdown"] == s for c in t.get("cells", [])]
         k = verdicts.count("regressed")
         r, lo, hi = rate(k, len(verdicts))
-        console.print(f"all cells, +{s:.0%}: regressed {k}/{len(verdicts)} = {r:.1%} "
-                      f"[{lo:.1%}, {hi:.1%}]; unchanged {verdicts.count('unchanged')}",
-                      highlight=False)  # fmt: skip
+        lines.append(f"all cells, +{s:.0%}: regressed {k}/{len(verdicts)} = {r:.1%} "
+                     f"[{lo:.1%}, {hi:.1%}]; unchanged {verdicts.count('unchanged')}")  # fmt: skip
+    return lines
 
 
 def main() -> int:
