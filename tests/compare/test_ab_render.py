@@ -112,6 +112,20 @@ def test_the_design_line_says_threads_were_bound_only_for_cells_that_were():
     assert "bound one per core in mlp" in mixed and "onnxruntime" not in mixed.split("bound")[1]
 
 
+def test_the_design_line_says_which_cells_ran_both_workers_on_the_same_drawn_cores():
+    sides = {"base": Side("base"), "cand": Side("cand")}
+
+    def line(*cells: CellPair) -> str:
+        return design_line(ABResult("p1", {"base": "r1", "cand": "r2"}, sides, Design(), [*cells]))
+
+    narrow, wide = _bursts("eager", 1), _bursts("onnxruntime", 2)
+    narrow.burst_blocks = [{"cores": [1]}, {"cores": [0]}]
+    wide.burst_blocks = [{"cores": None}]  # as wide as the machine: not pinned
+    assert "both on the same core(s), drawn per block," in line(narrow)
+    assert "same core" not in line(wide)
+    assert "same core(s), drawn per block in mlp eager" in line(narrow, wide)
+
+
 def test_the_gate_says_where_a_noisy_cells_noise_is():
     """Bursts that agree inside each block, blocks that do not: the processes' own bias."""
     cell = Cell(model=model_ref("mlp"), backend="eager", batch_size=1, threads=1)

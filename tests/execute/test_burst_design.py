@@ -6,7 +6,9 @@ time is a model, not a measurement, so each test knows the truth it plants.
 - a slow mode shared by both sides (the machine's, lasting many burst pairs) does not
   move the A/A estimate, because both bursts of a pair see it and it cancels;
 - a bias of whichever worker starts first lands on the side drawn first in each block,
-  and the draw spreads it over both sides: the A/A is not called a regression.
+  and the draw spreads it over both sides: the A/A is not called a regression;
+- a slow core is shared by both workers of a block pinned to it, and is the pair's bias
+  only when each worker keeps a core of its own.
 
 Everything else is the real `stackcost ab`: the CLI, the runners, the store, the
 sequential verdict. Only the worker process is replaced.
@@ -36,12 +38,16 @@ MODE_SLOWDOWN = 1.5
 
 
 class Machine:
-    """The simulated machine both workers share: its clock (in steps run) and its modes."""
+    """The simulated machine both workers share: its clock (in steps run), its modes, and
+    its cores' own speeds (a core's slowdown: a busy neighbour on the host)."""
 
-    def __init__(self, slot_bias: float = 0.0, seed: int = 1) -> None:
+    def __init__(
+        self, slot_bias: float = 0.0, seed: int = 1, core_slowdown: dict[int, float] | None = None
+    ) -> None:
         self.steps = 0
         self.started = 0  # workers started so far: even = first of its block
         self.slot_bias = slot_bias
+        self.core_slowdown = core_slowdown or {}
         self.rng = random.Random(seed)
 
     def mode(self) -> float:
@@ -50,17 +56,24 @@ class Machine:
 
 class SyntheticWorker:
     """PacedWorker's interface over a modelled step: factor (the side's planted change,
-    from its environment) x slot bias (when it started first) x the machine's mode x noise."""
+    from its environment) x slot bias (when it started first) x its core's slowdown x the
+    machine's mode x noise. Unpinned, a worker stays on the core the kernel woke it on:
+    the block's first on core 0, its second on core 1."""
 
     machine: Machine
 
-    def __init__(self, python: str, env: dict[str, str], task) -> None:
+    def __init__(
+        self, python: str, env: dict[str, str], task, cpus: frozenset[int] | None = None
+    ) -> None:
         m = self.machine
         self.first = m.started % 2 == 0  # the block's workers start one after the other
         m.started += 1
-        self.task = task
-        self.factor = float(env.get("SYNTHETIC_FACTOR", "1")) * (
-            1 + m.slot_bias if self.first else 1.0
+        self.task, self.cpus = task, cpus
+        self.core = min(cpus) if cpus else (0 if self.first else 1)
+        self.factor = (
+            float(env.get("SYNTHETIC_FACTOR", "1"))
+            * (1 + m.slot_bias if self.first else 1.0)
+            * (1 + m.core_slowdown.get(self.core, 0.0))
         )
         self.samples: list[int] = []
         self.proc = SimpleNamespace(poll=lambda: None)
@@ -147,6 +160,60 @@ def test_a_slot_bias_of_the_first_started_worker_is_spread_by_the_draw(tmp_path,
     assert verdict["code"] in (0, EXIT_UNDECIDED)
 
 
+class SteadyMachine(Machine):
+    """A machine without slow modes: only its cores differ."""
+
+    def mode(self) -> float:
+        return 1.0
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_slow_core_is_the_pairs_bias_only_when_each_worker_keeps_its_own(
+    tmp_path, monkeypatch, same
+):
+    slow = 0.10  # core 1 runs 10% slower: a busy neighbour on the host
+    monkeypatch.setattr(interleave, "host_cpus", lambda: [0, 1])  # a 2-core host in any lane
+    flag = "--same-cores" if same else "--no-same-cores"
+    machine = SteadyMachine(core_slowdown={1: slow})  # its cores' speeds, and noise
+    verdict = run_ab(tmp_path, monkeypatch, machine, 12, flag, "--block-time", "1e-9")
+    (cell,) = verdict["cells"]
+    assert verdict["design"]["same_cores"] is same
+    cores = [b["cores"] for b in cell["blocks"]]
+    logs = [b["log_ratio"] for b in cell["blocks"]]
+    if same:
+        assert sorted({tuple(c) for c in cores}) == [(0,), (1,)]  # drawn per block
+        # Both bursts of a pair ran on the slow core, or neither did: it cancels.
+        assert all(abs(x) < 0.01 for x in logs)
+        assert cell["verdict"] == "unchanged"
+    else:
+        assert cores == [None] * 12
+        # Each pair compared core 0 with core 1: every block carries the core's 10%,
+        # signed by which side's worker started first (and so kept core 0).
+        assert all(abs(abs(x) - math.log(1 + slow)) < 0.01 for x in logs)
+        assert cell["verdict"] != "unchanged"
+
+
+@pytest.mark.whole_machine  # pins workers to one of 2 cores
+def test_real_workers_of_a_narrower_cell_run_on_the_blocks_drawn_core(tmp_path):
+    import sqlite3
+
+    from stackcost.env import cores
+
+    if cores() < 2:
+        pytest.skip("needs 2 CPUs to draw one of them")
+    js = tmp_path / "ab.json"
+    argv = ["ab", "mlp", "--backends", "eager", "--batch-size", "2", "--resolution", "4"]
+    argv += ["--threads", "1", "--min-blocks", "2", "--max-blocks", "2", "--block-time", "0.05"]
+    main([*argv, "--quiet", "--db", str(tmp_path / "ab.db"), "--json", str(js)])
+    (cell,) = json.loads(js.read_text())["cells"]
+    drawn = [b["cores"] for b in cell["blocks"]]
+    assert len(drawn) == 2 and all(len(c) == 1 for c in drawn)
+    db = sqlite3.connect(tmp_path / "ab.db")
+    rows = db.execute("SELECT result_json FROM repetitions ORDER BY rowid").fetchall()
+    timed = [json.loads(r)["details"]["main_thread_cpus"]["timed"] for (r,) in rows]
+    assert timed == [drawn[0], drawn[0], drawn[1], drawn[1]]  # both workers of each block
+
+
 def test_bursts_are_sized_once_both_workers_are_warm(tmp_path, monkeypatch):
     class SlowToReady(SyntheticWorker):
         def ready(self, timeout_s: float = 0) -> float:
@@ -185,8 +252,8 @@ def test_ab_binds_both_sides_workers_unless_told_not_to(tmp_path, monkeypatch):
     seen: list[dict[str, str]] = []
 
     class Recording(SyntheticWorker):
-        def __init__(self, python: str, env: dict[str, str], task) -> None:
-            super().__init__(python, env, task)
+        def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
+            super().__init__(python, env, task, cpus)
             seen.append(env)
 
     for flag, bound in (("--bind-threads", True), ("--no-bind-threads", False)):
@@ -205,8 +272,8 @@ class SyntheticGenerator(SyntheticWorker):
     """A generate cell's paced worker: each burst unit is a whole generation whose prefill
     carries the side's planted SYNTHETIC_PREFILL factor and whose decode steps do not."""
 
-    def __init__(self, python: str, env: dict[str, str], task) -> None:
-        super().__init__(python, env, task)
+    def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
+        super().__init__(python, env, task, cpus)
         self.prefill = float(env.get("SYNTHETIC_PREFILL", "1"))
         self.asked: list[int] = []
 
@@ -232,8 +299,8 @@ def test_a_generation_alternates_whole_generations_and_judges_ttft_and_tpot_apar
     started: list[SyntheticGenerator] = []
 
     class Recording(SyntheticGenerator):
-        def __init__(self, python: str, env: dict[str, str], task) -> None:
-            super().__init__(python, env, task)
+        def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
+            super().__init__(python, env, task, cpus)
             started.append(self)
 
     machine = Machine()
@@ -321,8 +388,8 @@ class BiasedWorker(SyntheticWorker):
     """A synthetic worker whose candidate side carries its process's own speed, steady
     within it: 1.4x in one block's process, 0.7x in the next (SYNTHETIC_BIAS)."""
 
-    def __init__(self, python: str, env: dict[str, str], task) -> None:
-        super().__init__(python, env, task)
+    def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
+        super().__init__(python, env, task, cpus)
         if env.get("SYNTHETIC_BIAS"):
             block = (self.machine.started - 1) // 2  # two workers a block
             self.factor *= 1.4 if block % 2 else 0.7
@@ -343,8 +410,8 @@ class EnvWorker(SyntheticWorker):
 
     envs: list[dict[str, str]] = []
 
-    def __init__(self, python: str, env: dict[str, str], task) -> None:
-        super().__init__(python, env, task)
+    def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
+        super().__init__(python, env, task, cpus)
         self.envs.append(env)
 
 

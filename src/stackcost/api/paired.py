@@ -116,6 +116,7 @@ def ab_design(
     block_s: float = BLOCK_S,
     burst_ms: float = BURST_MS,
     bind_threads: bool = True,
+    same_cores: bool = True,
     replan: bool = True,
     allocator: str = GATE_ALLOCATOR,
     seed: int = 0,
@@ -132,6 +133,8 @@ def ab_design(
         block_s: bursts: seconds each block alternates bursts for.
         burst_ms: bursts: a burst's length in ms, at least one step.
         bind_threads: bursts: bind torch's OpenMP threads one per core.
+        same_cores: bursts: pin both workers of a cell narrower than the host to the same
+            cores, drawn per block.
         replan: bursts: reshape an undecided cell's blocks at the first look.
         allocator: both sides' workers' memory allocator.
         seed: the seed of the block orders.
@@ -157,6 +160,7 @@ def ab_design(
         block_s=parse_float(block_s, "--block-time", 0.0, 600.0),
         burst_ms=parse_float(burst_ms, "--burst-ms", 0.0, 60_000.0),
         bind_threads=bind_threads,
+        same_cores=same_cores,
         replan=replan,
         allocator=allocator,
     )

@@ -131,6 +131,14 @@ def _add_design_args(p: argparse.ArgumentParser) -> None:
         "own OMP_PROC_BIND wins (default: bind)",
     )
     p.add_argument(
+        "--same-cores",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="bursts: pin both sides' workers to the same cores, drawn per block, where a "
+        "cell has fewer threads than the machine has cores; otherwise each worker stays on "
+        "the core it started on, and the pair compares two cores (default: same cores)",
+    )
+    p.add_argument(
         "--replan",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -182,6 +190,7 @@ def _design(args: argparse.Namespace) -> Any:
         block_s=block_s,
         burst_ms=burst_ms,
         bind_threads=args.bind_threads,
+        same_cores=args.same_cores,
         replan=args.replan,
         allocator=args.allocator or paired.GATE_ALLOCATOR,
     )

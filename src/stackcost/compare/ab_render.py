@@ -62,6 +62,17 @@ def _bound(ab: ABResult) -> str:
     return f", torch's OpenMP threads bound one per core in {', '.join(bound)}"
 
 
+def _pinned(ab: ABResult) -> str:
+    """Which burst cells ran both workers on the same drawn cores (same_cores): those
+    narrower than the machine, whose blocks recorded their cores."""
+    bursts = [c for c in ab.cells if c.design == "bursts"]
+    pinned = [c.label for c in bursts if any(b.get("cores") for b in c.burst_blocks)]
+    if not pinned:
+        return ""
+    where = "" if len(pinned) == len(bursts) else f" in {', '.join(pinned)}"
+    return f", both on the same core(s), drawn per block{where}"
+
+
 def design_line(ab: ABResult) -> str:
     d = ab.design
     looks = look_points(d.min_blocks, d.max_blocks)
@@ -69,7 +80,7 @@ def design_line(ab: ABResult) -> str:
         f"blocks of 4 repetitions, ABBA/BAAB at random (seed {d.seed}), each repetition its "
         "own process"
     )
-    bound = _bound(ab) if d.bind_threads else ""
+    bound = (_bound(ab) if d.bind_threads else "") + _pinned(ab)
     generating = any(c.design == "bursts" and c.base.mode == GENERATE for c in ab.cells)
     least = burst_shape(GENERATE).min_pairs
     unit = (

@@ -15,6 +15,10 @@ verdict comes from independent blocks, which average the per-process bias.
 - Where a rung's step runs on torch's OpenMP pool at 2+ threads, its threads are bound one
   per core in both workers (bind_threads): a fresh process otherwise draws its own thread
   placement.
+- Where the cell has fewer threads than the host has cores, both workers are pinned to the
+  same cores, drawn per block and recorded (same_cores): the kernel otherwise keeps each
+  idle-waking worker on the core it last ran on, so a burst pair compared two cores, and a
+  slow spell on one core (a busy neighbour on the host) became the block's bias.
 - At the first look an undecided cell is replanned by where its ratio varied (replan):
   more, cheaper blocks when its blocks differ more than their pairs explain, longer ones
   otherwise.
@@ -54,6 +58,7 @@ from typing import Any
 from stackcost.allocators import GATE_ALLOCATOR
 from stackcost.cell import GENERATE, Cell
 from stackcost.execute import scratch
+from stackcost.execute.cores import host_cpus
 from stackcost.execute.paced import BurstChannel, PacedWorker, Refused
 from stackcost.execute.runner import Runner
 from stackcost.execute.sides import Side
@@ -130,6 +135,7 @@ class Design:
     block_s: float = 2.0  # bursts: the time each block alternates bursts for
     burst_ms: float = 20.0  # bursts: a burst's length (at least one step)
     bind_threads: bool = True  # bursts: torch's OpenMP threads one per core (omp_bindable)
+    same_cores: bool = True  # bursts: both workers of a narrower cell on one drawn set of cores
     replan: bool = True  # bursts: reshape an undecided cell's blocks at the first look (replan)
     allocator: str = GATE_ALLOCATOR  # both sides' workers' (stackcost.allocators)
 
@@ -149,6 +155,7 @@ class Design:
                 "block_s": self.block_s,
                 "burst_ms": self.burst_ms,
                 "bind_threads": self.bind_threads,
+                "same_cores": self.same_cores,
                 "replan": self.replan,
             }
             if self.pacing == "bursts"
@@ -544,10 +551,11 @@ def _burst_block(
     tasks = _burst_tasks(pairs, first, design, runners, run_ids, artifacts, reps)
     if tasks is None:
         return True
+    cores = block_cores(head.base.threads, design.seed, block) if design.same_cores else None
     lock = runners["base"].executor.lock  # one machine lock serves both sides
     with lock.held():
         try:
-            workers, steps_ns = _ready_workers(first, tasks, runners)
+            workers, steps_ns = _ready_workers(first, tasks, runners, cores)
         except Refused as exc:
             for pair in pairs:
                 pair.design = "processes"
@@ -566,8 +574,18 @@ def _burst_block(
             on_repetition(block, head, side, r)
         for pair in pairs:
             _failed(pair, side, r)
-    _judge_bursts(pairs, first, steps, steps_ns, alt, results)
+    _judge_bursts(pairs, first, steps, steps_ns, alt, results, cores)
     return True
+
+
+def block_cores(threads: int, seed: int, block: int) -> frozenset[int] | None:
+    """The cores both workers of a block are pinned to: `threads` of the host's, drawn
+    from the block's own seed (the order draws stay the same wherever it runs); None (not
+    pinned) when the cell is as wide as the host or wider."""
+    cpus = host_cpus()
+    if threads >= len(cpus):
+        return None
+    return frozenset(random.Random(f"cores {seed} {block}").sample(cpus, threads))
 
 
 def _burst_tasks(
@@ -596,16 +614,20 @@ def _burst_tasks(
 
 
 def _ready_workers(
-    first: list[str], tasks: dict[str, RepetitionTask], runners: dict[str, Runner]
+    first: list[str],
+    tasks: dict[str, RepetitionTask],
+    runners: dict[str, Runner],
+    cores: frozenset[int] | None,
 ) -> tuple[dict[str, PacedWorker], dict[str, float | None]]:
-    """One worker per side, started in `first`'s order, and each one's step time once it
-    is warm (None: it ended first). Refused, with both workers killed, when the cell cannot
-    be paced."""
+    """One worker per side, started in `first`'s order and pinned to `cores` (None: not
+    pinned), and each one's step time once it is warm (None: it ended first). Refused,
+    with both workers killed, when the cell cannot be paced."""
     workers = {
         side: PacedWorker(
             runners[side].executor.python,
             runners[side].executor.environ(tasks[side]),
             tasks[side],
+            cores,
         )
         for side in first
     }
@@ -639,6 +661,7 @@ def _judge_bursts(
     steps_ns: dict[str, float | None],
     alt: Alternation | None,
     results: dict[str, RepetitionResult],
+    cores: frozenset[int] | None,
 ) -> None:
     """Add the block's burst pairs to each metric's pair still measured, or count the
     block lost for it."""
@@ -658,6 +681,7 @@ def _judge_bursts(
                 "first": first[0],
                 "burst_steps": steps,
                 "ready_ms": {side: ns / 1e6 for side, ns in steps_ns.items() if ns},
+                "cores": sorted(cores) if cores else None,  # both workers' (same_cores)
                 # Pages each worker's allocator handed out afresh, a step: a process that
                 # faults where the next does not carries its own speed (allocators.py).
                 "page_faults_per_step": {
