@@ -3,7 +3,8 @@
 Joins, per cell of family.py, what each record holds:
 - allocator_family.py: the spread within a process and between processes under each
   allocator (glibc as the process is, steady as the gate runs it: before and after);
-- gate_family.py: the gate's verdicts on A/A, +5% and +10%, and its seconds a cell;
+- gate_family.py: the gate's verdicts on A/A, +5% and +10%, and its seconds a cell (the
+  tries run without --arms, or those of the arm --arm names);
 - bisect_family.py (optional): how many bisects of a 1.1x step named the commit, sure;
 - agreement_family.py (optional): stackcost / its peer on the same cell.
 Then it says, cell by cell, which of issue 62's targets its tries meet: A/A `unchanged` at
@@ -15,8 +16,8 @@ Every record must come from one machine (the same CPU model and flags): the tabl
 to mix machines.
 
     python benchmarks/calibration_table.py --spreads allocator_family.json \
-        --gate gate_family.json [more gate records] [--bisect bisect_family.json] \
-        [--agreement agreement_family.json] [--markdown]
+        --gate gate_family.json [more gate records] [--arm NAME] \
+        [--bisect bisect_family.json] [--agreement agreement_family.json] [--markdown]
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def table(args: argparse.Namespace) -> tuple[str, list[str], list[list[str]], li
         records[1 + g + b :],
     )
     allocators = list(spread["cells"])
-    every = [t for r in gates for t in r["tries"]]
+    # One design: the tries without an arm (ab's defaults), or those of the arm asked for.
+    every = [t for r in gates for t in r["tries"] if t.get("arm") == args.arm]
     trials = gate_rows(every)
     bisects: dict[str, list[dict[str, Any]]] = {}
     for t in (t for r in bisected for t in r["tries"]):
@@ -162,6 +164,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spreads", type=Path, required=True, help="an allocator_family record")
     ap.add_argument("--gate", type=Path, nargs="+", required=True, help="gate_family records")
+    ap.add_argument("--arm", help="the gate records' tries of this --arms arm (default: none)")
     ap.add_argument("--bisect", type=Path, nargs="*", default=[], help="bisect_family records")
     ap.add_argument("--agreement", type=Path, nargs="*", default=[],
                     help="agreement_family records")  # fmt: skip

@@ -133,6 +133,8 @@ def run_ab(argv: list[str], out: Path, slowdown: float) -> dict[str, Any]:
                 "interval": [(c["result"] or {}).get(k) for k in ("ci_low", "ci_high")],
                 "blocks": len(c["blocks"]),
                 "plan": c.get("plan"),
+                # Relative SDs within and between blocks: each side's, and the ratio's pairs'.
+                "spreads": c.get("spreads"),
             }
             for c in verdict["cells"]
         ],

@@ -40,10 +40,10 @@ from stackcost.env import cpu_info
 CELL_LIMIT_S = 240  # the issue's: each cell decided within 4 minutes
 
 
-def one_ab(member: Any, slowdown: float, work: Path, seed: int) -> dict[str, Any]:
+def one_ab(member: Any, slowdown: float, work: Path, seed: int, flags: list[str]) -> dict[str, Any]:
     out = work / f"ab-{seed}-{slowdown}.json"
     argv = ["ab", *member.run_args(), "--quiet", "--db", str(work / "ab.db")]
-    argv += ["--json", str(out), "--seed-order", str(seed)]
+    argv += ["--json", str(out), "--seed-order", str(seed), *flags]
     return run_ab(argv, out, slowdown)
 
 
@@ -54,11 +54,11 @@ def report(tries: list[dict[str, Any]], slowdowns: list[float], console: Console
     for col in ("cell", "true change", "trials", "regressed", "unchanged", "other",
                 "median s / cell"):  # fmt: skip
         table.add_column(col, justify="left" if col == "cell" else "right")
-    cells = list(dict.fromkeys(c["cell"] for t in tries for c in t.get("cells", [])))
+    cells = list(dict.fromkeys(armed(t, c["cell"]) for t in tries for c in t.get("cells", [])))
     for cell in cells:
         for s in slowdowns:
             mine = [(t, c) for t in tries if t["slowdown"] == s for c in t.get("cells", [])
-                    if c["cell"] == cell]  # fmt: skip
+                    if armed(t, c["cell"]) == cell]  # fmt: skip
             if not mine:
                 continue
             verdicts = [c["verdict"] for _, c in mine]
@@ -71,6 +71,11 @@ def report(tries: list[dict[str, Any]], slowdowns: list[float], console: Console
     console.print(table)
     for line in pooled(tries, slowdowns):
         console.print(line, highlight=False)
+
+
+def armed(trial: dict[str, Any], cell: str) -> str:
+    """A cell's row label: with the try's arm (its `ab` flags), where the run had arms."""
+    return f"{cell} [{trial['arm']}]" if trial.get("arm") else cell
 
 
 def pooled(tries: list[dict[str, Any]], slowdowns: list[float]) -> list[str]:
@@ -93,6 +98,13 @@ def main() -> int:
     ap.add_argument("--members", help="comma list of family.py indices (default: all)")
     ap.add_argument("--backends", help="comma list: only these of each member's backends")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--arms",
+        nargs="+",
+        metavar="NAME=FLAGS",
+        help="try every command once per arm, interleaved: NAME=extra `ab` flags, e.g. "
+        "same= apart=--no-same-cores (default: one arm, ab's defaults)",
+    )
     ap.add_argument("--json", type=Path)
     ap.add_argument(
         "--report", type=Path, nargs="+", help="only print the table of saved --json records"
@@ -113,6 +125,7 @@ def main() -> int:
     unknobbed = [m.model for _, m in members if not m.model.startswith("knob_model:")]
     if unknobbed:
         raise SystemExit(f"no slowdown knob for {', '.join(unknobbed)}")
+    arms = dict(a.partition("=")[::2] for a in args.arms) if args.arms else {"": ""}
     rng = random.Random(args.seed)
     console = Console()
     started = time.perf_counter()
@@ -132,18 +145,19 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="stackcost-gate-family-") as tmp:
         for r in range(args.rounds):
-            order = [(i, m, s) for i, m in members for s in slowdowns]
+            order = [(i, m, s, a) for i, m in members for s in slowdowns for a in arms]
             rng.shuffle(order)
-            for i, member, slowdown in order:
+            for i, member, slowdown, arm in order:
                 seed = args.seed * 1000 + len(tries)
-                found = one_ab(member, slowdown, Path(tmp), seed)
-                tries.append({"round": r + 1, "member": i, "slowdown": slowdown, **found})
+                found = one_ab(member, slowdown, Path(tmp), seed, arms[arm].split())
+                tries.append({"round": r + 1, "member": i, "slowdown": slowdown, **found}
+                             | ({"arm": arm, "flags": arms[arm]} if arm else {}))  # fmt: skip
                 save()
                 said = (
                     ", ".join(f"{c['cell']}: {c['verdict']}" for c in found.get("cells", []))
                     or f"error: {found.get('error')}"
                 )
-                console.print(f"round {r + 1} {member.what} +{slowdown:.0%} "
+                console.print(f"round {r + 1} {member.what} +{slowdown:.0%} {arm} "
                               f"({found['wall_s']:.0f} s): {said}", highlight=False)  # fmt: skip
     report(tries, slowdowns, console)
     save()
