@@ -62,18 +62,14 @@ class SyntheticWorker:
 
     machine: Machine
 
-    def __init__(
-        self, python: str, env: dict[str, str], task, cpus: frozenset[int] | None = None
-    ) -> None:
+    def __init__(self, python: str, env: dict[str, str], task) -> None:
         m = self.machine
         self.first = m.started % 2 == 0  # the block's workers start one after the other
         m.started += 1
-        self.task, self.cpus = task, cpus
-        self.core = min(cpus) if cpus else (0 if self.first else 1)
-        self.factor = (
-            float(env.get("SYNTHETIC_FACTOR", "1"))
-            * (1 + m.slot_bias if self.first else 1.0)
-            * (1 + m.core_slowdown.get(self.core, 0.0))
+        self.task = task
+        self.core = 0 if self.first else 1
+        self.factor = float(env.get("SYNTHETIC_FACTOR", "1")) * (
+            1 + m.slot_bias if self.first else 1.0
         )
         self.samples: list[int] = []
         self.proc = SimpleNamespace(poll=lambda: None)
@@ -81,11 +77,16 @@ class SyntheticWorker:
     def ready(self, timeout_s: float = 0) -> float:
         return STEP_NS * self.factor
 
+    def pin(self, cpus: frozenset[int]) -> None:
+        self.core = min(cpus)
+
     def burst(self, steps: int, timeout_s: float = 0) -> dict:
         m = self.machine
         ns = []
+        on_core = 1 + m.core_slowdown.get(self.core, 0.0)
         for _ in range(steps):
-            ns.append(round(STEP_NS * self.factor * m.mode() * m.rng.lognormvariate(0, 0.01)))
+            noise = m.rng.lognormvariate(0, 0.01)
+            ns.append(round(STEP_NS * self.factor * on_core * m.mode() * noise))
             m.steps += 1
         self.samples += ns
         return {"ns": ns, "disturbed": False, "others_cores": 0.0}
@@ -252,8 +253,8 @@ def test_ab_binds_both_sides_workers_unless_told_not_to(tmp_path, monkeypatch):
     seen: list[dict[str, str]] = []
 
     class Recording(SyntheticWorker):
-        def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
-            super().__init__(python, env, task, cpus)
+        def __init__(self, python: str, env: dict[str, str], task) -> None:
+            super().__init__(python, env, task)
             seen.append(env)
 
     for flag, bound in (("--bind-threads", True), ("--no-bind-threads", False)):
@@ -272,8 +273,8 @@ class SyntheticGenerator(SyntheticWorker):
     """A generate cell's paced worker: each burst unit is a whole generation whose prefill
     carries the side's planted SYNTHETIC_PREFILL factor and whose decode steps do not."""
 
-    def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
-        super().__init__(python, env, task, cpus)
+    def __init__(self, python: str, env: dict[str, str], task) -> None:
+        super().__init__(python, env, task)
         self.prefill = float(env.get("SYNTHETIC_PREFILL", "1"))
         self.asked: list[int] = []
 
@@ -299,8 +300,8 @@ def test_a_generation_alternates_whole_generations_and_judges_ttft_and_tpot_apar
     started: list[SyntheticGenerator] = []
 
     class Recording(SyntheticGenerator):
-        def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
-            super().__init__(python, env, task, cpus)
+        def __init__(self, python: str, env: dict[str, str], task) -> None:
+            super().__init__(python, env, task)
             started.append(self)
 
     machine = Machine()
@@ -388,8 +389,8 @@ class BiasedWorker(SyntheticWorker):
     """A synthetic worker whose candidate side carries its process's own speed, steady
     within it: 1.4x in one block's process, 0.7x in the next (SYNTHETIC_BIAS)."""
 
-    def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
-        super().__init__(python, env, task, cpus)
+    def __init__(self, python: str, env: dict[str, str], task) -> None:
+        super().__init__(python, env, task)
         if env.get("SYNTHETIC_BIAS"):
             block = (self.machine.started - 1) // 2  # two workers a block
             self.factor *= 1.4 if block % 2 else 0.7
@@ -410,8 +411,8 @@ class EnvWorker(SyntheticWorker):
 
     envs: list[dict[str, str]] = []
 
-    def __init__(self, python: str, env: dict[str, str], task, cpus=None) -> None:
-        super().__init__(python, env, task, cpus)
+    def __init__(self, python: str, env: dict[str, str], task) -> None:
+        super().__init__(python, env, task)
         self.envs.append(env)
 
 

@@ -41,6 +41,17 @@ def pin(cpus: frozenset[int] | None) -> None:
         os.sched_setaffinity(0, cpus)
 
 
+def pin_threads(pid: int, cpus: frozenset[int]) -> None:
+    """Pin every thread of the running process `pid` to `cpus` (sched_setaffinity on a
+    pid moves that one thread only). A thread or process that ended meanwhile is skipped."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(int(tid), cpus)
+
+
 class CoreLock:
     """`count` of this host's cores, held exclusively for one repetition (all or none, so
     two waiting repetitions never deadlock on half their cores each)."""

@@ -16,9 +16,10 @@ verdict comes from independent blocks, which average the per-process bias.
   per core in both workers (bind_threads): a fresh process otherwise draws its own thread
   placement.
 - Where the cell has fewer threads than the host has cores, both workers are pinned to the
-  same cores, drawn per block and recorded (same_cores): the kernel otherwise keeps each
-  idle-waking worker on the core it last ran on, so a burst pair compared two cores, and a
-  slow spell on one core (a busy neighbour on the host) became the block's bias.
+  same cores, drawn per block and recorded (same_cores), once both are warm (they start
+  beside each other on every core): the kernel otherwise keeps each idle-waking worker on
+  the core it last ran on, so a burst pair compared two cores, and a slow spell on one
+  core (a busy neighbour on the host) became the block's bias.
 - At the first look an undecided cell is replanned by where its ratio varied (replan):
   more, cheaper blocks when its blocks differ more than their pairs explain, longer ones
   otherwise.
@@ -555,13 +556,15 @@ def _burst_block(
     lock = runners["base"].executor.lock  # one machine lock serves both sides
     with lock.held():
         try:
-            workers, steps_ns = _ready_workers(first, tasks, runners, cores)
+            workers, steps_ns = _ready_workers(first, tasks, runners)
         except Refused as exc:
             for pair in pairs:
                 pair.design = "processes"
                 pair.design_note = f"measured in processes, not bursts: {exc}"
             return False
         alt, steps, shape = None, None, burst_shape(head.base.mode)
+        for w in workers.values() if cores else ():
+            w.pin(cores)
         if all(steps_ns.values()):
             steps = burst_steps(workers, design.burst_ms, rng, shape.sizing)
         if steps:
@@ -614,20 +617,16 @@ def _burst_tasks(
 
 
 def _ready_workers(
-    first: list[str],
-    tasks: dict[str, RepetitionTask],
-    runners: dict[str, Runner],
-    cores: frozenset[int] | None,
+    first: list[str], tasks: dict[str, RepetitionTask], runners: dict[str, Runner]
 ) -> tuple[dict[str, PacedWorker], dict[str, float | None]]:
-    """One worker per side, started in `first`'s order and pinned to `cores` (None: not
-    pinned), and each one's step time once it is warm (None: it ended first). Refused,
-    with both workers killed, when the cell cannot be paced."""
+    """One worker per side, started in `first`'s order, and each one's step time once it
+    is warm (None: it ended first). Refused, with both workers killed, when the cell cannot
+    be paced."""
     workers = {
         side: PacedWorker(
             runners[side].executor.python,
             runners[side].executor.environ(tasks[side]),
             tasks[side],
-            cores,
         )
         for side in first
     }

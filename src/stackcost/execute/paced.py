@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from stackcost.env import now
-from stackcost.execute.cores import pin
+from stackcost.execute.cores import pin_threads
 from stackcost.execute.local import failed
 from stackcost.execute.warm_start import die_with_parent
 from stackcost.result import RepetitionResult
@@ -43,18 +43,14 @@ class Refused(Exception):
 class BurstChannel:
     """A child that serves bursts over measure/bursts.py's protocol: commands on its
     stdin, replies on a pipe whose write end it is passed. `argv(fd)` is its command line
-    given that end's descriptor; its output goes to `log_path`; `cpus`, when given, are the
-    cores it is pinned to. PacedWorker is a repetition's worker on this channel; a peer
-    harness (benchmarks/agreement.py) is another."""
+    given that end's descriptor; its output goes to `log_path`. PacedWorker is a
+    repetition's worker on this channel; a peer harness (benchmarks/agreement.py) is
+    another."""
 
     def __init__(
-        self,
-        argv: Callable[[int], list[str]],
-        env: dict[str, str],
-        log_path: Path,
-        cpus: frozenset[int] | None = None,
+        self, argv: Callable[[int], list[str]], env: dict[str, str], log_path: Path
     ) -> None:
-        self.log_path, self.cpus = log_path, cpus
+        self.log_path = log_path
         read_end, write_end = os.pipe()
         self.started_at = now()
         with log_path.open("wb") as log:
@@ -66,7 +62,7 @@ class BurstChannel:
                 stderr=subprocess.STDOUT,
                 pass_fds=(write_end,),
                 start_new_session=True,  # a kill reaches its children too
-                preexec_fn=lambda: (die_with_parent(), pin(cpus)),
+                preexec_fn=die_with_parent,
                 text=True,
             )
         os.close(write_end)
@@ -101,6 +97,12 @@ class BurstChannel:
             return None
         return self._reply(timeout_s)
 
+    def pin(self, cpus: frozenset[int]) -> None:
+        """Move the running child's every thread to `cpus` (threads it starts later
+        inherit the mask): a block's workers once both are warm, having started beside
+        each other on every core."""
+        pin_threads(self.proc.pid, cpus)
+
     def stop(self) -> None:
         """Tell the child the bursts are over (it then writes its result and exits)."""
         with contextlib.suppress(BrokenPipeError, OSError):
@@ -120,13 +122,7 @@ class BurstChannel:
 class PacedWorker(BurstChannel):
     """One side's worker for one block: start, ready, bursts, finish."""
 
-    def __init__(
-        self,
-        python: str,
-        env: dict[str, str],
-        task: RepetitionTask,
-        cpus: frozenset[int] | None = None,
-    ) -> None:
+    def __init__(self, python: str, env: dict[str, str], task: RepetitionTask) -> None:
         tmp = Path(task.workdir) / "worker"
         tmp.mkdir(parents=True, exist_ok=True)
         self.task_path, self.result_path = tmp / "task.json", tmp / "result.json"
@@ -136,7 +132,7 @@ class PacedWorker(BurstChannel):
             self.task_path.write_text(self.task.model_dump_json())
             return [python, "-m", task.worker, str(self.task_path), str(self.result_path)]
 
-        super().__init__(argv, env, tmp / "log", cpus)
+        super().__init__(argv, env, tmp / "log")
 
     def finish(self, timeout_s: float = BURST_TIMEOUT_S) -> RepetitionResult:
         """Stop the bursts and take the worker's result (or its failure as the result)."""
