@@ -194,6 +194,21 @@ def test_a_slow_core_is_the_pairs_bias_only_when_each_worker_keeps_its_own(
         assert cell["verdict"] != "unchanged"
 
 
+@pytest.mark.whole_machine  # a 2-thread cell
+def test_a_cell_whose_threads_openmp_binds_keeps_that_binding(tmp_path, monkeypatch):
+    from stackcost.env import cores
+
+    if cores() < 2:
+        pytest.skip("needs 2 CPUs for a 2-thread cell")
+    monkeypatch.setattr(interleave, "host_cpus", lambda: [0, 1, 2, 3])  # wider than the cell
+    for flag, pinned in (("--bind-threads", False), ("--no-bind-threads", True)):
+        extra = ("--threads", "2", flag)
+        verdict = run_ab(tmp_path / flag, monkeypatch, Machine(), 2, *extra)
+        (cell,) = verdict["cells"]
+        drawn = [b["cores"] for b in cell["blocks"]]
+        assert all(len(c) == 2 for c in drawn) if pinned else drawn == [None, None]
+
+
 @pytest.mark.whole_machine  # pins workers to one of 2 cores
 def test_real_workers_of_a_narrower_cell_run_on_the_blocks_drawn_core(tmp_path):
     import sqlite3

@@ -135,8 +135,9 @@ def _add_design_args(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="bursts: pin both sides' workers to the same cores, drawn per block, where a "
-        "cell has fewer threads than the machine has cores; otherwise each worker stays on "
-        "the core it started on, and the pair compares two cores (default: same cores)",
+        "cell has fewer threads than the machine has cores and OpenMP does not bind them; "
+        "otherwise each worker stays on the core it started on, and the pair compares two "
+        "cores (default: same cores)",
     )
     p.add_argument(
         "--replan",

@@ -15,11 +15,12 @@ verdict comes from independent blocks, which average the per-process bias.
 - Where a rung's step runs on torch's OpenMP pool at 2+ threads, its threads are bound one
   per core in both workers (bind_threads): a fresh process otherwise draws its own thread
   placement.
-- Where the cell has fewer threads than the host has cores, both workers are pinned to the
-  same cores, drawn per block and recorded (same_cores), once both are warm (they start
-  beside each other on every core): the kernel otherwise keeps each idle-waking worker on
-  the core it last ran on, so a burst pair compared two cores, and a slow spell on one
-  core (a busy neighbour on the host) became the block's bias.
+- Where the cell has fewer threads than the host has cores (and OpenMP does not bind
+  them), both workers are pinned to the same cores, drawn per block and recorded
+  (same_cores), once both are warm (they start beside each other on every core): the
+  kernel otherwise keeps each idle-waking worker on the core it last ran on, so a burst
+  pair compared two cores, and a slow spell on one core (a busy neighbour on the host)
+  became the block's bias.
 - At the first look an undecided cell is replanned by where its ratio varied (replan):
   more, cheaper blocks when its blocks differ more than their pairs explain, longer ones
   otherwise.
@@ -57,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from stackcost.allocators import GATE_ALLOCATOR
+from stackcost.backends import omp_bindable
 from stackcost.cell import GENERATE, Cell
 from stackcost.execute import scratch
 from stackcost.execute.cores import host_cpus
@@ -552,7 +554,11 @@ def _burst_block(
     tasks = _burst_tasks(pairs, first, design, runners, run_ids, artifacts, reps)
     if tasks is None:
         return True
-    cores = block_cores(head.base.threads, design.seed, block) if design.same_cores else None
+    # A cell whose threads OpenMP binds one per core keeps that binding: moving its threads
+    # afterwards would let each run on any of the drawn cores.
+    bound = design.bind_threads and omp_bindable(head.base)
+    pinned = design.same_cores and not bound
+    cores = block_cores(head.base.threads, design.seed, block) if pinned else None
     lock = runners["base"].executor.lock  # one machine lock serves both sides
     with lock.held():
         try:
