@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from rich.table import Table
 from rich.text import Text
@@ -50,27 +50,32 @@ def sides_lines(sides: Mapping[str, Side]) -> list[str]:
     return lines
 
 
+def _in_bursts(ab: ABResult, what: str, applies: Callable[[CellPair], bool]) -> str:
+    """ ", {what}" where it applied to every burst cell, naming the cells where it applied
+    to some; "" where to none."""
+    bursts = [c for c in ab.cells if c.design == "bursts"]
+    labels = [c.label for c in bursts if applies(c)]
+    if not labels:
+        return ""
+    return f", {what}" + ("" if len(labels) == len(bursts) else f" in {', '.join(labels)}")
+
+
 def _bound(ab: ABResult) -> str:
     """Which burst cells had their threads bound: only those on torch's OpenMP pool
     (omp_bindable), so an ONNX Runtime or 1-thread cell is never said to be."""
-    bursts = {c.label: c for c in ab.cells if c.design == "bursts"}
-    bound = [label for label, c in bursts.items() if omp_bindable(c.cand)]
-    if not bound:
-        return ""
-    if len(bound) == len(bursts):
-        return ", torch's OpenMP threads bound one per core"
-    return f", torch's OpenMP threads bound one per core in {', '.join(bound)}"
+    return _in_bursts(
+        ab, "torch's OpenMP threads bound one per core", lambda c: omp_bindable(c.cand)
+    )
 
 
 def _pinned(ab: ABResult) -> str:
     """Which burst cells ran both workers on the same drawn cores (same_cores): those
     narrower than the machine, whose blocks recorded their cores."""
-    bursts = [c for c in ab.cells if c.design == "bursts"]
-    pinned = [c.label for c in bursts if any(b.get("cores") for b in c.burst_blocks)]
-    if not pinned:
-        return ""
-    where = "" if len(pinned) == len(bursts) else f" in {', '.join(pinned)}"
-    return f", both on the same core(s), drawn per block{where}"
+    return _in_bursts(
+        ab,
+        "both on the same core(s), drawn per block",
+        lambda c: any(b.get("cores") for b in c.burst_blocks),
+    )
 
 
 def design_line(ab: ABResult) -> str:

@@ -569,8 +569,9 @@ def _burst_block(
                 pair.design_note = f"measured in processes, not bursts: {exc}"
             return False
         alt, steps, shape = None, None, burst_shape(head.base.mode)
-        for w in workers.values() if cores else ():
-            w.pin(cores)
+        if cores:
+            for w in workers.values():
+                w.pin(cores)
         if all(steps_ns.values()):
             steps = burst_steps(workers, design.burst_ms, rng, shape.sizing)
         if steps:
