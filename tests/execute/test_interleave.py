@@ -256,3 +256,19 @@ hint: See above for details.
     assert _install_error("ERROR: No matching distribution\n") == "ERROR: No matching distribution"
     assert _install_error("just this\n") == "just this"
     assert _install_error("") == "no output"
+
+
+def test_a_blocks_shared_cores_spare_a_bound_cell_and_one_as_wide_as_the_host(monkeypatch):
+    from stackcost.cell import Cell, ModelRef
+    from stackcost.execute import interleave
+
+    monkeypatch.setattr(interleave, "host_cpus", lambda: [0, 1, 2, 3])
+    cell = Cell(model=ModelRef(name="mlp"), backend="eager", threads=2)
+    assert interleave.shared_cores(cell, True, 0, 1) is None  # OpenMP binds its 2 threads
+    drawn = interleave.shared_cores(cell, False, 0, 1)
+    assert drawn is not None and len(drawn) == 2 and drawn <= {0, 1, 2, 3}
+    assert interleave.shared_cores(cell, False, 0, 1) == drawn  # the block's seed draws them
+    one = cell.model_copy(update={"threads": 1})
+    assert len(interleave.shared_cores(one, True, 0, 1) or ()) == 1  # 1 thread: never bound
+    wide = cell.model_copy(update={"threads": 4})
+    assert interleave.shared_cores(wide, False, 0, 1) is None

@@ -554,11 +554,9 @@ def _burst_block(
     tasks = _burst_tasks(pairs, first, design, runners, run_ids, artifacts, reps)
     if tasks is None:
         return True
-    # A cell whose threads OpenMP binds one per core keeps that binding: moving its threads
-    # afterwards would let each run on any of the drawn cores.
-    bound = design.bind_threads and omp_bindable(head.base)
-    pinned = design.same_cores and not bound
-    cores = block_cores(head.base.threads, design.seed, block) if pinned else None
+    cores = None
+    if design.same_cores:
+        cores = shared_cores(head.base, design.bind_threads, design.seed, block)
     lock = runners["base"].executor.lock  # one machine lock serves both sides
     with lock.held():
         try:
@@ -586,6 +584,15 @@ def _burst_block(
             _failed(pair, side, r)
     _judge_bursts(pairs, first, steps, steps_ns, alt, results, cores)
     return True
+
+
+def shared_cores(cell: Cell, bind_threads: bool, seed: int, block: int) -> frozenset[int] | None:
+    """The cores both burst workers of the cell share in this block (same_cores), or None.
+    A cell whose threads OpenMP binds one per core keeps that binding: moving its threads
+    afterwards would let each run on any of the drawn cores."""
+    if bind_threads and omp_bindable(cell):
+        return None
+    return block_cores(cell.threads, seed, block)
 
 
 def block_cores(threads: int, seed: int, block: int) -> frozenset[int] | None:
