@@ -6,7 +6,10 @@ cell (execute/paced.py: built, prepared, verified and warmed up as any repetitio
 serving bursts) and the peer (`_agreement_peers.py PEER --serve-fd`), which times each
 burst its own way. Which one starts first is drawn per block. Both get the environment
 stackcost gives the cell's worker (threads, and with --bind-threads torch's OpenMP threads
-bound one per core, as `ab` does), so the harness is the only difference left. The parent
+bound one per core, as `ab` does), so the harness is the only difference left. A cell
+narrower than the machine, unbound, has both workers pinned to the same drawn core(s) once
+both are warm (--same-cores, as `ab` does): otherwise each sits on its own core for the
+block, and a VM's core that runs slower for seconds biases the block. The parent
 alternates bursts of about --burst-ms between them for --block-s seconds, in random order
 per pair (execute.interleave.alternate, the loop `ab` uses); a pair where either burst saw
 other work on the cores is dropped and counted. A block's ratio is the geometric mean of
@@ -30,7 +33,7 @@ from typing import Any
 
 from rich.console import Console
 
-from stackcost.execute.interleave import alternate, burst_steps
+from stackcost.execute.interleave import alternate, burst_steps, shared_cores
 from stackcost.execute.local import LocalExecutor
 from stackcost.execute.paced import BurstChannel, PacedWorker
 from stackcost.execute.runner import Runner, prepare
@@ -121,7 +124,8 @@ def run_bursts(
                 for peer_name, bs in order:
                     key = (peer_of[peer_name].backend, bs)
                     record = _block(args, runner, executor, run_id, cells[key], reps[key],
-                                    peer_of[peer_name], prepared[str(bs)], work, rng)  # fmt: skip
+                                    peer_of[peer_name], prepared[str(bs)], work, rng,
+                                    block)  # fmt: skip
                     reps[key] += 1
                     record |= {"block": block + 1, "peer_name": peer_name, "batch_size": bs}
                     pairs.append(record)
@@ -150,6 +154,7 @@ def _block(
     prepared: dict[str, Any],
     work: Path,
     rng: random.Random,
+    block: int,
 ) -> dict[str, Any]:
     """One pair of fresh workers, alternating bursts: the block's record. `peer`: an
     agreement.Peer (its backend and its child's subcommand)."""
@@ -171,7 +176,10 @@ def _block(
     ]  # fmt: skip
     first = rng.sample(("stackcost", "peer"), 2)
     values: dict[str, list[float]] = {"stackcost": [], "peer": []}
-    record: dict[str, Any] = {"first": first[0]}
+    cores = None
+    if args.same_cores:
+        cores = shared_cores(task.cell, args.bind_threads, args.seed, block)
+    record: dict[str, Any] = {"first": first[0], "cores": sorted(cores) if cores else None}
     with executor.lock.held():
         workers: dict[str, Any] = {}
         for side in first:
@@ -181,6 +189,9 @@ def _block(
                 else PeerWorker(peer_argv, env, peer_dir / "result.json", peer_dir / "log")
             )
         ready = {side: workers[side].ready() for side in first}
+        if cores:
+            for w in workers.values():
+                w.pin(cores)
         steps = burst_steps(workers, args.burst_ms, rng) if all(ready.values()) else None
         if steps:
             alt = alternate(workers, steps, args.block_s, rng)

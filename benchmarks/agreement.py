@@ -348,8 +348,9 @@ def _report_bursts(
         f"[dim]ratio = stackcost / peer, the geometric mean over blocks of each block's mean "
         f"burst-pair ratio; each block is a fresh pair of processes. Bursts of stackcost's "
         f"own timer against Timer.timeit (one mean a burst), perf_counter around ORT's run() "
-        f"and OpenVINO's InferRequest.latency. Threads bound: {args.bind_threads}. Load "
-        f"average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after. Wall "
+        f"and OpenVINO's InferRequest.latency. Threads bound: {args.bind_threads}; same cores: "
+        f"{args.same_cores}. Load average (1 min) {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after. Wall "
         f"{wall:.0f} s.[/dim]",
         highlight=False,
     )
@@ -385,7 +386,8 @@ def _report_bursts(
             "design": "bursts", "device": args.device, "quick": args.quick,
             "skipped_peers": skipped, "resolution": args.resolution, "threads": args.threads,
             "batch_sizes": batch_sizes, "blocks": args.blocks, "block_s": args.block_s,
-            "burst_ms": args.burst_ms, "bind_threads": args.bind_threads, "seed": args.seed,
+            "burst_ms": args.burst_ms, "bind_threads": args.bind_threads, "same_cores": args.same_cores,
+            "seed": args.seed,
             "prepared": prepared, "pairs": pairs, "summary": summary, "wall_s": wall,
             "load_average_before": load_before, "load_average_after": load_after,
             "tolerance": TOLERANCE, "foreign_weights": foreign,
@@ -453,6 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="bursts: torch's OpenMP threads one per core in both workers, as ab does",
+    )
+    ap.add_argument(
+        "--same-cores",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="bursts: both workers of a cell narrower than the machine (and unbound) on the "
+        "same drawn core(s) each block, as ab does",
     )
     ap.add_argument(
         "--peer-imports-torch",
