@@ -84,6 +84,8 @@ def pooled(tries: list[dict[str, Any]], slowdowns: list[float]) -> list[str]:
     lines = []
     for s in slowdowns:
         verdicts = [c["verdict"] for t in tries if t["slowdown"] == s for c in t.get("cells", [])]
+        if not verdicts:  # a change these tries did not run: no rate to state
+            continue
         k = verdicts.count("regressed")
         r, lo, hi = rate(k, len(verdicts))
         lines.append(f"all cells, +{s:.0%}: regressed {k}/{len(verdicts)} = {r:.1%} "
