@@ -83,9 +83,10 @@ def test_a_slowed_candidate_regresses_and_both_runs_are_stored_as_a_pair(tmp_pat
     assert json.loads(envs[cand])["ab"]["env"] == {"STACKCOST_TEST_BUSY_US": "8000"}
     assert json.loads(envs[base])["worker_environ"]["STACKCOST_TEST_BUSY_US"] == "1000"
     # Each block: two repetitions a side, each its own process, stored in its side's run.
+    # A disturbed try is stored beside its retry under the same repetition number.
     reps = db.execute(
-        "SELECT c.run_id, COUNT(*) FROM repetitions r JOIN cells c ON r.cell_id = c.id"
-        " GROUP BY c.run_id"
+        "SELECT c.run_id, COUNT(DISTINCT r.repetition) FROM repetitions r"
+        " JOIN cells c ON r.cell_id = c.id GROUP BY c.run_id"
     ).fetchall()
     assert {n for _, n in reps} == {2 * verdict["blocks"]}
 
