@@ -350,8 +350,7 @@ def _report_bursts(
         f"own timer against Timer.timeit (one mean a burst), perf_counter around ORT's run() "
         f"and OpenVINO's InferRequest.latency. Threads bound: {args.bind_threads}; same cores: "
         f"{args.same_cores}. Load average (1 min) {load_before[0]:.2f} before, "
-        f"{load_after[0]:.2f} after. Wall "
-        f"{wall:.0f} s.[/dim]",
+        f"{load_after[0]:.2f} after. Wall {wall:.0f} s.[/dim]",
         highlight=False,
     )
     foreign = sorted(
@@ -386,8 +385,8 @@ def _report_bursts(
             "design": "bursts", "device": args.device, "quick": args.quick,
             "skipped_peers": skipped, "resolution": args.resolution, "threads": args.threads,
             "batch_sizes": batch_sizes, "blocks": args.blocks, "block_s": args.block_s,
-            "burst_ms": args.burst_ms, "bind_threads": args.bind_threads, "same_cores": args.same_cores,
-            "seed": args.seed,
+            "burst_ms": args.burst_ms, "bind_threads": args.bind_threads,
+            "same_cores": args.same_cores, "seed": args.seed,
             "prepared": prepared, "pairs": pairs, "summary": summary, "wall_s": wall,
             "load_average_before": load_before, "load_average_after": load_after,
             "tolerance": TOLERANCE, "foreign_weights": foreign,
